@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# build.sh TOOLMOD NAME=PKG... builds the pinned commands of module hack/tools/TOOLMOD
+# into a cache outside the repo, keyed by the module's go.mod, go.sum, optional
+# ldflags file and the Go version, and prints the directory holding the
+# binaries. Binaries already in the cache are not rebuilt, so fresh clones on
+# the same machine reuse them.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mod=$1
+shift
+dir="$here/$mod"
+ldflags="-s -w"
+if [ -f "$dir/ldflags" ]; then
+	ldflags="$ldflags $(cat "$dir/ldflags")"
+fi
+key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; go env GOVERSION) | sha256sum | cut -c1-16)
+out="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-gitops/tools/$mod-$key"
+mkdir -p "$out"
+for spec in "$@"; do
+	name=${spec%%=*}
+	pkg=${spec#*=}
+	if [ ! -x "$out/$name" ]; then
+		echo "building $name from $pkg into $out (once; cached afterwards)" >&2
+		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
+		mv "$out/$name.tmp" "$out/$name"
+	fi
+done
+echo "$out"

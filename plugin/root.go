@@ -1,0 +1,126 @@
+// Package plugin holds the kubectl gitops command line: cobra commands, flags,
+// terminal handling and output formats. It is the only package that prints;
+// the engine (breakglass) and the audit log (audit) return values instead.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// Exit codes shared by every command (DESIGN §2).
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// ExitError carries the exit code a command wants beside its message. A nil
+// Err with a code means "say nothing more, exit with Code" (for documented
+// "not yet" answers that already printed their result).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// usageErrorf returns an error that exits 2: the user asked for something the
+// command cannot take as written.
+func usageErrorf(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+// Main runs the plugin with args and returns the process exit code. It prints
+// errors as one lowercase line starting "error: ".
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	cmd := NewCmdRoot(streams)
+	cmd.SetArgs(args)
+	return Execute(ctx, cmd, streams)
+}
+
+// Execute runs cmd and maps its error to an exit code, printing the error.
+func Execute(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStreams) int {
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitFailure
+	var exitErr *ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.Code
+		if exitErr.Err == nil {
+			return code
+		}
+	} else if isCobraUsageError(err) {
+		code = ExitUsage
+	}
+	fmt.Fprintln(streams.ErrOut, "error: "+lowerFirst(err.Error()))
+	return code
+}
+
+// isCobraUsageError recognises the errors cobra itself returns for a command
+// line it cannot parse, which carry no type of their own.
+func isCobraUsageError(err error) bool {
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument", "required flag", "accepts ", "requires at least", "if any flags in the group"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// NewCmdRoot returns the kubectl gitops command with every subcommand.
+func NewCmdRoot(streams genericiooptions.IOStreams) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	cmd := &cobra.Command{
+		Use:   "kubectl gitops",
+		Short: "Audited break-glass for Argo CD Applications",
+		Long: `kubectl gitops pauses an Argo CD Application's automated sync without losing its
+policy, applies an emergency patch to a live resource, records who did what and
+why in a tamper-evident audit log, and restores sync once Git has caught up.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// The plugin is invoked as "kubectl gitops"; cobra would otherwise
+		// print the binary name.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gitops"},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: err}
+	})
+	flags.AddFlags(cmd.PersistentFlags())
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+
+	cmd.AddCommand(NewCmdVersion(flags, streams))
+	cmd.AddCommand(NewCmdCompletion(streams))
+	return cmd
+}

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	argoclient "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// TestSelfHealRevertsLivePatch is the problem kubectl gitops exists for: a
+// hand-made patch of a self-healing Application's Deployment is reverted by
+// the real application controller.
+func TestSelfHealRevertsLivePatch(t *testing.T) {
+	e := environment(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admin, err := e.RESTConfig(env.Admin.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argo := argoclient.NewForConfigOrDie(admin)
+	kube := kubernetes.NewForConfigOrDie(admin)
+
+	app := &v1alpha1.Application{
+		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: e.ArgoNamespace},
+		Spec: v1alpha1.ApplicationSpec{
+			Project:     "default",
+			Source:      &v1alpha1.ApplicationSource{RepoURL: e.Git.URL(), Path: env.FixtureApp, TargetRevision: "HEAD"},
+			Destination: v1alpha1.ApplicationDestination{Server: v1alpha1.KubernetesInternalAPIServerAddr, Namespace: env.DemoNamespace},
+			SyncPolicy:  &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{Prune: true, SelfHeal: true}},
+		},
+	}
+	if _, err := argo.ArgoprojV1alpha1().Applications(e.ArgoNamespace).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := e.Git.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the Application to be Synced at the fixture's head", func() (bool, string) {
+		a, err := argo.ArgoprojV1alpha1().Applications(e.ArgoNamespace).Get(ctx, app.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return a.Status.Sync.Status == v1alpha1.SyncStatusCodeSynced && a.Status.Sync.Revision == head,
+			string(a.Status.Sync.Status) + " at " + a.Status.Sync.Revision
+	})
+	if got := deploymentImage(ctx, t, kube); got != env.FixtureImage {
+		t.Fatalf("synced Deployment runs %q, want the fixture's %q", got, env.FixtureImage)
+	}
+
+	oncall := newUser(t, env.Oncall.Name)
+	patchedAt := time.Now()
+	oncall.kubectl("-n", env.DemoNamespace, "patch", "deployment", "web", "--type=json",
+		"-p", `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/web:hotfix"}]`)
+
+	waitFor(ctx, t, "self-heal to revert the hand-made patch", func() (bool, string) {
+		img := deploymentImage(ctx, t, kube)
+		return img == env.FixtureImage, "image " + img
+	})
+	a, err := argo.ArgoprojV1alpha1().Applications(e.ArgoNamespace).Get(ctx, app.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := a.Status.OperationState
+	if op == nil || op.StartedAt.Time.Before(patchedAt.Truncate(time.Second)) {
+		t.Fatalf("no sync operation started after the patch; the revert was not Argo CD's: %+v", op)
+	}
+	if op.Operation.InitiatedBy.Automated != true {
+		t.Errorf("the reverting sync was not automated: %+v", op.Operation.InitiatedBy)
+	}
+}
+
+// TestVersionThroughKubectl runs the plugin through kubectl's own plugin
+// discovery and checks it reaches both servers.
+func TestVersionThroughKubectl(t *testing.T) {
+	e := environment(t)
+	u := newUser(t, env.Auditor.Name, "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_OPTS=--plaintext")
+
+	if list := u.kubectl("plugin", "list"); !strings.Contains(list, "kubectl-gitops") {
+		t.Fatalf("kubectl plugin list does not show kubectl-gitops:\n%s", list)
+	}
+	out := u.kubectl("gitops", "version")
+	for _, want := range []string{"Client:      " + testVersion, "Kubernetes:  v1.35.4", "Argo CD:     v2.14.21"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl gitops version output lacks %q:\n%s", want, out)
+		}
+	}
+	js := u.kubectl("gitops", "version", "-o", "json")
+	if !strings.Contains(js, `"version": "`+testVersion+`"`) || !strings.Contains(js, `"version": "v1.35.4"`) {
+		t.Errorf("kubectl gitops version -o json:\n%s", js)
+	}
+
+	nobody := newUser(t, env.Nobody.Name)
+	if _, errOut, code := nobody.run("kubectl", "gitops", "version", "--kubeconfig", "/nonexistent"); code != 1 || !strings.HasPrefix(errOut, "error: ") {
+		t.Errorf("unreachable server: exit %d, stderr %q; want exit 1 and one error line", code, errOut)
+	}
+}
+
+func deploymentImage(ctx context.Context, t *testing.T, kube kubernetes.Interface) string {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(env.DemoNamespace).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
+}
+
+// waitFor polls cond every 200ms until it holds, failing the test with the
+// last state cond described when ctx ends.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		var ok bool
+		ok, last = cond()
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s; last: %s", what, last)
+	}
+}

@@ -1,0 +1,324 @@
+package env
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// DemoNamespace is where the fixture application's resources live.
+const DemoNamespace = "demo"
+
+func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) error {
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	redisAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
+	e.ArgoServerAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
+	admin, err := e.RESTConfig(Admin.Name)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		return err
+	}
+	if err := installCRDs(ctx, dyn); err != nil {
+		return err
+	}
+	if err := e.configureArgoCD(ctx, kube, dyn); err != nil {
+		return err
+	}
+	if err := grantTestRoles(ctx, kube); err != nil {
+		return err
+	}
+
+	kubeconfig := e.Kubeconfig(Admin.Name)
+	home := filepath.Join(e.Dir, "home")
+	common := []string{
+		"HOME=" + home,
+		"KUBECONFIG=" + kubeconfig,
+		"ARGOCD_FAKE_IN_CLUSTER=true",
+		"ARGOCD_GPG_ENABLED=false",
+		"ARGOCD_SSH_DATA_PATH=" + filepath.Join(home, "ssh"),
+		"ARGOCD_TLS_DATA_PATH=" + filepath.Join(home, "tls"),
+		"ARGOCD_PLUGINSOCKFILEPATH=" + filepath.Join(home, "plugins"),
+		"ARGOCD_GNUPGHOME=" + filepath.Join(home, "gnupg"),
+	}
+	for _, sub := range []string{"ssh", "tls", "plugins", "gnupg"} {
+		if err := os.MkdirAll(filepath.Join(home, sub), 0o700); err != nil {
+			return err
+		}
+	}
+
+	redis, err := e.start("redis-server", nil, bins.Redis,
+		"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", home)
+	if err != nil {
+		return err
+	}
+	if err := redis.waitFor(ctx, 30*time.Second, tcpReady(redisAddr)); err != nil {
+		return err
+	}
+
+	repo, err := e.start("argocd-repo-server", append(common, "ARGOCD_BINARY_NAME=argocd-repo-server"), bins.ArgoCD,
+		"--address=127.0.0.1", "--port="+strconv.Itoa(ports[1]),
+		"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(ports[3]),
+		"--redis="+redisAddr, "--disable-tls")
+	if err != nil {
+		return err
+	}
+	if err := repo.waitFor(ctx, time.Minute, tcpReady(repoAddr)); err != nil {
+		return err
+	}
+
+	controller, err := e.start("argocd-application-controller", append(common, "ARGOCD_BINARY_NAME=argocd-application-controller"), bins.ArgoCD,
+		"--kubeconfig="+kubeconfig, "--namespace="+ArgoNamespace,
+		"--repo-server="+repoAddr, "--repo-server-plaintext", "--redis="+redisAddr,
+		"--metrics-port="+strconv.Itoa(ports[4]),
+		"--app-resync="+strconv.Itoa(int(opts.AppResync.Seconds())),
+		"--self-heal-timeout-seconds="+strconv.Itoa(int(opts.SelfHealTimeout.Seconds())),
+		"--status-processors=4", "--operation-processors=4")
+	if err != nil {
+		return err
+	}
+	if err := controller.waitFor(ctx, time.Minute, httpReady(http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(ports[4])+"/healthz")); err != nil {
+		return err
+	}
+
+	server, err := e.start("argocd-server", append(common, "ARGOCD_BINARY_NAME=argocd-server"), bins.ArgoCD,
+		"--kubeconfig="+kubeconfig, "--namespace="+ArgoNamespace, "--insecure",
+		"--address=127.0.0.1", "--port="+strconv.Itoa(ports[2]), "--metrics-port="+strconv.Itoa(ports[5]),
+		"--repo-server="+repoAddr, "--repo-server-plaintext", "--redis="+redisAddr,
+		"--staticassets="+filepath.Join(home, "static"))
+	if err != nil {
+		return err
+	}
+	return server.waitFor(ctx, time.Minute, httpReady(http.DefaultClient, "http://"+e.ArgoServerAddr+"/healthz"))
+}
+
+// argoModuleDir finds the pinned Argo CD module, whose manifests/crds hold the
+// CRDs matching the Go types the plugin is built with.
+func argoModuleDir() (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-cd/v2")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the argo-cd module: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func installCRDs(ctx context.Context, dyn dynamic.Interface) error {
+	dir, err := argoModuleDir()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, file := range []string{"application-crd.yaml", "appproject-crd.yaml", "applicationset-crd.yaml"} {
+		objs, err := readObjects(filepath.Join(dir, "manifests", "crds", file))
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating CRD %s: %w", obj.GetName(), err)
+			}
+			names = append(names, obj.GetName())
+		}
+	}
+	for _, name := range names {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			crd, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			for _, c := range conditions {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// readObjects decodes every YAML document of path.
+func readObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if obj != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: obj})
+		}
+	}
+}
+
+func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
+	for _, ns := range []string{ArgoNamespace, DemoNamespace} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	secretKey := make([]byte, 32)
+	if _, err := rand.Read(secretKey); err != nil {
+		return err
+	}
+	e.adminPassword = hex.EncodeToString(secretKey[:8])
+	hash, err := bcrypt.GenerateFromPassword([]byte(e.adminPassword), bcrypt.MinCost)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{"app.kubernetes.io/part-of": "argocd"}
+	configMaps := map[string]map[string]string{
+		"argocd-cm":                 {"admin.enabled": "true", "url": "http://" + e.ArgoServerAddr},
+		"argocd-rbac-cm":            {"policy.default": "role:readonly"},
+		"argocd-cmd-params-cm":      {},
+		"argocd-tls-certs-cm":       {},
+		"argocd-ssh-known-hosts-cm": {},
+		"argocd-gpg-keys-cm":        {},
+	}
+	for name, data := range configMaps {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ArgoNamespace, Labels: labels}, Data: data}
+		if _, err := kube.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: ArgoNamespace, Labels: labels},
+		StringData: map[string]string{
+			"admin.password":      string(hash),
+			"admin.passwordMtime": time.Now().UTC().Format(time.RFC3339),
+			"server.secretkey":    hex.EncodeToString(secretKey),
+		},
+	}
+	if _, err := kube.CoreV1().Secrets(ArgoNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	project := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "AppProject",
+		"metadata":   map[string]any{"name": "default", "namespace": ArgoNamespace},
+		"spec": map[string]any{
+			"sourceRepos":              []any{"*"},
+			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
+			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+		},
+	}}
+	gvr := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
+	_, err = dyn.Resource(gvr).Namespace(ArgoNamespace).Create(ctx, project, metav1.CreateOptions{})
+	return err
+}
+
+// grantTestRoles gives the environment's users the rights their names promise:
+// oncall changes workloads, ConfigMaps and Argo CD Applications, auditors read
+// them, nobody gets nothing. The rules are explicit because no
+// kube-controller-manager runs to fill the aggregated edit and view roles.
+func grantTestRoles(ctx context.Context, kube kubernetes.Interface) error {
+	read := []string{"get", "list", "watch"}
+	write := []string{"get", "list", "watch", "create", "patch", "update"}
+	roles := map[string][]rbacv1.PolicyRule{
+		"test-oncall": {
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: write},
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "pods", "namespaces"}, Verbs: write},
+			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: write},
+		},
+		"test-auditors": {
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: read},
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "pods", "namespaces"}, Verbs: read},
+			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: read},
+		},
+	}
+	groups := map[string]string{"test-oncall": Oncall.Groups[0], "test-auditors": Auditor.Groups[0]}
+	for name, rules := range roles {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+		if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: groups[name]}},
+		}
+		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ArgoToken logs in to the Argo CD API server as admin and returns a session
+// token usable as ARGOCD_AUTH_TOKEN.
+func (e *Env) ArgoToken(ctx context.Context) (string, error) {
+	body, _ := json.Marshal(map[string]string{"username": "admin", "password": e.adminPassword})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+e.ArgoServerAddr+"/api/v1/session", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Token string `json:"token"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("argo cd login: %s: %s", resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return "", err
+	}
+	return out.Token, nil
+}

@@ -1,0 +1,119 @@
+package env
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// GitRepo is a Git repository on disk that the repo-server reads as file://.
+type GitRepo struct {
+	Dir string
+	mu  sync.Mutex
+}
+
+// URL is the repository's address as an Application's repoURL.
+func (g *GitRepo) URL() string { return "file://" + g.Dir }
+
+// FixtureApp is the path, inside the fixture repository, of the plain-YAML
+// application every environment starts with.
+const FixtureApp = "apps/web"
+
+// FixtureImage is the image the fixture's Deployment starts with.
+const FixtureImage = "registry.example/web:1.0.0"
+
+// FixtureFiles are the fixture application's files: a Deployment and a
+// ConfigMap in namespace demo.
+func FixtureFiles(image string) map[string]string {
+	return map[string]string{
+		FixtureApp + "/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: demo
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: web
+        image: ` + image + `
+        ports:
+        - containerPort: 8080
+`,
+		FixtureApp + "/configmap.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+  namespace: demo
+data:
+  greeting: hello
+`,
+	}
+}
+
+// newGitRepo creates a repository at dir holding the fixture application.
+func newGitRepo(dir string) (*GitRepo, error) {
+	g := &GitRepo{Dir: dir}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := g.git("init", "--quiet", "--initial-branch=main"); err != nil {
+		return nil, err
+	}
+	if _, err := g.Commit("fixture: web application", FixtureFiles(FixtureImage)); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Commit writes files (path → content, relative to the repository) and commits
+// them, returning the new revision.
+func (g *GitRepo) Commit(message string, files map[string]string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for path, content := range files {
+		full := filepath.Join(g.Dir, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			return "", err
+		}
+	}
+	if _, err := g.git("add", "--all"); err != nil {
+		return "", err
+	}
+	if _, err := g.git("commit", "--quiet", "--allow-empty", "-m", message); err != nil {
+		return "", err
+	}
+	return g.Head()
+}
+
+// Head returns the revision main points at.
+func (g *GitRepo) Head() (string, error) {
+	return g.git("rev-parse", "HEAD")
+}
+
+func (g *GitRepo) git(args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = g.Dir
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=fixture", "GIT_AUTHOR_EMAIL=fixture@example.invalid",
+		"GIT_COMMITTER_NAME=fixture", "GIT_COMMITTER_EMAIL=fixture@example.invalid",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
