@@ -1,0 +1,235 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+)
+
+// In-cluster layout: one immutable ConfigMap per record, named by sequence
+// number so that names sort in chain order and a name can be created once
+// only (which is what serialises racing writers), and one head ConfigMap
+// updated with a resourceVersion precondition.
+const (
+	recordPrefix = "kubectl-gitops-audit-"
+	headName     = "kubectl-gitops-audit-head"
+	docKey       = "record"
+
+	// LabelKind marks audit ConfigMaps: "record" or "head".
+	LabelKind    = KeyPrefix + "audit"
+	LabelApp     = KeyPrefix + "app"
+	LabelSession = KeyPrefix + "session"
+	LabelEvent   = KeyPrefix + "event"
+)
+
+// RecordSelector selects the record ConfigMaps of a namespace.
+const RecordSelector = LabelKind + "=record"
+
+var recordName = regexp.MustCompile(`^` + recordPrefix + `(\d{10})$`)
+
+// RecordName is the ConfigMap name of record seq.
+func RecordName(seq uint64) string { return fmt.Sprintf("%s%010d", recordPrefix, seq) }
+
+// HeadName is the ConfigMap name of the chain head.
+const HeadName = headName
+
+// ConfigMapStore keeps the chain in one namespace of a cluster.
+type ConfigMapStore struct {
+	Client    kubernetes.Interface
+	Namespace string
+	// PageSize is the list page size (limit/continue); 0 means 500.
+	PageSize int64
+}
+
+// NewConfigMapStore returns the store of namespace.
+func NewConfigMapStore(client kubernetes.Interface, namespace string) *ConfigMapStore {
+	return &ConfigMapStore{Client: client, Namespace: namespace}
+}
+
+// Append implements Store.
+func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	for attempt := 0; attempt < 100; attempt++ {
+		head, headCM, err := s.head(ctx)
+		if err != nil {
+			return err
+		}
+		tip := HeadState{}
+		if head != nil {
+			tip = *head
+		}
+		// The head may lag behind records whose writer stopped before
+		// advancing it: walk forward to the real tip.
+		for {
+			cm, err := cms.Get(ctx, RecordName(tip.Seq+1), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
+			}
+			rec, err := Parse([]byte(cm.Data[docKey]))
+			if err != nil {
+				return fmt.Errorf("audit record %s is unreadable, run `kubectl gitops audit verify`: %w", cm.Name, err)
+			}
+			tip = HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
+		}
+		attemptRec := *r
+		doc, err := seal(&attemptRec, tip.Seq+1, tip.Hash)
+		if err != nil {
+			return err
+		}
+		immutable := true
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: RecordName(attemptRec.Seq), Namespace: s.Namespace, Labels: recordLabels(&attemptRec)},
+			Data:       map[string]string{docKey: string(doc)},
+			Immutable:  &immutable,
+		}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				continue // another writer took this sequence number
+			}
+			return fmt.Errorf("writing audit record: %w", err)
+		}
+		*r = attemptRec
+		return s.advanceHead(ctx, headCM, HeadState{Seq: r.Seq, Hash: r.Hash})
+	}
+	return ErrConflict
+}
+
+func recordLabels(r *Record) map[string]string {
+	labels := map[string]string{LabelKind: "record", LabelEvent: string(r.Event)}
+	if r.Application != nil && labelValueOK(r.Application.Name) {
+		labels[LabelApp] = r.Application.Name
+	}
+	if labelValueOK(r.Session) {
+		labels[LabelSession] = r.Session
+	}
+	return labels
+}
+
+func labelValueOK(v string) bool {
+	return v != "" && len(validation.IsValidLabelValue(v)) == 0
+}
+
+// advanceHead moves the head forward to to, unless another writer already
+// moved it further. The head only ever moves forward.
+func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigMap, to HeadState) error {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	for attempt := 0; attempt < 100; attempt++ {
+		if headCM == nil {
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: headName, Namespace: s.Namespace, Labels: map[string]string{LabelKind: "head"}},
+				Data:       headData(to),
+			}
+			_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+			if err == nil {
+				return nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("writing the audit head: %w", err)
+			}
+		} else {
+			current, err := parseHead(headCM)
+			if err != nil {
+				return err
+			}
+			if current.Seq >= to.Seq {
+				return nil
+			}
+			update := headCM.DeepCopy()
+			update.Data = headData(to)
+			// Update carries headCM's resourceVersion: a concurrent
+			// writer's change makes it fail with a conflict instead of
+			// being overwritten.
+			_, err = cms.Update(ctx, update, metav1.UpdateOptions{})
+			if err == nil {
+				return nil
+			}
+			if !apierrors.IsConflict(err) {
+				return fmt.Errorf("writing the audit head: %w", err)
+			}
+		}
+		var err error
+		if _, headCM, err = s.head(ctx); err != nil {
+			return err
+		}
+	}
+	return ErrConflict
+}
+
+func headData(h HeadState) map[string]string {
+	return map[string]string{"seq": strconv.FormatUint(h.Seq, 10), "hash": h.Hash}
+}
+
+func parseHead(cm *corev1.ConfigMap) (HeadState, error) {
+	seq, err := strconv.ParseUint(cm.Data["seq"], 10, 64)
+	if err != nil {
+		return HeadState{}, fmt.Errorf("audit head %s/%s is unreadable (seq %q)", cm.Namespace, cm.Name, cm.Data["seq"])
+	}
+	return HeadState{Seq: seq, Hash: cm.Data["hash"]}, nil
+}
+
+// head returns the head and its ConfigMap, both nil when no record was ever
+// written.
+func (s *ConfigMapStore) head(ctx context.Context) (*HeadState, *corev1.ConfigMap, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, headName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the audit head in namespace %s: %w", s.Namespace, err)
+	}
+	h, err := parseHead(cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &h, cm, nil
+}
+
+// Head implements Store.
+func (s *ConfigMapStore) Head(ctx context.Context) (*HeadState, error) {
+	h, _, err := s.head(ctx)
+	return h, err
+}
+
+// Entries implements Store, listing page by page.
+func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, error) {
+	selector := RecordSelector
+	if labelValueOK(filter.App) {
+		selector += "," + LabelApp + "=" + filter.App
+	}
+	if labelValueOK(string(filter.Event)) {
+		selector += "," + LabelEvent + "=" + string(filter.Event)
+	}
+	limit := s.PageSize
+	if limit == 0 {
+		limit = 500
+	}
+	var entries []Entry
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: limit}
+	for {
+		list, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing audit records in namespace %s: %w", s.Namespace, err)
+		}
+		for _, cm := range list.Items {
+			e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey])}
+			if m := recordName.FindStringSubmatch(cm.Name); m != nil {
+				e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
+			}
+			entries = append(entries, e)
+		}
+		if list.Continue == "" {
+			return entries, nil
+		}
+		opts.Continue = list.Continue
+	}
+}

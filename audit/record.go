@@ -1,0 +1,245 @@
+// Package audit is kubectl gitops's tamper-evident log of break-glass
+// activity: the Record schema, its canonical JSON form, the SHA-256 hash
+// chain, redaction, verification, and the stores that hold records (one
+// immutable ConfigMap per record in the cluster, or a JSONL file). It knows
+// nothing about cobra, terminals or Argo CD, and it must never let a secret
+// value into a record: Redact runs before every hash.
+package audit
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the version of the Record layout this package writes.
+const SchemaVersion = 1
+
+// KeyPrefix starts every label and annotation key the project writes; the
+// engine builds its own keys from it too.
+const KeyPrefix = "kubectl-gitops.io/"
+
+// Event names a state change a record documents (DESIGN §6).
+type Event string
+
+// The events of a break-glass session and of its ticket.
+const (
+	EventPlanned  Event = "breakglass.planned"
+	EventPaused   Event = "breakglass.paused"
+	EventPatched  Event = "breakglass.patched"
+	EventTicketed Event = "breakglass.ticketed"
+	EventAborted  Event = "breakglass.aborted"
+	EventRestored Event = "breakglass.restored"
+	EventForced   Event = "breakglass.forced"
+	EventQueued   Event = "ticket.queued"
+	EventFiled    Event = "ticket.filed"
+	EventFailed   Event = "ticket.failed"
+)
+
+// Events lists every event, in the order of a session's life.
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventQueued, EventFiled, EventFailed}
+
+// Record is one entry of the audit log. Seq, Prev and Hash are set by the
+// store when the record is appended; Hash covers the canonical form of
+// every other field, Prev included, so a record cannot be changed, dropped or
+// moved without Verify noticing.
+type Record struct {
+	Schema      int         `json:"schema"`
+	ID          string      `json:"id"`
+	Seq         uint64      `json:"seq"`
+	Time        time.Time   `json:"time"`
+	Event       Event       `json:"event"`
+	Session     string      `json:"session,omitempty"`
+	Actor       Actor       `json:"actor"`
+	Client      Client      `json:"client"`
+	Reason      string      `json:"reason,omitempty"`
+	Incident    string      `json:"incident,omitempty"`
+	Application *AppRef     `json:"application,omitempty"`
+	Cluster     *Cluster    `json:"cluster,omitempty"`
+	Target      *Target     `json:"target,omitempty"`
+	Patch       *Patch      `json:"patch,omitempty"`
+	Changes     []Change    `json:"changes,omitempty"`
+	SyncPolicy  *SyncPolicy `json:"syncPolicy,omitempty"`
+	Ticket      *Ticket     `json:"ticket,omitempty"`
+	Git         *Git        `json:"git,omitempty"`
+	Outcome     Outcome     `json:"outcome"`
+	Prev        string      `json:"prev"`
+	Hash        string      `json:"hash"`
+}
+
+// Actor is the identity the API server reported for the caller.
+type Actor struct {
+	Username string   `json:"username"`
+	UID      string   `json:"uid,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
+}
+
+// Client is the machine and local user the command ran as.
+type Client struct {
+	Host string `json:"host,omitempty"`
+	User string `json:"user,omitempty"`
+}
+
+// AppRef names an Argo CD Application.
+type AppRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Project   string `json:"project,omitempty"`
+}
+
+// Cluster is the destination cluster of the Application.
+type Cluster struct {
+	Server string `json:"server"`
+}
+
+// Target is the live resource a break-glass patched.
+type Target struct {
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// String spells the target the way kubectl does: kind.group/name.
+func (t Target) String() string {
+	kind := strings.ToLower(t.Kind)
+	if t.Group != "" {
+		kind += "." + t.Group
+	}
+	return kind + "/" + t.Name
+}
+
+// Patch is the patch applied to the target, redacted.
+type Patch struct {
+	Type string `json:"type"`
+	Body string `json:"body"`
+}
+
+// Change is one field the patch changed, with its values before and after.
+type Change struct {
+	Path   string `json:"path"`
+	Before any    `json:"before"`
+	After  any    `json:"after"`
+}
+
+// SyncPolicy is an Application's spec.syncPolicy before and after a change,
+// as JSON values.
+type SyncPolicy struct {
+	Before any `json:"before"`
+	After  any `json:"after"`
+}
+
+// Ticket is the Jira issue that tracks reconciling Git.
+type Ticket struct {
+	Key string `json:"key,omitempty"`
+	URL string `json:"url,omitempty"`
+}
+
+// Git is the Git revision the Application was at.
+type Git struct {
+	Revision string `json:"revision"`
+}
+
+// Outcome says whether the state change a record documents succeeded.
+type Outcome struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Outcome statuses.
+const (
+	StatusStarted   = "started"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+// canonical returns the canonical JSON of a stored record document: object
+// keys sorted, numbers as written, no insignificant space, and without the
+// "hash" member. Working on the document rather than on Record keeps fields a
+// newer schema added inside the hash.
+func canonical(doc []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the record")
+	}
+	delete(v, "hash")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// hashDocument returns the hex SHA-256 of a record document's canonical form.
+func hashDocument(doc []byte) (string, error) {
+	c, err := canonical(doc)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// seal redacts r, links it after (seq-1, prev) and computes its hash,
+// returning the canonical document to store.
+func seal(r *Record, seq uint64, prev string) ([]byte, error) {
+	if r.Event == "" {
+		return nil, errors.New("audit record has no event")
+	}
+	Redact(r)
+	r.Schema, r.Seq, r.Prev, r.Hash = SchemaVersion, seq, prev, ""
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	r.Time = r.Time.UTC()
+	if r.ID == "" {
+		r.ID = newID(r.Time)
+	}
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding audit record: %w", err)
+	}
+	if r.Hash, err = hashDocument(doc); err != nil {
+		return nil, err
+	}
+	return json.Marshal(r)
+}
+
+// newID returns a record id that sorts by time and is unique in practice:
+// the UTC second and 24 random bits.
+func newID(t time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Parse decodes a stored record document.
+func Parse(doc []byte) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(doc, &r); err != nil {
+		return nil, fmt.Errorf("not an audit record: %w", err)
+	}
+	switch {
+	case r.Schema < 1:
+		return nil, errors.New("not an audit record: no schema version")
+	case r.Seq == 0:
+		return nil, errors.New("not an audit record: no sequence number")
+	case r.ID == "" || r.Hash == "" || r.Event == "":
+		return nil, errors.New("not an audit record: id, event or hash missing")
+	}
+	return &r, nil
+}

@@ -1,0 +1,135 @@
+package audit
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Entry is a stored record as Verify sees it: its Slot (the sequence number
+// its storage position promises: the ConfigMap name, or the JSONL line), the
+// Name of that position, and the stored document. Slot 0 means the position
+// is not one the tool writes.
+type Entry struct {
+	Slot uint64
+	Name string
+	Doc  []byte
+}
+
+// HeadState is the chain head: the sequence number and hash of the newest
+// record, kept apart from the records so that truncating the log shows.
+type HeadState struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// BreakKind names a way the chain can be broken.
+type BreakKind string
+
+// The kinds of break Verify reports.
+const (
+	BreakMissing      BreakKind = "missing"
+	BreakAltered      BreakKind = "altered"
+	BreakReordered    BreakKind = "reordered"
+	BreakInserted     BreakKind = "inserted"
+	BreakHeadMismatch BreakKind = "head-mismatch"
+)
+
+// Break is one place where the chain is not what the tool wrote.
+type Break struct {
+	Kind   BreakKind `json:"kind"`
+	Seq    uint64    `json:"seq,omitempty"`
+	Name   string    `json:"name,omitempty"`
+	Detail string    `json:"detail"`
+}
+
+func (b Break) String() string {
+	where := b.Name
+	if where == "" {
+		where = fmt.Sprintf("record %d", b.Seq)
+	}
+	return fmt.Sprintf("%s: %s: %s", b.Kind, where, b.Detail)
+}
+
+// Report is the result of Verify.
+type Report struct {
+	Records int        `json:"records"`
+	Head    *HeadState `json:"head,omitempty"`
+	Tip     HeadState  `json:"tip"`
+	Breaks  []Break    `json:"breaks"`
+}
+
+// Intact reports whether Verify found nothing wrong.
+func (r Report) Intact() bool { return len(r.Breaks) == 0 }
+
+// Verify checks a chain: every record's hash matches its content, sits at
+// the position its sequence number names, links to the record before it, and
+// the head names the last record. head is nil for stores without one (a JSONL
+// file, whose last line is its head).
+func Verify(entries []Entry, head *HeadState) Report {
+	sorted := append([]Entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
+	rep := Report{Head: head, Breaks: []Break{}}
+	add := func(kind BreakKind, e Entry, format string, args ...any) {
+		rep.Breaks = append(rep.Breaks, Break{Kind: kind, Seq: e.Slot, Name: e.Name, Detail: fmt.Sprintf(format, args...)})
+	}
+	var expect uint64 = 1
+	prevHash, prevKnown := "", true
+	for _, e := range sorted {
+		if e.Slot == 0 {
+			add(BreakInserted, e, "not a position the tool writes records to")
+			continue
+		}
+		rep.Records++
+		if e.Slot > expect {
+			missing := Entry{Slot: expect}
+			if e.Slot-expect == 1 {
+				add(BreakMissing, missing, "deleted: record %d is absent, record %d follows record %d", expect, e.Slot, expect-1)
+			} else {
+				add(BreakMissing, missing, "deleted: records %d to %d are absent", expect, e.Slot-1)
+			}
+			prevKnown = false
+		}
+		expect = e.Slot + 1
+		rec, err := Parse(e.Doc)
+		if err != nil {
+			add(BreakAltered, e, "unreadable: %v", err)
+			prevKnown = false
+			continue
+		}
+		computed, err := hashDocument(e.Doc)
+		switch {
+		case err != nil || computed != rec.Hash:
+			add(BreakAltered, e, "content does not match its hash %s", short(rec.Hash))
+		case rec.Seq != e.Slot:
+			add(BreakReordered, e, "holds record %d (hash %s), which belongs elsewhere", rec.Seq, short(rec.Hash))
+			prevKnown = false
+			rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+			continue
+		case prevKnown && rec.Prev != prevHash:
+			add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(prevHash))
+		}
+		prevHash, prevKnown = rec.Hash, true
+		rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+	}
+	if head != nil {
+		switch {
+		case head.Seq > rep.Tip.Seq:
+			add(BreakHeadMismatch, Entry{Name: "head"}, "the head names record %d but the log ends at record %d: newer records were deleted", head.Seq, rep.Tip.Seq)
+		case head.Seq < rep.Tip.Seq:
+			add(BreakHeadMismatch, Entry{Name: "head"}, "the head names record %d but the log goes on to record %d: the head was rolled back or records were added around it (an append interrupted between record and head also leaves this; the next append repairs it)", head.Seq, rep.Tip.Seq)
+		case head.Hash != rep.Tip.Hash:
+			add(BreakHeadMismatch, Entry{Name: "head"}, "the head names hash %s for record %d, the record has %s", short(head.Hash), head.Seq, short(rep.Tip.Hash))
+		}
+	}
+	return rep
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	if hash == "" {
+		return `""`
+	}
+	return hash
+}

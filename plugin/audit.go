@@ -1,0 +1,449 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// ExitCannotVerify is audit verify's exit code when the log could not be read
+// at all, kept apart from 1 (tampering found) so scripts can tell them apart.
+const ExitCannotVerify = 3
+
+// auditSource opens the store the audit commands read: the cluster's
+// ConfigMaps in --audit-namespace, or a JSONL export given with --file.
+type auditSource struct {
+	configFlags *genericclioptions.ConfigFlags
+	Namespace   string
+	File        string
+}
+
+func (s *auditSource) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.Namespace, "audit-namespace", "argocd", "namespace holding the audit log (the Applications' namespace)")
+	cmd.Flags().StringVar(&s.File, "file", "", "read a JSONL export (from `audit log -o jsonl`) instead of the cluster")
+}
+
+func (s *auditSource) store() (audit.Store, error) {
+	if s.File != "" {
+		return &audit.FileStore{Path: s.File}, nil
+	}
+	config, err := s.configFlags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return audit.NewConfigMapStore(client, s.Namespace), nil
+}
+
+// explain turns API errors into what the user should do about them.
+func (s *auditSource) explain(err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("not allowed to read the audit log in namespace %s: bind the kubectl-gitops auditor role (deploy/rbac/auditor.yaml) to your user or group: %w", s.Namespace, err)
+	}
+	return err
+}
+
+// NewCmdAudit returns the audit command group.
+func NewCmdAudit(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Read and verify the tamper-evident break-glass audit log",
+		Long: `Every break-glass state change is written as a hash-chained record: one
+immutable ConfigMap per record in the Applications' namespace. These commands
+list, show and verify it.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams))
+	return cmd
+}
+
+// AuditLogOptions holds the flags of `audit log`.
+type AuditLogOptions struct {
+	source auditSource
+	App    string
+	Since  time.Duration
+	since  string
+	Actor  string
+	Event  string
+	Output string
+	now    func() time.Time
+	genericiooptions.IOStreams
+}
+
+var auditLogFormats = []string{"table", "wide", "json", "yaml", "csv", "jsonl"}
+
+func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &AuditLogOptions{source: auditSource{configFlags: flags}, IOStreams: streams, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "log",
+		Short: "List audit records, oldest first",
+		Example: `  # Everything that happened to the web Application this week
+  kubectl gitops audit log --app web --since 7d
+
+  # Every forced restore, for a spreadsheet
+  kubectl gitops audit log --event breakglass.forced -o csv > forced.csv
+
+  # A verifiable offline export
+  kubectl gitops audit log -o jsonl > audit.jsonl
+  kubectl gitops audit verify --file audit.jsonl`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.source.addFlags(cmd)
+	cmd.Flags().StringVar(&o.App, "app", "", "only records of this Application")
+	cmd.Flags().StringVar(&o.since, "since", "", "only records newer than this duration (e.g. 90m, 24h, 7d)")
+	cmd.Flags().StringVar(&o.Actor, "actor", "", "only records by this user (as the API server names them)")
+	cmd.Flags().StringVar(&o.Event, "event", "", "only records of this event type (e.g. breakglass.patched)")
+	outputFlag(cmd, &o.Output, auditLogFormats...)
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *AuditLogOptions) Validate() error {
+	if err := validateOutput(o.Output, auditLogFormats...); err != nil {
+		return err
+	}
+	if o.since != "" {
+		d, err := parseSince(o.since)
+		if err != nil {
+			return usageErrorf("--since %q: %v (use e.g. 90m, 24h or 7d)", o.since, err)
+		}
+		o.Since = d
+	}
+	if o.Event != "" && !knownEvent(o.Event) {
+		names := make([]string, len(audit.Events))
+		for i, e := range audit.Events {
+			names[i] = string(e)
+		}
+		return usageErrorf("--event %q is not an audit event: use one of %s", o.Event, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+func knownEvent(name string) bool {
+	for _, e := range audit.Events {
+		if string(e) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSince accepts Go durations and a whole number of days ("7d").
+func parseSince(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 {
+			return 0, errors.New("days must be a positive whole number")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = errors.New("must be positive")
+	}
+	return d, err
+}
+
+// Run lists the matching records.
+func (o *AuditLogOptions) Run(ctx context.Context) error {
+	store, err := o.source.store()
+	if err != nil {
+		return err
+	}
+	entries, err := store.Entries(ctx, audit.Filter{App: o.App, Event: audit.Event(o.Event)})
+	if err != nil {
+		return o.source.explain(err)
+	}
+	var kept []audit.Entry
+	var records []*audit.Record
+	for _, e := range entries {
+		recs := audit.Records([]audit.Entry{e})
+		if len(recs) == 0 {
+			continue
+		}
+		if o.matches(recs[0]) {
+			kept = append(kept, e)
+			records = append(records, recs[0])
+		}
+	}
+	switch o.Output {
+	case "json", "yaml":
+		if records == nil {
+			records = []*audit.Record{}
+		}
+		return printStructured(o.Out, o.Output, records)
+	case "jsonl":
+		return audit.WriteJSONL(o.Out, kept)
+	case "csv":
+		return writeAuditCSV(o, records)
+	}
+	if len(records) == 0 {
+		fmt.Fprintln(o.ErrOut, "no audit records match")
+		return nil
+	}
+	return writeAuditTable(o, records, o.Output == "wide")
+}
+
+func (o *AuditLogOptions) matches(r *audit.Record) bool {
+	switch {
+	case o.App != "" && (r.Application == nil || r.Application.Name != o.App):
+		return false
+	case o.Event != "" && string(r.Event) != o.Event:
+		return false
+	case o.Actor != "" && r.Actor.Username != o.Actor:
+		return false
+	case o.Since > 0 && r.Time.Before(o.now().Add(-o.Since)):
+		return false
+	}
+	return true
+}
+
+func appName(r *audit.Record) string {
+	if r.Application == nil {
+		return ""
+	}
+	return r.Application.Namespace + "/" + r.Application.Name
+}
+
+func targetName(r *audit.Record) string {
+	if r.Target == nil {
+		return ""
+	}
+	return r.Target.String()
+}
+
+func writeAuditTable(o *AuditLogOptions, records []*audit.Record, wide bool) error {
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	header := "TIME\tEVENT\tAPP\tACTOR\tTARGET\tOUTCOME\tID"
+	if wide {
+		header += "\tSESSION\tTICKET\tREASON\tHASH"
+	}
+	fmt.Fprintln(w, header)
+	for _, r := range records {
+		row := []string{r.Time.UTC().Format(time.RFC3339), string(r.Event), appName(r), r.Actor.Username, dash(targetName(r)), r.Outcome.Status, r.ID}
+		if wide {
+			ticket := ""
+			if r.Ticket != nil {
+				ticket = r.Ticket.Key
+			}
+			row = append(row, dash(r.Session), dash(ticket), dash(oneLine(r.Reason, 60)), r.Hash[:min(12, len(r.Hash))])
+		}
+		fmt.Fprintln(w, strings.Join(row, "\t"))
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine keeps a table row on one line whatever the user typed.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+// auditCSVColumns are stable: scripts may rely on their order.
+var auditCSVColumns = []string{"id", "seq", "time", "event", "session", "actor", "application", "project", "cluster", "target", "reason", "incident", "ticket", "git_revision", "outcome", "error", "prev", "hash"}
+
+func writeAuditCSV(o *AuditLogOptions, records []*audit.Record) error {
+	w := csv.NewWriter(o.Out)
+	w.UseCRLF = true // RFC 4180
+	if err := w.Write(auditCSVColumns); err != nil {
+		return err
+	}
+	for _, r := range records {
+		var project, cluster, ticket, rev string
+		if r.Application != nil {
+			project = r.Application.Project
+		}
+		if r.Cluster != nil {
+			cluster = r.Cluster.Server
+		}
+		if r.Ticket != nil {
+			ticket = r.Ticket.Key
+		}
+		if r.Git != nil {
+			rev = r.Git.Revision
+		}
+		row := []string{r.ID, strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339Nano), string(r.Event), r.Session, r.Actor.Username,
+			appName(r), project, cluster, targetName(r), r.Reason, r.Incident, ticket, rev, r.Outcome.Status, r.Outcome.Error, r.Prev, r.Hash}
+		if err := w.Write(row); err != nil {
+			return err
+		}
+	}
+	w.Flush()
+	return w.Error()
+}
+
+// AuditShowOptions holds the flags of `audit show`.
+type AuditShowOptions struct {
+	source auditSource
+	ID     string
+	Output string
+	genericiooptions.IOStreams
+}
+
+func newCmdAuditShow(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &AuditShowOptions{source: auditSource{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Print one audit record in full, as stored",
+		Long: `Print one audit record in full. ID may be any unique prefix of the record's id
+(as audit log prints it). -o json prints the document exactly as stored, so its
+hash can be checked independently.`,
+		Example: `  kubectl gitops audit show 20261202-031522-3fa9c1
+  kubectl gitops audit show 20261202-0315 -o json`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ID = args[0]
+			if err := validateOutput(o.Output, "yaml", "json"); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.source.addFlags(cmd)
+	outputFlag(cmd, &o.Output, "yaml", "json")
+	return cmd
+}
+
+// Run finds the record and prints it.
+func (o *AuditShowOptions) Run(ctx context.Context) error {
+	store, err := o.source.store()
+	if err != nil {
+		return err
+	}
+	entries, err := store.Entries(ctx, audit.Filter{})
+	if err != nil {
+		return o.source.explain(err)
+	}
+	var matches []audit.Entry
+	var ids []string
+	for _, e := range entries {
+		recs := audit.Records([]audit.Entry{e})
+		if len(recs) == 1 && strings.HasPrefix(recs[0].ID, o.ID) {
+			matches = append(matches, e)
+			ids = append(ids, recs[0].ID)
+		}
+	}
+	switch {
+	case len(matches) == 0:
+		return fmt.Errorf("no audit record has an id starting %q: list them with `kubectl gitops audit log`", o.ID)
+	case len(matches) > 1:
+		if len(ids) > 5 {
+			ids = append(ids[:5], "…")
+		}
+		return fmt.Errorf("%d audit records have ids starting %q (%s): give more of the id", len(matches), o.ID, strings.Join(ids, ", "))
+	}
+	doc := matches[0].Doc
+	if o.Output == "json" {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, doc, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := o.Out.Write(buf.Bytes())
+		return err
+	}
+	out, err := yaml.JSONToYAML(doc)
+	if err != nil {
+		return err
+	}
+	_, err = o.Out.Write(out)
+	return err
+}
+
+// AuditVerifyOptions holds the flags of `audit verify`.
+type AuditVerifyOptions struct {
+	source auditSource
+	Output string
+	genericiooptions.IOStreams
+}
+
+func newCmdAuditVerify(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &AuditVerifyOptions{source: auditSource{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Check the audit log's hash chain",
+		Long: `Recompute every record's hash and check the chain links, the sequence and the
+head. Each break is named: missing (deleted), altered, reordered, inserted, or
+head-mismatch.
+
+Exit status: 0 the chain is intact; 1 tampering found; 2 usage error; 3 the log
+could not be read.`,
+		Example: `  kubectl gitops audit verify
+  kubectl gitops audit verify -o json
+  kubectl gitops audit verify --file audit.jsonl`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.source.addFlags(cmd)
+	outputFlag(cmd, &o.Output, "text", "json", "yaml")
+	return cmd
+}
+
+// Run verifies the chain and prints the report.
+func (o *AuditVerifyOptions) Run(ctx context.Context) error {
+	store, err := o.source.store()
+	if err != nil {
+		return &ExitError{Code: ExitCannotVerify, Err: err}
+	}
+	rep, err := audit.VerifyStore(ctx, store)
+	if err != nil {
+		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
+	}
+	if o.Output != "text" {
+		if err := printStructured(o.Out, o.Output, rep); err != nil {
+			return err
+		}
+	} else if rep.Intact() {
+		fmt.Fprintf(o.Out, "chain intact: %d records, newest %d (hash %.12s)\n", rep.Records, rep.Tip.Seq, rep.Tip.Hash)
+	} else {
+		for _, b := range rep.Breaks {
+			fmt.Fprintln(o.Out, b.String())
+		}
+		fmt.Fprintf(o.Out, "chain broken: %d problem(s) in %d records\n", len(rep.Breaks), rep.Records)
+	}
+	if !rep.Intact() {
+		return &ExitError{Code: ExitFailure}
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package plugin
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./plugin -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (-update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// auditFixture writes a small, deterministic audit log as a JSONL file.
+func auditFixture(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	store := &audit.FileStore{Path: path}
+	base := time.Date(2026, 12, 2, 3, 15, 0, 0, time.UTC)
+	app := &audit.AppRef{Namespace: "argocd", Name: "web", Project: "default"}
+	target := &audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
+	records := []audit.Record{
+		{ID: "20261202-031500-aaaaaa", Event: audit.EventPlanned, Reason: "5xx spike, \"roll back\" web, step 1,\nthen watch", Incident: "INC-42"},
+		{ID: "20261202-031501-aaaabb", Event: audit.EventPaused},
+		{ID: "20261202-031502-bbbbbb", Event: audit.EventPatched, Patch: &audit.Patch{Type: "strategic", Body: `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example/web:1.2.2"}]}}}}`}},
+		{ID: "20261203-101500-cccccc", Event: audit.EventRestored, Actor: audit.Actor{Username: "lead"}},
+	}
+	for i, r := range records {
+		r.Time = base.Add(time.Duration(i) * time.Second)
+		if i == 3 {
+			r.Time = base.Add(31 * time.Hour)
+		}
+		r.Session = "s-1"
+		if r.Actor.Username == "" {
+			r.Actor = audit.Actor{Username: "oncall", Groups: []string{"oncall"}}
+		}
+		r.Application, r.Target = app, target
+		r.Outcome = audit.Outcome{Status: audit.StatusSucceeded}
+		if err := store.Append(context.Background(), &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+func TestAuditLogFormats(t *testing.T) {
+	file := auditFixture(t)
+	for _, format := range []string{"table", "wide", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			code, out, errOut := runPlugin(t, "audit", "log", "--file", file, "-o", format)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, "audit-log."+format, out)
+		})
+	}
+}
+
+func TestAuditLogFilters(t *testing.T) {
+	file := auditFixture(t)
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--event", "breakglass.paused"}, []string{"20261202-031501-aaaabb"}},
+		{[]string{"--actor", "lead"}, []string{"20261203-101500-cccccc"}},
+		{[]string{"--app", "web", "--event", "breakglass.restored"}, []string{"20261203-101500-cccccc"}},
+		{[]string{"--app", "other"}, nil},
+	}
+	for _, tt := range tests {
+		code, out, errOut := runPlugin(t, append([]string{"audit", "log", "--file", file, "-o", "jsonl"}, tt.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errOut)
+		}
+		var ids []string
+		for _, r := range audit.Records(entriesOf(t, out)) {
+			ids = append(ids, r.ID)
+		}
+		if strings.Join(ids, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("%v: got %v, want %v", tt.args, ids, tt.want)
+		}
+	}
+}
+
+func TestAuditLogSince(t *testing.T) {
+	o := &AuditLogOptions{Output: "table", since: "2d", now: func() time.Time { return time.Date(2026, 12, 4, 3, 15, 1, 0, time.UTC) }}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	old := &audit.Record{Time: time.Date(2026, 12, 2, 3, 15, 0, 0, time.UTC)}
+	recent := &audit.Record{Time: time.Date(2026, 12, 3, 10, 15, 0, 0, time.UTC)}
+	if o.matches(old) || !o.matches(recent) {
+		t.Errorf("--since 2d: old kept %v, recent kept %v", o.matches(old), o.matches(recent))
+	}
+}
+
+func TestAuditBadInput(t *testing.T) {
+	file := auditFixture(t)
+	tests := []struct {
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{[]string{"audit", "log", "--file", file, "--since", "yesterday"}, ExitUsage, `error: --since "yesterday"`},
+		{[]string{"audit", "log", "--file", file, "--event", "deleted"}, ExitUsage, `error: --event "deleted" is not an audit event`},
+		{[]string{"audit", "log", "--file", file, "-o", "xml"}, ExitUsage, `error: --output "xml"`},
+		{[]string{"audit", "show", "--file", file}, ExitUsage, "error: kubectl gitops audit show needs 1 argument"},
+		{[]string{"audit", "show", "--file", file, "2026"}, ExitFailure, `error: 4 audit records have ids starting "2026"`},
+		{[]string{"audit", "show", "--file", file, "1999"}, ExitFailure, `error: no audit record has an id starting "1999"`},
+		{[]string{"audit", "verify", "--file", filepath.Join(t.TempDir(), "none.jsonl")}, ExitCannotVerify, "error: open "},
+	}
+	for _, tt := range tests {
+		code, _, errOut := runPlugin(t, tt.args...)
+		if code != tt.code || !strings.HasPrefix(errOut, tt.wantErr) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut, tt.code, tt.wantErr)
+		}
+	}
+}
+
+func TestAuditShowAndVerify(t *testing.T) {
+	file := auditFixture(t)
+	code, out, _ := runPlugin(t, "audit", "show", "--file", file, "20261202-031502")
+	if code != 0 {
+		t.Fatalf("show exit %d", code)
+	}
+	golden(t, "audit-show.yaml", out)
+
+	code, out, _ = runPlugin(t, "audit", "verify", "--file", file)
+	if code != 0 || !strings.HasPrefix(out, "chain intact: 4 records") {
+		t.Fatalf("verify of an intact export: exit %d, %q", code, out)
+	}
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := strings.Replace(string(data), "INC-42", "INC-43", 1)
+	if err := os.WriteFile(file, []byte(tampered), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runPlugin(t, "audit", "verify", "--file", file)
+	if code != ExitFailure || !strings.Contains(out, "altered: line 1: content does not match its hash") {
+		t.Errorf("verify of a tampered export: exit %d, %q", code, out)
+	}
+}
+
+func entriesOf(t *testing.T, jsonl string) []audit.Entry {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	if err := os.WriteFile(path, []byte(jsonl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	es, err := (&audit.FileStore{Path: path}).Entries(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
