@@ -86,13 +86,7 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 		if err != nil {
 			return err
 		}
-		immutable := true
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: RecordName(attemptRec.Seq), Namespace: s.Namespace, Labels: recordLabels(&attemptRec)},
-			Data:       map[string]string{docKey: string(doc)},
-			Immutable:  &immutable,
-		}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if _, err := cms.Create(ctx, RecordConfigMap(s.Namespace, &attemptRec, doc), metav1.CreateOptions{}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				continue // another writer took this sequence number
 			}
@@ -102,6 +96,17 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 		return s.advanceHead(ctx, headCM, HeadState{Seq: r.Seq, Hash: r.Hash})
 	}
 	return ErrConflict
+}
+
+// RecordConfigMap is the immutable ConfigMap that stores sealed record r,
+// whose stored document is doc.
+func RecordConfigMap(namespace string, r *Record, doc []byte) *corev1.ConfigMap {
+	immutable := true
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: RecordName(r.Seq), Namespace: namespace, Labels: recordLabels(r)},
+		Data:       map[string]string{docKey: string(doc)},
+		Immutable:  &immutable,
+	}
 }
 
 func recordLabels(r *Record) map[string]string {

@@ -59,7 +59,7 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	if err := e.configureArgoCD(ctx, kube, dyn); err != nil {
 		return err
 	}
-	if err := grantTestRoles(ctx, kube); err != nil {
+	if err := grantTestRoles(ctx, kube, dyn); err != nil {
 		return err
 	}
 
@@ -260,16 +260,19 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 }
 
 // grantTestRoles gives the environment's users the rights their names promise:
-// oncall changes workloads, ConfigMaps and Argo CD Applications, auditors read
-// them, nobody gets nothing. The rules are explicit because no
-// kube-controller-manager runs to fill the aggregated edit and view roles.
-func grantTestRoles(ctx context.Context, kube kubernetes.Interface) error {
+// oncall changes workloads and Argo CD Applications (and ConfigMaps in the
+// demo namespace only), auditors read them, nobody gets nothing; then the
+// project's shipped deploy/rbac manifests add the audit log rights. The rules
+// are explicit because no kube-controller-manager runs to fill the aggregated
+// edit and view roles.
+func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
 	read := []string{"get", "list", "watch"}
 	write := []string{"get", "list", "watch", "create", "patch", "update"}
 	roles := map[string][]rbacv1.PolicyRule{
 		"test-oncall": {
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: write},
-			{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "pods", "namespaces"}, Verbs: write},
+			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: write},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read},
 			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: write},
 		},
 		"test-auditors": {
@@ -291,6 +294,49 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface) error {
 		}
 		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 			return err
+		}
+	}
+	demoConfigMaps := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-oncall-configmaps", Namespace: DemoNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "test-oncall-configmaps"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: Oncall.Groups[0]}},
+	}
+	cmRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-oncall-configmaps"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: write}}}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, cmRole, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := kube.RbacV1().RoleBindings(DemoNamespace).Create(ctx, demoConfigMaps, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return applyShippedRBAC(ctx, dyn)
+}
+
+// applyShippedRBAC creates the objects of deploy/rbac, so the tests exercise
+// the manifests users install.
+func applyShippedRBAC(ctx context.Context, dyn dynamic.Interface) error {
+	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", "rbac", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no RBAC manifests in deploy/rbac: %v", err)
+	}
+	resources := map[string]string{"Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
+	for _, file := range files {
+		objs, err := readObjects(file)
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			resource, ok := resources[obj.GetKind()]
+			if !ok {
+				return fmt.Errorf("%s: unexpected kind %s", file, obj.GetKind())
+			}
+			gvr := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: resource}
+			var client dynamic.ResourceInterface = dyn.Resource(gvr)
+			if ns := obj.GetNamespace(); ns != "" {
+				client = dyn.Resource(gvr).Namespace(ns)
+			}
+			if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("%s: creating %s %s: %w", file, obj.GetKind(), obj.GetName(), err)
+			}
 		}
 	}
 	return nil

@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+const appenderEnv = "KUBECTL_GITOPS_E2E_APPENDER"
+
+// appenderMain appends records as one writer process: KUBECONFIG, the
+// namespace, the writer's name and the count come from the environment.
+func appenderMain() int {
+	config, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	config.QPS, config.Burst = 200, 400
+	store := audit.NewConfigMapStore(kubernetes.NewForConfigOrDie(config), os.Getenv("APPEND_NAMESPACE"))
+	count, _ := strconv.Atoi(os.Getenv("APPEND_COUNT"))
+	writer := os.Getenv(appenderEnv)
+	for i := 0; i < count; i++ {
+		r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: "oncall"}, Session: writer,
+			Reason: fmt.Sprintf("%s record %d", writer, i), Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+		if err := store.Append(context.Background(), r); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: append %d: %v\n", writer, i, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func kubeFor(t *testing.T, user string) kubernetes.Interface {
+	t.Helper()
+	config, err := testEnv.RESTConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(config)
+}
+
+func TestAuditConcurrentAppendersKeepOneChain(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	const writers, each = 8, 50
+	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), e.ArgoNamespace)
+	before, err := store.Entries(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), appenderEnv+"=writer-"+strconv.Itoa(w), "KUBECONFIG="+e.Kubeconfig(env.Oncall.Name),
+				"APPEND_NAMESPACE="+e.ArgoNamespace, "APPEND_COUNT="+strconv.Itoa(each))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, out)
+			}
+		}(w)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A small page size proves listing follows limit/continue to the end.
+	paged := &audit.ConfigMapStore{Client: kubeFor(t, env.Auditor.Name), Namespace: e.ArgoNamespace, PageSize: 7}
+	rep, err := audit.VerifyStore(ctx, paged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() {
+		t.Fatalf("chain broken after concurrent appends: %v", rep.Breaks)
+	}
+	if want := len(before) + writers*each; rep.Records != want || rep.Tip.Seq != uint64(want) || rep.Head.Seq != uint64(want) {
+		t.Fatalf("%d records, tip %d, head %d; want %d of each", rep.Records, rep.Tip.Seq, rep.Head.Seq, want)
+	}
+	entries, _ := paged.Entries(ctx, audit.Filter{})
+	seen := map[string]bool{}
+	for _, r := range audit.Records(entries) {
+		seen[r.Reason] = true
+	}
+	for w := 0; w < writers; w++ {
+		for i := 0; i < each; i++ {
+			if reason := fmt.Sprintf("writer-%d record %d", w, i); !seen[reason] {
+				t.Errorf("lost record %q", reason)
+			}
+		}
+	}
+
+	// The auditor's own command agrees.
+	auditor := newUser(t, env.Auditor.Name)
+	if out, errOut, code := auditor.run("kubectl", "gitops", "audit", "verify"); code != 0 || !strings.Contains(out, fmt.Sprintf("chain intact: %d records", rep.Records)) {
+		t.Errorf("audit verify: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// tamperChain writes n records into a namespace of their own and returns the
+// admin user and that namespace.
+func tamperChain(t *testing.T, name string, n int) (*user, string) {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubeFor(t, env.Admin.Name)
+	ns := "tamper-" + name
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := audit.NewConfigMapStore(kube, ns)
+	for i := 0; i < n; i++ {
+		r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: "oncall"}, Reason: fmt.Sprintf("step %d", i+1), Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+		if err := store.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := newUser(t, env.Admin.Name)
+	if out, errOut, code := admin.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns); code != 0 {
+		t.Fatalf("untampered chain: exit %d: %s %s", code, out, errOut)
+	}
+	return admin, ns
+}
+
+// recordJSON fetches a record ConfigMap as kubectl prints it.
+func recordJSON(t *testing.T, u *user, ns string, seq uint64) map[string]any {
+	t.Helper()
+	var cm map[string]any
+	if err := json.Unmarshal([]byte(u.kubectl("-n", ns, "get", "cm", audit.RecordName(seq), "-o", "json")), &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// replaceForce writes cm back the only way an immutable ConfigMap can be
+// changed: delete and recreate.
+func replaceForce(t *testing.T, u *user, cm map[string]any) {
+	t.Helper()
+	meta := cm["metadata"].(map[string]any)
+	for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields"} {
+		delete(meta, k)
+	}
+	path := filepath.Join(t.TempDir(), "cm.json")
+	data, _ := json.Marshal(cm)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.kubectl("replace", "--force", "-f", path)
+}
+
+func TestAuditVerifyDetectsTampering(t *testing.T) {
+	environment(t)
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, u *user, ns string)
+		want   string
+	}{
+		{"delete", func(t *testing.T, u *user, ns string) {
+			u.kubectl("-n", ns, "delete", "cm", audit.RecordName(3))
+		}, "missing: record 3: deleted"},
+		{"alter", func(t *testing.T, u *user, ns string) {
+			cm := recordJSON(t, u, ns, 4)
+			data := cm["data"].(map[string]any)
+			data["record"] = strings.Replace(data["record"].(string), "step 4", "step 4 (nothing happened)", 1)
+			replaceForce(t, u, cm)
+		}, "altered: " + audit.RecordName(4) + ": content does not match its hash"},
+		{"swap", func(t *testing.T, u *user, ns string) {
+			two, three := recordJSON(t, u, ns, 2), recordJSON(t, u, ns, 3)
+			two["data"], three["data"] = three["data"], two["data"]
+			replaceForce(t, u, two)
+			replaceForce(t, u, three)
+		}, "reordered: " + audit.RecordName(2) + ": holds record 3"},
+		{"insert", func(t *testing.T, u *user, ns string) {
+			forged := recordJSON(t, u, ns, 3)
+			forged["metadata"].(map[string]any)["name"] = audit.RecordName(3) + "-approved"
+			replaceForce(t, u, forged)
+		}, "inserted: " + audit.RecordName(3) + "-approved: not a position the tool writes records to"},
+		{"roll back the head", func(t *testing.T, u *user, ns string) {
+			var rec audit.Record
+			data := recordJSON(t, u, ns, 4)["data"].(map[string]any)
+			if err := json.Unmarshal([]byte(data["record"].(string)), &rec); err != nil {
+				t.Fatal(err)
+			}
+			u.kubectl("-n", ns, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"seq":"4","hash":"`+rec.Hash+`"}}`)
+		}, "head-mismatch: head: the head names record 4 but the log goes on to record 6"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			admin, ns := tamperChain(t, strconv.Itoa(i), 6)
+			tt.tamper(t, admin, ns)
+			out, errOut, code := admin.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns)
+			if code != 1 || !strings.Contains(out, tt.want) {
+				t.Errorf("audit verify after %s: exit %d, stdout:\n%s\nstderr: %s\nwant exit 1 and %q", tt.name, code, out, errOut, tt.want)
+			}
+		})
+	}
+}
+
+func TestAuditRBAC(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	oncallStore := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace)
+	rec := &audit.Record{Event: audit.EventPlanned, Actor: audit.Actor{Username: "oncall"}, Reason: "rbac check", Outcome: audit.Outcome{Status: audit.StatusStarted}}
+	if err := oncallStore.Append(ctx, rec); err != nil {
+		t.Fatalf("oncall cannot append with the shipped role: %v", err)
+	}
+	name := audit.RecordName(rec.Seq)
+
+	auditor := newUser(t, env.Auditor.Name)
+	if out, errOut, code := auditor.run("kubectl", "gitops", "audit", "log", "--event", "breakglass.planned"); code != 0 || !strings.Contains(out, rec.ID) {
+		t.Errorf("auditor audit log: exit %d, %q %q", code, out, errOut)
+	}
+	if out, _, code := auditor.run("kubectl", "gitops", "audit", "show", rec.ID); code != 0 || !strings.Contains(out, "reason: rbac check") {
+		t.Errorf("auditor audit show: exit %d, %q", code, out)
+	}
+	auditorStore := audit.NewConfigMapStore(kubeFor(t, env.Auditor.Name), e.ArgoNamespace)
+	if err := auditorStore.Append(ctx, &audit.Record{Event: audit.EventPlanned}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("auditor appended a record: %v", err)
+	}
+
+	oncall := newUser(t, env.Oncall.Name)
+	if _, errOut, code := oncall.run("kubectl", "-n", e.ArgoNamespace, "delete", "cm", name); code == 0 || !strings.Contains(errOut, "forbidden") {
+		t.Errorf("oncall deleted a record: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := oncall.run("kubectl", "-n", e.ArgoNamespace, "patch", "cm", name, "--type=merge", "-p", `{"data":{"record":"{}"}}`); code == 0 || !strings.Contains(errOut, "forbidden") {
+		t.Errorf("oncall rewrote a record: exit %d %s", code, errOut)
+	}
+	// Even a writer allowed to update ConfigMaps cannot rewrite a record.
+	admin := newUser(t, env.Admin.Name)
+	if _, errOut, code := admin.run("kubectl", "-n", e.ArgoNamespace, "patch", "cm", name, "--type=merge", "-p", `{"data":{"record":"{}"}}`); code == 0 || !strings.Contains(errOut, "immutable") {
+		t.Errorf("a record ConfigMap is not immutable: exit %d %s", code, errOut)
+	}
+
+	nobody := newUser(t, env.Nobody.Name)
+	_, errOut, code := nobody.run("kubectl", "gitops", "audit", "log")
+	if code != 1 || !strings.HasPrefix(errOut, "error: not allowed to read the audit log in namespace argocd: bind the kubectl-gitops auditor role") {
+		t.Errorf("nobody audit log: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := nobody.run("kubectl", "gitops", "audit", "verify"); code != 3 || !strings.Contains(errOut, "not allowed to read the audit log") {
+		t.Errorf("nobody audit verify: exit %d, %q; want 3", code, errOut)
+	}
+}
+
+func TestAuditRecordsNeverHoldSecrets(t *testing.T) {
+	e := environment(t)
+	store := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace)
+	records := []*audit.Record{
+		{Event: audit.EventPatched, Target: &audit.Target{Version: "v1", Kind: "Secret", Namespace: "demo", Name: "db"},
+			Patch:   &audit.Patch{Type: "merge", Body: `{"stringData":{"password":"correct-horse-battery"}}`},
+			Changes: []audit.Change{{Path: "/data/password", Before: "b2xk", After: "Y29ycmVjdC1ob3JzZS1iYXR0ZXJ5"}}},
+		{Event: audit.EventPatched, Target: &audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"},
+			Patch:  &audit.Patch{Type: "strategic", Body: `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"API_TOKEN","value":"correct-horse-battery"}]}]}}}}`},
+			Reason: "rotate, was Bearer abcdefghijklmnop.qrstuvwx"},
+	}
+	for _, r := range records {
+		r.Outcome = audit.Outcome{Status: audit.StatusSucceeded}
+		if err := store.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := newUser(t, env.Admin.Name)
+	raw := admin.kubectl("-n", e.ArgoNamespace, "get", "cm", "-l", audit.RecordSelector, "-o", "json")
+	shown, _, _ := admin.run("kubectl", "gitops", "audit", "log", "-o", "json")
+	for _, secret := range []string{"correct-horse-battery", "Y29ycmVjdC1ob3JzZS1iYXR0ZXJ5", "abcdefghijklmnop.qrstuvwx"} {
+		if strings.Contains(raw, secret) || strings.Contains(shown, secret) {
+			t.Errorf("secret %q reached the audit log", secret)
+		}
+	}
+	if !strings.Contains(raw, audit.Redacted) {
+		t.Errorf("no redaction marker in the stored records")
+	}
+}
