@@ -4,12 +4,14 @@ VERSION  ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 PKG      := github.com/kubectl-gitops/kubectl-gitops
-LDFLAGS  := -s -w -X $(PKG)/plugin.version=$(VERSION) -X $(PKG)/plugin.commit=$(COMMIT) -X $(PKG)/plugin.date=$(DATE)
+STAMP    := -X $(PKG)/plugin.version=$(VERSION) -X $(PKG)/plugin.commit=$(COMMIT) -X $(PKG)/plugin.date=$(DATE)
+LDFLAGS  := -s -w $(STAMP)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/bench)
 
 # Pinned test binaries, built once into ~/.cache/kubectl-gitops (hack/tools).
 KUBE_TOOLS  := etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
 ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
+KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 
 .PHONY: build test unit e2e lint tools bench demo krew clean
 
@@ -24,6 +26,7 @@ unit: ## unit and command tests (no cluster)
 tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh kube $(KUBE_TOOLS) >/dev/null
 	@hack/tools/build.sh argocd $(ARGO_TOOLS) >/dev/null
+	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 
 e2e: tools ## end-to-end tests against real kube-apiserver and Argo CD
 	$(GO) test -count=1 -timeout 30m ./test/e2e/...
@@ -41,8 +44,9 @@ demo: tools ## the break-glass story on a real environment
 	@echo "breakglass -> status (waiting) -> a Git fix -> status (caught-up) -> restore."
 	@echo "The break-glass commands are not built yet; see the open issues."
 
-krew: ## krew manifest and release archives (not built yet)
-	@echo "krew packaging is not built yet; see the open issues."; exit 1
+krew: ## release archives in dist/ and krew/gitops.yaml, validated by krew's own validator
+	$(GO) run ./krew -version $(VERSION) -dist dist -out krew/gitops.yaml -ldflags '$(STAMP)'
+	$$(hack/tools/build.sh krew $(KREW_TOOLS))/validate-krew-manifest -manifest krew/gitops.yaml -skip-install
 
 clean:
 	rm -rf bin dist

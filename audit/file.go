@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 )
 
 // FileStore keeps a chain as JSON Lines: one stored record document per line,
@@ -17,15 +16,15 @@ type FileStore struct {
 	Path string
 }
 
-// Append implements Store. An exclusive flock serialises writers on one
-// machine.
+// Append implements Store. An exclusive file lock serialises writers on
+// one machine.
 func (s *FileStore) Append(_ context.Context, r *Record) error {
 	f, err := os.OpenFile(s.Path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockFile(f); err != nil {
 		return fmt.Errorf("locking %s: %w", s.Path, err)
 	}
 	entries, err := readEntries(f)

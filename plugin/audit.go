@@ -323,7 +323,7 @@ func newCmdAuditShow(flags *genericclioptions.ConfigFlags, streams genericioopti
 		Short: "Print one audit record in full, as stored",
 		Long: `Print one audit record in full. ID may be any unique prefix of the record's id
 (as audit log prints it). -o json prints the document exactly as stored, so its
-hash can be checked independently.`,
+hash can be recomputed independently (indented; the hash covers the canonical form).`,
 		Example: `  kubectl gitops audit show 20261202-031522-3fa9c1
   kubectl gitops audit show 20261202-0315 -o json`,
 		Args: exactArgs("ID"),

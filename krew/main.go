@@ -1,0 +1,177 @@
+// Command krew builds the plugin's release archives and renders its krew
+// manifest from gitops.yaml.tmpl:
+//
+//	go run ./krew -version v0.1.0 -dist dist -out krew/gitops.yaml
+//
+// Each archive (tar.gz, zip for windows) holds the binary, LICENSE and the
+// kubectl_complete-gitops script; dist/SHA256SUMS lists their digests.
+package main
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Platform is one os/arch build in the manifest.
+type Platform struct {
+	OS, Arch, URI, SHA256, Bin string
+	archive                    string
+}
+
+// archiveFile is one file an archive holds: its name inside, its source.
+type archiveFile struct{ name, path string }
+
+const defaultPlatforms = "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64"
+
+func main() {
+	version := flag.String("version", "v0.1.0-dev", "semver version, with the leading v")
+	dist := flag.String("dist", "dist", "directory for binaries and archives")
+	out := flag.String("out", "krew/gitops.yaml", "where to write the rendered manifest")
+	tmpl := flag.String("template", "krew/gitops.yaml.tmpl", "manifest template")
+	platforms := flag.String("platforms", defaultPlatforms, "comma-separated os/arch list")
+	baseURL := flag.String("base-url", "", "where the archives will be downloaded from (default: the GitHub release of -version)")
+	ldflags := flag.String("ldflags", "", "extra -ldflags for go build (the version stamp)")
+	flag.Parse()
+	if *baseURL == "" {
+		*baseURL = "https://github.com/kubectl-gitops/kubectl-gitops/releases/download/" + *version
+	}
+	if err := run(*version, *dist, *out, *tmpl, *platforms, *baseURL, *ldflags); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(version, dist, out, tmplPath, platforms, baseURL, ldflags string) error {
+	if !strings.HasPrefix(version, "v") {
+		return fmt.Errorf("-version %q must start with v (krew wants semver such as v0.1.0)", version)
+	}
+	if err := os.MkdirAll(dist, 0o755); err != nil {
+		return err
+	}
+	var built []Platform
+	var sums bytes.Buffer
+	for _, spec := range strings.Split(platforms, ",") {
+		goos, goarch, ok := strings.Cut(strings.TrimSpace(spec), "/")
+		if !ok {
+			return fmt.Errorf("-platforms: %q is not os/arch", spec)
+		}
+		p, err := buildPlatform(version, dist, goos, goarch, ldflags)
+		if err != nil {
+			return err
+		}
+		p.URI = strings.TrimSuffix(baseURL, "/") + "/" + filepath.Base(p.archive)
+		fmt.Fprintf(&sums, "%s  %s\n", p.SHA256, filepath.Base(p.archive))
+		built = append(built, p)
+	}
+	if err := os.WriteFile(filepath.Join(dist, "SHA256SUMS"), sums.Bytes(), 0o644); err != nil {
+		return err
+	}
+	t, err := template.ParseFiles(tmplPath)
+	if err != nil {
+		return err
+	}
+	var manifest bytes.Buffer
+	if err := t.Execute(&manifest, struct {
+		Version   string
+		Platforms []Platform
+	}{version, built}); err != nil {
+		return err
+	}
+	return os.WriteFile(out, manifest.Bytes(), 0o644)
+}
+
+func buildPlatform(version, dist, goos, goarch, ldflags string) (Platform, error) {
+	p := Platform{OS: goos, Arch: goarch, Bin: "kubectl-gitops"}
+	if goos == "windows" {
+		p.Bin += ".exe"
+	}
+	bin := filepath.Join(dist, goos+"-"+goarch, p.Bin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w "+ldflags, "-o", bin, "./cmd/kubectl-gitops")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return p, fmt.Errorf("building %s/%s: %w", goos, goarch, err)
+	}
+	files := []archiveFile{{p.Bin, bin}, {"LICENSE", "LICENSE"}, {"kubectl_complete-gitops", "kubectl_complete-gitops"}}
+	base := filepath.Join(dist, fmt.Sprintf("kubectl-gitops_%s_%s_%s", version, goos, goarch))
+	write := tarGz
+	p.archive = base + ".tar.gz"
+	if goos == "windows" {
+		write, p.archive = zipped, base+".zip"
+	}
+	var buf bytes.Buffer
+	if err := write(&buf, files); err != nil {
+		return p, err
+	}
+	if err := os.WriteFile(p.archive, buf.Bytes(), 0o644); err != nil {
+		return p, err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	p.SHA256 = hex.EncodeToString(sum[:])
+	return p, nil
+}
+
+// mtime is fixed so that the same inputs give byte-identical archives.
+var mtime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mode(name string) os.FileMode {
+	if name == "LICENSE" {
+		return 0o644
+	}
+	return 0o755
+}
+
+func tarGz(w io.Writer, files []archiveFile) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	for _, f := range files {
+		content, err := os.ReadFile(f.path)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: f.name, Mode: int64(mode(f.name)), Size: int64(len(content)), ModTime: mtime, Typeflag: tar.TypeReg}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(content); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+func zipped(w io.Writer, files []archiveFile) error {
+	zw := zip.NewWriter(w)
+	for _, f := range files {
+		content, err := os.ReadFile(f.path)
+		if err != nil {
+			return err
+		}
+		hdr := &zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: mtime}
+		hdr.SetMode(mode(f.name))
+		entry, err := zw.CreateHeader(hdr)
+		if err != nil {
+			return err
+		}
+		if _, err := entry.Write(content); err != nil {
+			return err
+		}
+	}
+	return zw.Close()
+}
