@@ -121,6 +121,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.SetErr(streams.ErrOut)
 
 	cmd.AddCommand(NewCmdVersion(flags, streams))
+	cmd.AddCommand(NewCmdBreakglass(flags, streams))
 	cmd.AddCommand(NewCmdAudit(flags, streams))
 	cmd.AddCommand(NewCmdCompletion(streams))
 	return cmd

@@ -28,12 +28,18 @@ const FixtureImage = "registry.example/web:1.0.0"
 // FixtureFiles are the fixture application's files: a Deployment and a
 // ConfigMap in namespace demo.
 func FixtureFiles(image string) map[string]string {
+	return AppFiles(FixtureApp, DemoNamespace, image)
+}
+
+// AppFiles are the files of an application like the fixture's at path in
+// the repository, with its resources in namespace.
+func AppFiles(path, namespace, image string) map[string]string {
 	return map[string]string{
-		FixtureApp + "/deployment.yaml": `apiVersion: apps/v1
+		path + "/deployment.yaml": `apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: web
-  namespace: demo
+  namespace: ` + namespace + `
 spec:
   replicas: 2
   selector:
@@ -50,11 +56,11 @@ spec:
         ports:
         - containerPort: 8080
 `,
-		FixtureApp + "/configmap.yaml": `apiVersion: v1
+		path + "/configmap.yaml": `apiVersion: v1
 kind: ConfigMap
 metadata:
   name: web-config
-  namespace: demo
+  namespace: ` + namespace + `
 data:
   greeting: hello
 `,

@@ -1,0 +1,430 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// FieldManager names kubectl gitops in the managedFields of what it patches.
+const FieldManager = "kubectl-gitops"
+
+// ApplicationGVR is Argo CD's Application resource.
+var ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+
+// Engine carries out break-glass sessions. Its clients talk to the Argo CD
+// cluster; the target resource lives there too (destination
+// https://kubernetes.default.svc).
+type Engine struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Mapper  meta.RESTMapper
+	Audit   audit.Store
+	// AppNamespace is where Applications live.
+	AppNamespace string
+	// ControllerWait bounds waiting for Argo CD's controller; 0 means 30s.
+	ControllerWait time.Duration
+}
+
+// Request is what the user asked for.
+type Request struct {
+	App      string
+	Target   string // KIND/NAME as kubectl spells it
+	// Namespace of the target; "" means the Application's destination.
+	Namespace string
+	Patch     PatchSpec
+	Reason    string
+	Incident  string
+}
+
+// Plan is a checked break-glass, ready to execute: nothing has changed yet.
+type Plan struct {
+	Request   Request
+	Actor     audit.Actor
+	App       audit.AppRef
+	Cluster   string
+	Target    audit.Target
+	PatchType string
+	PatchBody []byte
+	Changes   []audit.Change
+	// SyncPolicy is the Application's spec.syncPolicy now and after the pause.
+	SyncPolicyBefore, SyncPolicyAfter any
+	Revision                          string
+	// TargetOutOfSync is whether Argo CD already flagged the target.
+	TargetOutOfSync bool
+
+	appResourceVersion string
+	gvr                schema.GroupVersionResource
+}
+
+// Result is what Execute did.
+type Result struct {
+	Session  *Session
+	Warnings []string
+}
+
+// Errors the plugin maps to messages and exit codes.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrNotManaged   = errors.New("not managed by the application")
+	ErrForbidden    = errors.New("not allowed")
+	ErrSessionOpen  = errors.New("a break-glass session is already open")
+	ErrConflict     = errors.New("changed by someone else")
+	ErrNothingToDo  = errors.New("the patch changes nothing")
+	ErrPatchInvalid = errors.New("invalid patch")
+)
+
+func (e *Engine) controllerWait() time.Duration {
+	if e.ControllerWait == 0 {
+		return 30 * time.Second
+	}
+	return e.ControllerWait
+}
+
+// Whoami asks the API server who the caller is.
+func (e *Engine) Whoami(ctx context.Context) (audit.Actor, error) {
+	review, err := e.Kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return audit.Actor{}, fmt.Errorf("asking the API server who you are: %w", err)
+	}
+	u := review.Status.UserInfo
+	return audit.Actor{Username: u.Username, UID: u.UID, Groups: u.Groups}, nil
+}
+
+// Plan runs every preflight check and computes the change with a server-side
+// dry run. It writes nothing.
+func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, fmt.Errorf("%w: --reason is required", ErrPatchInvalid)
+	}
+	patchType, body, err := req.Patch.Build()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
+	}
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: application %q in namespace %s (set --app-namespace if Applications live elsewhere)", ErrNotFound, req.App, e.AppNamespace)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("%w: %s may not read application %s/%s: %v", ErrForbidden, actor.Username, e.AppNamespace, req.App, err)
+	case err != nil:
+		return nil, err
+	}
+	if s, ok := app.GetAnnotations()[SessionAnnotation]; ok {
+		if session, err := ParseSession(s); err == nil {
+			return nil, fmt.Errorf("%w on %s: session %s by %s since %s (state %s): finish or undo it with `kubectl gitops restore %s`",
+				ErrSessionOpen, req.App, session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State, req.App)
+		}
+		return nil, fmt.Errorf("%w on %s: the %s annotation is unreadable", ErrSessionOpen, req.App, SessionAnnotation)
+	}
+
+	kindArg, name, ok := strings.Cut(req.Target, "/")
+	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
+	}
+	gr := schema.ParseGroupResource(kindArg)
+	gvr, err := e.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", ErrNotFound, kindArg, kindArg)
+	}
+	gvk, err := e.Mapper.KindFor(gvr)
+	if err != nil {
+		return nil, err
+	}
+	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	namespace := req.Namespace
+	if namespace == "" {
+		namespace = dest["namespace"]
+	}
+	target := audit.Target{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: namespace, Name: name}
+	status, managed := managedStatus(app, target)
+	if !managed {
+		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
+			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
+	}
+	if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+		return nil, err
+	}
+	if err := e.allowed(ctx, gvr, namespace, name); err != nil {
+		return nil, err
+	}
+
+	client := e.Dynamic.Resource(gvr).Namespace(namespace)
+	live, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", target, err)
+	}
+	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %v", ErrPatchInvalid, target, err)
+	}
+	changes := Diff(live.Object, dry.Object)
+	if len(changes) == 0 {
+		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
+	}
+	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
+	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
+	return &Plan{
+		Request: req, Actor: actor,
+		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
+		Cluster: dest["server"], Target: target,
+		PatchType: patchType, PatchBody: body, Changes: changes,
+		SyncPolicyBefore: before, SyncPolicyAfter: pausedPolicy(before),
+		Revision: revision, TargetOutOfSync: status == "OutOfSync",
+		appResourceVersion: app.GetResourceVersion(), gvr: gvr,
+	}, nil
+}
+
+// pausedPolicy is the sync policy with automated sync removed, which is how
+// Argo CD 2.x is paused. Everything else (syncOptions, retry) stays.
+func pausedPolicy(policy any) any {
+	m, ok := policy.(map[string]any)
+	if !ok {
+		return policy
+	}
+	paused := map[string]any{}
+	for k, v := range m {
+		if k != "automated" {
+			paused[k] = v
+		}
+	}
+	return paused
+}
+
+// managedStatus finds target among the Application's managed resources and
+// returns Argo CD's sync status for it.
+func managedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool) {
+	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		if m == nil {
+			continue
+		}
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		if str("group") == t.Group && str("kind") == t.Kind && str("name") == t.Name && str("namespace") == t.Namespace {
+			return str("status"), true
+		}
+	}
+	return "", false
+}
+
+// allowed checks with a SelfSubjectAccessReview that the caller may patch.
+func (e *Engine) allowed(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Group: gvr.Group, Resource: gvr.Resource, Namespace: namespace, Name: name},
+	}}
+	res, err := e.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("checking your permissions: %w", err)
+	}
+	if !res.Status.Allowed {
+		return fmt.Errorf("%w: you may not patch %s %s/%s; ask for the break-glass role", ErrForbidden, gvr.GroupResource(), namespace, name)
+	}
+	return nil
+}
+
+func clientInfo() audit.Client {
+	host, _ := os.Hostname()
+	c := audit.Client{Host: host}
+	if u, err := user.Current(); err == nil {
+		c.User = u.Username
+	}
+	return c
+}
+
+// record appends an audit record for plan's session; nothing proceeds when
+// it fails.
+func (e *Engine) record(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) error {
+	r := &audit.Record{
+		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
+		Reason: p.Request.Reason, Incident: p.Request.Incident,
+		Application: &p.App, Cluster: &audit.Cluster{Server: p.Cluster}, Target: &p.Target,
+		Git: &audit.Git{Revision: p.Revision}, Outcome: outcome,
+	}
+	if edit != nil {
+		edit(r)
+	}
+	if err := e.Audit.Append(ctx, r); err != nil {
+		return fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
+	}
+	return nil
+}
+
+// Execute pauses the Application keeping its policy, applies the patch, and
+// records each step. A patch that fails after the pause undoes the pause and
+// records breakglass.aborted.
+func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
+	now := time.Now().UTC()
+	session := &Session{
+		ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
+		OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Request.Reason, Incident: p.Request.Incident,
+		GitRevision: p.Revision,
+	}
+	saved, err := json.Marshal(p.SyncPolicyBefore)
+	if err != nil {
+		return nil, err
+	}
+	session.SavedSyncPolicy = saved
+	withPatch := func(r *audit.Record) {
+		r.Patch = &audit.Patch{Type: p.PatchType, Body: string(p.PatchBody)}
+		r.Changes = p.Changes
+		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+	}
+	if err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, withPatch); err != nil {
+		return nil, err
+	}
+
+	session.State = StatePaused
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
+	if err := e.writeApp(ctx, p.App.Name, p.appResourceVersion, session, p.SyncPolicyAfter, true); err != nil {
+		_ = e.record(ctx, p, session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil)
+		return nil, fmt.Errorf("pausing %s: %w", p.App.Name, err)
+	}
+	if err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+	}); err != nil {
+		return nil, err
+	}
+
+	res := &Result{Session: session}
+	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
+	}
+
+	_, err = e.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		undoErr := e.undoPause(ctx, p.App.Name, session)
+		outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + err.Error()}
+		if undoErr != nil {
+			outcome.Error += "; undoing the pause failed too: " + undoErr.Error()
+		}
+		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
+			return nil, fmt.Errorf("patching %s failed (%v) and %w", p.Target, err, recErr)
+		}
+		if undoErr != nil {
+			return nil, fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `kubectl gitops restore %s`", p.Target, err, undoErr, p.App.Name)
+		}
+		return nil, fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, err)
+	}
+	paths := make([]string, len(p.Changes))
+	for i, c := range p.Changes {
+		paths[i] = c.Path
+	}
+	session.State = StatePatched
+	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Paths: paths, At: time.Now().UTC()})
+	app, err := apps.Get(ctx, p.App.Name, metav1.GetOptions{})
+	if err == nil {
+		err = e.writeApp(ctx, p.App.Name, app.GetResourceVersion(), session, nil, false)
+	}
+	if err != nil {
+		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
+	}
+	if err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// writeApp patches only the session annotation, a refresh request and, when
+// pause is set, spec.syncPolicy, with a resourceVersion precondition.
+func (e *Engine) writeApp(ctx context.Context, name, resourceVersion string, session *Session, policy any, pause bool) error {
+	value, err := json.Marshal(session)
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": resourceVersion,
+		"annotations":     map[string]any{SessionAnnotation: string(value), RefreshAnnotation: "normal"},
+	}}
+	if pause {
+		patch["spec"] = map[string]any{"syncPolicy": policyPatch(policy)}
+	}
+	return e.patchApp(ctx, name, patch)
+}
+
+// policyPatch turns a whole desired syncPolicy into a merge patch that also
+// deletes what the desired policy lacks (automated on pause).
+func policyPatch(policy any) any {
+	m, ok := policy.(map[string]any)
+	if !ok {
+		return policy
+	}
+	out := map[string]any{"automated": nil}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (e *Engine) patchApp(ctx context.Context, name string, patch map[string]any) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: application %s changed while this command ran; run it again", ErrConflict, name)
+	}
+	return err
+}
+
+// undoPause writes the saved policy back and removes the session.
+func (e *Engine) undoPause(ctx context.Context, name string, s *Session) error {
+	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var saved any
+	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
+		return err
+	}
+	return e.patchApp(ctx, name, map[string]any{
+		"metadata": map[string]any{"resourceVersion": app.GetResourceVersion(), "annotations": map[string]any{SessionAnnotation: nil, RefreshAnnotation: "normal"}},
+		"spec":     map[string]any{"syncPolicy": saved},
+	})
+}
+
+// waitRefreshed waits until the controller has removed the refresh
+// annotation, i.e. has reconciled the Application as last written.
+func (e *Engine) waitRefreshed(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	defer cancel()
+	for {
+		app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, pending := app.GetAnnotations()[RefreshAnnotation]; !pending {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// PatchSpec is the emergency change as the user gave it: a patch body with
+// its type, or the --image / --replicas shortcuts.
+type PatchSpec struct {
+	Type     string            // strategic, merge or json
+	Body     string            // JSON or YAML
+	Images   map[string]string // container name → image
+	Replicas *int32
+}
+
+// PatchTypes maps --type values to API patch types.
+var PatchTypes = map[string]types.PatchType{
+	"strategic": types.StrategicMergePatchType,
+	"merge":     types.MergePatchType,
+	"json":      types.JSONPatchType,
+}
+
+// Build returns the patch type and JSON body to send, validating the input.
+// Shortcuts build a strategic merge patch of the pod template or replicas.
+func (p PatchSpec) Build() (string, []byte, error) {
+	shortcuts := len(p.Images) > 0 || p.Replicas != nil
+	if shortcuts && p.Body != "" {
+		return "", nil, errors.New("--image and --replicas cannot be combined with --patch or --patch-file: use one way of saying the change")
+	}
+	if shortcuts {
+		spec := map[string]any{}
+		if p.Replicas != nil {
+			if *p.Replicas < 0 {
+				return "", nil, fmt.Errorf("--replicas %d: must be zero or more", *p.Replicas)
+			}
+			spec["replicas"] = *p.Replicas
+		}
+		if len(p.Images) > 0 {
+			names := make([]string, 0, len(p.Images))
+			for name := range p.Images {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			var containers []any
+			for _, name := range names {
+				containers = append(containers, map[string]any{"name": name, "image": p.Images[name]})
+			}
+			spec["template"] = map[string]any{"spec": map[string]any{"containers": containers}}
+		}
+		body, err := json.Marshal(map[string]any{"spec": spec})
+		return "strategic", body, err
+	}
+	if strings.TrimSpace(p.Body) == "" {
+		return "", nil, errors.New("no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file")
+	}
+	typ := p.Type
+	if typ == "" {
+		typ = "strategic"
+	}
+	if _, ok := PatchTypes[typ]; !ok {
+		return "", nil, fmt.Errorf("--type %q: use strategic, merge or json", typ)
+	}
+	body, err := yaml.YAMLToJSON([]byte(p.Body))
+	if err != nil {
+		return "", nil, fmt.Errorf("the patch is neither JSON nor YAML: %v", err)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", nil, fmt.Errorf("the patch is not valid JSON: %v", err)
+	}
+	switch v.(type) {
+	case []any:
+		if typ != "json" {
+			return "", nil, fmt.Errorf("the patch is a JSON array, which only --type json takes")
+		}
+	case map[string]any:
+		if typ == "json" {
+			return "", nil, errors.New("--type json needs a JSON array of operations, like [{\"op\":\"replace\",\"path\":\"/spec/replicas\",\"value\":3}]")
+		}
+	default:
+		return "", nil, errors.New("the patch must be a JSON object (or an array for --type json)")
+	}
+	return typ, body, nil
+}
+
+// ParseImages parses repeated --image CONTAINER=IMAGE values.
+func ParseImages(values []string) (map[string]string, error) {
+	images := map[string]string{}
+	for _, v := range values {
+		name, image, ok := strings.Cut(v, "=")
+		if !ok || name == "" || image == "" {
+			return nil, fmt.Errorf("--image %q: use CONTAINER=IMAGE, e.g. --image web=registry.example/web:1.2.2", v)
+		}
+		if _, dup := images[name]; dup {
+			return nil, fmt.Errorf("--image names container %q twice", name)
+		}
+		images[name] = image
+	}
+	return images, nil
+}
+
+// ignoredPaths are fields the API server changes on every write; they are
+// not part of what a patch changed.
+var ignoredPaths = []string{"/metadata/resourceVersion", "/metadata/managedFields", "/metadata/generation", "/status", "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"}
+
+// Diff lists the leaf paths (JSON pointer) whose values differ between two
+// versions of an object. Lists of named items (containers, env) are keyed by
+// name, so a path reads /spec/template/spec/containers/web/image.
+func Diff(before, after map[string]any) []audit.Change {
+	var changes []audit.Change
+	diffValue("", before, after, &changes)
+	kept := changes[:0]
+	for _, c := range changes {
+		if !ignored(c.Path) {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+func ignored(path string) bool {
+	for _, p := range ignoredPaths {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func diffValue(path string, a, b any, out *[]audit.Change) {
+	am, aIsMap := a.(map[string]any)
+	bm, bIsMap := b.(map[string]any)
+	if aIsMap && bIsMap {
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		for _, k := range sorted {
+			diffValue(path+"/"+escapePointer(k), am[k], bm[k], out)
+		}
+		return
+	}
+	al, aIsList := a.([]any)
+	bl, bIsList := b.([]any)
+	if aIsList && bIsList {
+		if ak, bk, ok := byName(al), byName(bl), named(al) && named(bl); ok {
+			diffValue(path, ak, bk, out)
+			return
+		}
+		if len(al) == len(bl) {
+			for i := range al {
+				diffValue(path+"/"+strconv.Itoa(i), al[i], bl[i], out)
+			}
+			return
+		}
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, audit.Change{Path: path, Before: a, After: b})
+	}
+}
+
+func named(l []any) bool {
+	if len(l) == 0 {
+		return false
+	}
+	for _, item := range l {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return false
+		}
+		if _, ok := m["name"].(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func byName(l []any) map[string]any {
+	m := map[string]any{}
+	for _, item := range l {
+		if im, ok := item.(map[string]any); ok {
+			if name, ok := im["name"].(string); ok {
+				m[name] = item
+			}
+		}
+	}
+	return m
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}

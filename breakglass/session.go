@@ -1,0 +1,62 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// SessionAnnotation holds the open break-glass session on an Application.
+const SessionAnnotation = audit.KeyPrefix + "session"
+
+// RefreshAnnotation asks Argo CD's controller to reconcile an Application now;
+// the controller removes it when done.
+const RefreshAnnotation = "argocd.argoproj.io/refresh"
+
+// Session states, in order.
+const (
+	StatePausing = "pausing"
+	StatePaused  = "paused"
+	StatePatched = "patched"
+)
+
+// Session is the state of an open break-glass, kept as JSON in one
+// annotation on the Application so that any later command can see it.
+type Session struct {
+	ID       string    `json:"id"`
+	State    string    `json:"state"`
+	OpenedBy string    `json:"openedBy"`
+	OpenedAt time.Time `json:"openedAt"`
+	Reason   string    `json:"reason"`
+	Incident string    `json:"incident,omitempty"`
+	// SavedSyncPolicy is spec.syncPolicy exactly as it was before the pause
+	// (null when the Application had none); restore writes it back.
+	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`
+	PausedParents   []string        `json:"pausedParents,omitempty"`
+	Patches         []SessionPatch  `json:"patches,omitempty"`
+	Ticket          string          `json:"ticket,omitempty"`
+	GitRevision     string          `json:"gitRevision,omitempty"`
+	// ArgoSawPatch is whether Argo CD flagged the patched resource
+	// OutOfSync after the patch; nil until known. When false, the patch only
+	// added fields Git never set and resource-level Synced proves nothing.
+	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
+}
+
+// SessionPatch is one patch of the session.
+type SessionPatch struct {
+	Target audit.Target `json:"target"`
+	Type   string       `json:"type"`
+	Paths  []string     `json:"paths"`
+	At     time.Time    `json:"at"`
+}
+
+// ParseSession decodes the session annotation.
+func ParseSession(value string) (*Session, error) {
+	var s Session
+	if err := json.Unmarshal([]byte(value), &s); err != nil {
+		return nil, fmt.Errorf("the %s annotation is not a session: %w", SessionAnnotation, err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,216 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// BreakglassOptions holds the flags of `kubectl gitops breakglass`.
+type BreakglassOptions struct {
+	configFlags  *genericclioptions.ConfigFlags
+	AppNamespace string
+	Request      breakglass.Request
+	PatchFile    string
+	Images       []string
+	Replicas     int32
+	DryRun       bool
+	Yes          bool
+	Output       string
+	genericiooptions.IOStreams
+}
+
+// NewCmdBreakglass returns the breakglass command.
+func NewCmdBreakglass(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &BreakglassOptions{configFlags: flags, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "breakglass APP TARGET",
+		Short: "Pause an Application's sync, keeping its policy, and patch a live resource",
+		Long: `Pause the Argo CD Application APP's automated sync (its exact policy is saved in
+the session), apply an emergency patch to TARGET (KIND/NAME, one of APP's
+managed resources), and write an audit record before and after each change.
+
+TARGET lives in -n NAMESPACE, else in the Application's destination namespace.
+Nothing changes until every check passed and a server-side dry run of the patch
+succeeded; --dry-run stops there and prints the plan.`,
+		Example: `  # Roll the web container back to the last good image
+  kubectl gitops breakglass web deployment/web --image web=registry.example/web:1.2.2 \
+    --reason "5xx spike after 1.2.3" --incident INC-42 --yes
+
+  # Scale out, showing the plan first
+  kubectl gitops breakglass web deploy/web --replicas 6 --reason "load" --dry-run
+
+  # Any patch kubectl patch would take
+  kubectl gitops breakglass web deployment/web --type json \
+    --patch '[{"op":"replace","path":"/spec/replicas","value":4}]' --reason "load" -y`,
+		Args: exactArgs("APP", "TARGET"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Request.Patch.Body, "patch", "", "the patch, JSON or YAML")
+	f.StringVar(&o.PatchFile, "patch-file", "", "read the patch from this file")
+	f.StringVar(&o.Request.Patch.Type, "type", "strategic", "patch type: strategic, merge or json")
+	f.StringArrayVar(&o.Images, "image", nil, "set a container's image: CONTAINER=IMAGE (repeatable)")
+	f.Int32Var(&o.Replicas, "replicas", -1, "set spec.replicas")
+	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
+	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log")
+	f.StringVar(&o.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
+	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan; change nothing")
+	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
+	outputFlag(cmd, &o.Output, "text", "json", "yaml")
+	return cmd
+}
+
+// Complete fills the request from arguments, files and the namespace flag.
+func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.Request.App, o.Request.Target = args[0], args[1]
+	if ns, explicit, err := o.configFlags.ToRawKubeConfigLoader().Namespace(); err == nil && explicit {
+		o.Request.Namespace = ns
+	}
+	if o.PatchFile != "" {
+		if o.Request.Patch.Body != "" {
+			return usageErrorf("--patch and --patch-file cannot both be set: use one")
+		}
+		data, err := os.ReadFile(o.PatchFile)
+		if err != nil {
+			return usageErrorf("--patch-file: %v", err)
+		}
+		o.Request.Patch.Body = string(data)
+	}
+	images, err := breakglass.ParseImages(o.Images)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	o.Request.Patch.Images = images
+	if cmd.Flags().Changed("replicas") {
+		r := o.Replicas
+		o.Request.Patch.Replicas = &r
+	}
+	return nil
+}
+
+// Validate rejects incomplete or malformed input before contacting anything.
+func (o *BreakglassOptions) Validate() error {
+	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.Request.Reason) == "" {
+		return usageErrorf("--reason is required: say why, e.g. --reason \"5xx spike after 1.2.3\"")
+	}
+	if _, _, err := o.Request.Patch.Build(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if kind, name, ok := strings.Cut(o.Request.Target, "/"); !ok || kind == "" || name == "" {
+		return usageErrorf("TARGET %q: use KIND/NAME, e.g. deployment/web", o.Request.Target)
+	}
+	if !o.DryRun && !o.Yes && !isTerminal(o.In) {
+		return usageErrorf("--yes is required when stdin is not a terminal (or use --dry-run to see the plan)")
+	}
+	return nil
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func (o *BreakglassOptions) engine() (*breakglass.Engine, error) {
+	config, err := o.configFlags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := o.configFlags.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	return &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, o.AppNamespace),
+		AppNamespace: o.AppNamespace}, nil
+}
+
+// Run plans, confirms and executes.
+func (o *BreakglassOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	plan, err := engine.Plan(ctx, o.Request)
+	if err != nil {
+		return err
+	}
+	if o.Output == "text" {
+		o.printPlan(plan)
+	}
+	if o.DryRun {
+		if o.Output != "text" {
+			return printStructured(o.Out, o.Output, plan)
+		}
+		fmt.Fprintln(o.Out, "dry run: nothing was changed")
+		return nil
+	}
+	if !o.Yes {
+		fmt.Fprintf(o.Out, "Type the Application name (%s) to go ahead: ", plan.App.Name)
+		var answer string
+		fmt.Fscanln(o.In, &answer)
+		if answer != plan.App.Name {
+			return errors.New("not confirmed: nothing was changed")
+		}
+	}
+	res, err := engine.Execute(ctx, plan)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(o.ErrOut, "warning: "+w)
+	}
+	if o.Output != "text" {
+		return printStructured(o.Out, o.Output, res.Session)
+	}
+	fmt.Fprintf(o.Out, "paused %s (saved policy in session %s) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
+	fmt.Fprintf(o.Out, "next: fix Git, then `kubectl gitops restore %s`\n", plan.App.Name)
+	return nil
+}
+
+func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
+	before, _ := json.Marshal(p.SyncPolicyBefore)
+	after, _ := json.Marshal(p.SyncPolicyAfter)
+	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, revision %.12s)\n", p.App.Namespace, p.App.Name, p.App.Project, p.Revision)
+	fmt.Fprintf(o.Out, "Target:      %s in namespace %s\n", p.Target, p.Target.Namespace)
+	fmt.Fprintf(o.Out, "Actor:       %s\n", p.Actor.Username)
+	fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
+	fmt.Fprintln(o.Out, "Changes:")
+	for _, c := range p.Changes {
+		b, _ := json.Marshal(c.Before)
+		a, _ := json.Marshal(c.After)
+		fmt.Fprintf(o.Out, "  %s: %s -> %s\n", c.Path, b, a)
+	}
+}

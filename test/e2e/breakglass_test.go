@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// fullPolicy is a sync policy with every part restore must keep.
+var fullPolicy = map[string]any{
+	"automated":   map[string]any{"prune": true, "selfHeal": true, "allowEmpty": true},
+	"syncOptions": []any{"ApplyOutOfSyncOnly=true", "Validate=true"},
+	"retry":       map[string]any{"limit": int64(2), "backoff": map[string]any{"duration": "5s", "factor": int64(2), "maxDuration": "1m"}},
+}
+
+// deployApp commits a copy of the fixture application for one test, with
+// its resources in a namespace of its own, creates a self-healing
+// Application for it and waits until Argo CD has synced it.
+func deployApp(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	e := environment(t)
+	ctx := context.Background()
+	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": e.ArgoNamespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": name},
+			"syncPolicy":  runtimeCopy(fullPolicy),
+		},
+	}}
+	apps := appsClient(t)
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := e.Git.Head()
+	var got *unstructured.Unstructured
+	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	waitFor(ctx2, t, name+" Synced at "+head, func() (bool, string) {
+		a, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got = a
+		status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+		rev, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
+		return status == "Synced" && rev == head, status + " at " + rev
+	})
+	return got
+}
+
+func runtimeCopy(m map[string]any) map[string]any {
+	return runtimeDeepCopy(m).(map[string]any)
+}
+
+func runtimeDeepCopy(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+func appsClient(t *testing.T) dynamic.ResourceInterface {
+	config, err := testEnv.RESTConfig(env.Admin.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynamic.NewForConfigOrDie(config).Resource(breakglass.ApplicationGVR).Namespace(testEnv.ArgoNamespace)
+}
+
+func imageIn(ctx context.Context, t *testing.T, ns string) string {
+	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
+}
+
+func sessionRecords(t *testing.T, session string) []*audit.Record {
+	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
+	entries, err := store.Entries(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*audit.Record
+	for _, r := range audit.Records(entries) {
+		if r.Session == session {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
+	deployApp(t, "bg-survive")
+	ctx := context.Background()
+	oncall := newUser(t, env.Oncall.Name)
+	out, errOut, code := oncall.run("kubectl", "gitops", "breakglass", "bg-survive", "deployment/web",
+		"--image", "web=registry.example/web:hotfix", "--reason", "5xx spike after 1.0.0", "--incident", "INC-1", "--yes")
+	if code != 0 {
+		t.Fatalf("breakglass: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if !strings.Contains(out, "/spec/template/spec/containers/web/image: \"registry.example/web:1.0.0\" -> \"registry.example/web:hotfix\"") {
+		t.Errorf("the plan does not show the change:\n%s", out)
+	}
+
+	// Self-heal runs every second here and the app resyncs every 10s: the
+	// patch must outlive several of both.
+	deadline := time.Now().Add(13 * time.Second)
+	for time.Now().Before(deadline) {
+		if img := imageIn(ctx, t, "bg-survive"); img != "registry.example/web:hotfix" {
+			t.Fatalf("self-heal reverted the break-glass patch: image is %s", img)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	app, err := appsClient(t).Get(ctx, "bg-survive", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
+	if _, automated := policy["automated"]; automated {
+		t.Errorf("automated sync still set: %v", policy)
+	}
+	want := runtimeCopy(fullPolicy)
+	delete(want, "automated")
+	if !reflect.DeepEqual(runtimeDeepCopy(policy), runtimeDeepCopy(want)) {
+		t.Errorf("pause changed more than automated:\n got %v\nwant %v", policy, want)
+	}
+	session, err := breakglass.ParseSession(app.GetAnnotations()[breakglass.SessionAnnotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved any
+	_ = json.Unmarshal(session.SavedSyncPolicy, &saved)
+	if !reflect.DeepEqual(saved, runtimeDeepCopy(fullPolicy)) || session.State != breakglass.StatePatched || session.OpenedBy != "oncall" {
+		t.Errorf("session %+v does not hold the exact prior policy %v", session, fullPolicy)
+	}
+
+	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-survive").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var managers []string
+	for _, mf := range d.ManagedFields {
+		managers = append(managers, mf.Manager)
+	}
+	if !strings.Contains(strings.Join(managers, ","), breakglass.FieldManager) {
+		t.Errorf("managedFields do not name %s: %v", breakglass.FieldManager, managers)
+	}
+
+	recs := sessionRecords(t, session.ID)
+	var events []string
+	for _, r := range recs {
+		events = append(events, string(r.Event))
+		if r.Actor.Username != "oncall" || r.Reason != "5xx spike after 1.0.0" || r.Incident != "INC-1" || r.Application.Name != "bg-survive" {
+			t.Errorf("record %s lacks who/why/what: %+v", r.ID, r)
+		}
+	}
+	if strings.Join(events, ",") != "breakglass.planned,breakglass.paused,breakglass.patched" {
+		t.Errorf("session records %v, want planned, paused, patched", events)
+	}
+	if patched := recs[len(recs)-1]; len(patched.Changes) != 1 || patched.Changes[0].After != "registry.example/web:hotfix" {
+		t.Errorf("patched record changes: %+v", patched.Changes)
+	}
+	if _, _, code := oncall.run("kubectl", "gitops", "audit", "verify"); code != 0 {
+		t.Errorf("audit chain broken after a break-glass")
+	}
+	// A second break-glass on the same app is refused while the session is open.
+	_, errOut, code = oncall.run("kubectl", "gitops", "breakglass", "bg-survive", "deployment/web", "--replicas", "3", "--reason", "again", "-y")
+	if code != 1 || !strings.Contains(errOut, "a break-glass session is already open on bg-survive: session "+session.ID+" by oncall") {
+		t.Errorf("second breakglass: exit %d, %q", code, errOut)
+	}
+}
+
+func TestBreakglassBadInputChangesNothing(t *testing.T) {
+	before := deployApp(t, "bg-bad")
+	ctx := context.Background()
+	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
+	tests := []struct {
+		name string
+		user string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown kind", env.Oncall.Name, []string{"bg-bad", "frobnicator/web", "--replicas", "3"}, 1, `the server has no resource type "frobnicator"`},
+		{"target not managed", env.Oncall.Name, []string{"bg-bad", "deployment/other", "--replicas", "3"}, 1, "deployment.apps/other in namespace bg-bad is not one of application bg-bad's managed resources"},
+		{"missing app", env.Oncall.Name, []string{"no-such-app", "deployment/web", "--replicas", "3"}, 1, `application "no-such-app" in namespace argocd`},
+		{"malformed patch", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--patch", "{bad"}, 2, "the patch is"},
+		{"json patch not an array", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--type", "json", "--patch", `{"spec":{}}`}, 2, "--type json needs a JSON array"},
+		{"missing reason", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--replicas", "3", "--reason", ""}, 2, "--reason is required"},
+		{"no change given", env.Oncall.Name, []string{"bg-bad", "deployment/web"}, 2, "no change given"},
+		{"patch rejected by the server", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--patch", `{"spec":{"replicas":"many"}}`}, 1, "the API server rejects the patch"},
+		{"no rights", env.Nobody.Name, []string{"bg-bad", "deployment/web", "--replicas", "3"}, 1, "not allowed: nobody may not read application argocd/bg-bad"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			headBefore, _ := store.Head(ctx)
+			depBefore, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-bad").Get(ctx, "web", metav1.GetOptions{})
+			args := append([]string{"gitops", "breakglass"}, tt.args...)
+			if !contains(tt.args, "--reason") {
+				args = append(args, "--reason", "test")
+			}
+			_, errOut, code := newUser(t, tt.user).run("kubectl", append(args, "--yes")...)
+			if code != tt.code || !strings.HasPrefix(errOut, "error: ") || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want exit %d and one error line containing %q", code, errOut, tt.code, tt.want)
+			}
+			app, _ := appsClient(t).Get(ctx, "bg-bad", metav1.GetOptions{})
+			depAfter, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-bad").Get(ctx, "web", metav1.GetOptions{})
+			headAfter, _ := store.Head(ctx)
+			if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; open {
+				t.Errorf("a session was opened")
+			}
+			policy, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
+			wantPolicy, _, _ := unstructured.NestedMap(before.Object, "spec", "syncPolicy")
+			if !reflect.DeepEqual(policy, wantPolicy) {
+				t.Errorf("sync policy changed: %v", policy)
+			}
+			if depAfter.ResourceVersion != depBefore.ResourceVersion {
+				t.Errorf("the Deployment was written (resourceVersion %s -> %s)", depBefore.ResourceVersion, depAfter.ResourceVersion)
+			}
+			if headAfter.Seq != headBefore.Seq {
+				t.Errorf("audit records were written: head %d -> %d", headBefore.Seq, headAfter.Seq)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
