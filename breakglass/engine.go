@@ -47,8 +47,8 @@ type Engine struct {
 
 // Request is what the user asked for.
 type Request struct {
-	App      string
-	Target   string // KIND/NAME as kubectl spells it
+	App    string
+	Target string // KIND/NAME as kubectl spells it
 	// Namespace of the target; "" means the Application's destination.
 	Namespace string
 	Patch     PatchSpec
