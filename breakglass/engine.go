@@ -330,23 +330,47 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 		return nil, fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, err)
 	}
-	paths := make([]string, len(p.Changes))
-	for i, c := range p.Changes {
-		paths[i] = c.Path
-	}
 	session.State = StatePatched
-	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Paths: paths, At: time.Now().UTC()})
-	app, err := apps.Get(ctx, p.App.Name, metav1.GetOptions{})
-	if err == nil {
-		err = e.writeApp(ctx, p.App.Name, app.GetResourceVersion(), session, nil, false)
-	}
-	if err != nil {
+	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Changes: redactedChanges(p.Target, p.Changes), At: time.Now().UTC()})
+	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
 		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
+	}
+	// Does Argo CD see the patch? If the target stays Synced, the patch only
+	// added fields Git never set, and resource-level Synced will prove nothing.
+	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
+	} else if app, err := apps.Get(ctx, p.App.Name, metav1.GetOptions{}); err == nil {
+		status, _ := managedStatus(app, p.Target)
+		saw := status == "OutOfSync"
+		session.ArgoSawPatch = &saw
+		if !saw {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (ARGOCD_SERVER) or --force", p.Target))
+		}
+		if err := e.updateSession(ctx, p.App.Name, session); err != nil {
+			res.Warnings = append(res.Warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
+		}
 	}
 	if err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// redactedChanges keeps secret values out of the session annotation, as the
+// audit log does.
+func redactedChanges(t audit.Target, changes []audit.Change) []audit.Change {
+	r := &audit.Record{Target: &t, Changes: append([]audit.Change(nil), changes...)}
+	audit.Redact(r)
+	return r.Changes
+}
+
+// updateSession rewrites the session annotation (and requests a refresh).
+func (e *Engine) updateSession(ctx context.Context, name string, session *Session) error {
+	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return e.writeApp(ctx, name, app.GetResourceVersion(), session, nil, false)
 }
 
 // writeApp patches only the session annotation, a refresh request and, when
@@ -398,23 +422,54 @@ func (e *Engine) undoPause(ctx context.Context, name string, s *Session) error {
 	if err != nil {
 		return err
 	}
-	var saved any
-	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
+	return e.restorePolicy(ctx, app, s)
+}
+
+// restorePolicy replaces spec.syncPolicy with the session's saved policy
+// exactly, drops the session annotation and requests a refresh, in one JSON
+// patch whose first operation tests the resourceVersion read.
+func (e *Engine) restorePolicy(ctx context.Context, app *unstructured.Unstructured, s *Session) error {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": app.GetResourceVersion()}}
+	_, hasPolicy, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy")
+	switch {
+	case string(s.SavedSyncPolicy) == "null" || len(s.SavedSyncPolicy) == 0:
+		if hasPolicy {
+			ops = append(ops, map[string]any{"op": "remove", "path": "/spec/syncPolicy"})
+		}
+	default:
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/syncPolicy", "value": s.SavedSyncPolicy})
+	}
+	annotations := app.GetAnnotations()
+	if _, ok := annotations[SessionAnnotation]; ok {
+		ops = append(ops, map[string]any{"op": "remove", "path": "/metadata/annotations/" + escapePointer(SessionAnnotation)})
+	}
+	if annotations == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{RefreshAnnotation: "normal"}})
+	} else {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + escapePointer(RefreshAnnotation), "value": "normal"})
+	}
+	body, err := json.Marshal(ops)
+	if err != nil {
 		return err
 	}
-	return e.patchApp(ctx, name, map[string]any{
-		"metadata": map[string]any{"resourceVersion": app.GetResourceVersion(), "annotations": map[string]any{SessionAnnotation: nil, RefreshAnnotation: "normal"}},
-		"spec":     map[string]any{"syncPolicy": saved},
-	})
+	_, err = e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Patch(ctx, app.GetName(), types.JSONPatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+	if apierrors.IsInvalid(err) || apierrors.IsConflict(err) || (err != nil && strings.Contains(err.Error(), "test operation")) {
+		return fmt.Errorf("%w: application %s changed while this command ran; run it again", ErrConflict, app.GetName())
+	}
+	return err
 }
 
 // waitRefreshed waits until the controller has removed the refresh
 // annotation, i.e. has reconciled the Application as last written.
 func (e *Engine) waitRefreshed(ctx context.Context, name string) error {
+	return e.waitRefreshedIn(ctx, e.AppNamespace, name)
+}
+
+func (e *Engine) waitRefreshedIn(ctx context.Context, namespace, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
 	defer cancel()
 	for {
-		app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -44,12 +44,14 @@ type Session struct {
 	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
 }
 
-// SessionPatch is one patch of the session.
+// SessionPatch is one patch of the session: what it changed, with the
+// values before and after (redacted like the audit log), which the catch-up
+// check compares with Git.
 type SessionPatch struct {
-	Target audit.Target `json:"target"`
-	Type   string       `json:"type"`
-	Paths  []string     `json:"paths"`
-	At     time.Time    `json:"at"`
+	Target  audit.Target   `json:"target"`
+	Type    string         `json:"type"`
+	Changes []audit.Change `json:"changes"`
+	At      time.Time      `json:"at"`
 }
 
 // ParseSession decodes the session annotation.

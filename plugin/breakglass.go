@@ -13,30 +13,26 @@ import (
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // BreakglassOptions holds the flags of `kubectl gitops breakglass`.
 type BreakglassOptions struct {
-	configFlags  *genericclioptions.ConfigFlags
-	AppNamespace string
-	Request      breakglass.Request
-	PatchFile    string
-	Images       []string
-	Replicas     int32
-	DryRun       bool
-	Yes          bool
-	Output       string
+	engineFlags
+	Request   breakglass.Request
+	PatchFile string
+	Images    []string
+	Replicas  int32
+	DryRun    bool
+	Yes       bool
+	Output    string
 	genericiooptions.IOStreams
 }
 
 // NewCmdBreakglass returns the breakglass command.
 func NewCmdBreakglass(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &BreakglassOptions{configFlags: flags, IOStreams: streams}
+	o := &BreakglassOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "breakglass APP TARGET",
 		Short: "Pause an Application's sync, keeping its policy, and patch a live resource",
@@ -76,7 +72,7 @@ succeeded; --dry-run stops there and prints the plan.`,
 	f.Int32Var(&o.Replicas, "replicas", -1, "set spec.replicas")
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
 	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log")
-	f.StringVar(&o.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
+	o.addAppNamespace(cmd)
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
@@ -134,27 +130,6 @@ func (o *BreakglassOptions) Validate() error {
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-func (o *BreakglassOptions) engine() (*breakglass.Engine, error) {
-	config, err := o.configFlags.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	kube, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	mapper, err := o.configFlags.ToRESTMapper()
-	if err != nil {
-		return nil, err
-	}
-	return &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, o.AppNamespace),
-		AppNamespace: o.AppNamespace}, nil
 }
 
 // Run plans, confirms and executes.

@@ -96,14 +96,20 @@ func imageIn(ctx context.Context, t *testing.T, ns string) string {
 	return d.Spec.Template.Spec.Containers[0].Image
 }
 
-func sessionRecords(t *testing.T, session string) []*audit.Record {
+// allRecords reads the whole audit log of the Applications' namespace.
+func allRecords(t *testing.T) []*audit.Record {
+	t.Helper()
 	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
 	entries, err := store.Entries(context.Background(), audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return audit.Records(entries)
+}
+
+func sessionRecords(t *testing.T, session string) []*audit.Record {
 	var out []*audit.Record
-	for _, r := range audit.Records(entries) {
+	for _, r := range allRecords(t) {
 		if r.Session == session {
 			out = append(out, r)
 		}

@@ -1,0 +1,266 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// GitState says whether Git has caught up with a session's live patch.
+type GitState string
+
+// The states of DESIGN §5.
+const (
+	GitWaiting  GitState = "waiting"
+	GitDiverged GitState = "diverged"
+	GitCaughtUp GitState = "caught-up"
+)
+
+// TargetState is the catch-up state of one patched resource.
+type TargetState struct {
+	Target audit.Target `json:"target"`
+	// Resource is Argo CD's sync status of the resource after a refresh.
+	Resource string   `json:"resource"`
+	Git      GitState `json:"git"`
+	Detail   string   `json:"detail"`
+}
+
+// SessionStatus is the catch-up state of one open session.
+type SessionStatus struct {
+	App      audit.AppRef  `json:"application"`
+	Session  *Session      `json:"session"`
+	Revision string        `json:"revision"`
+	Git      GitState      `json:"git"`
+	Ready    bool          `json:"ready"`
+	Targets  []TargetState `json:"targets"`
+	// FieldLevel is whether Git's values were compared path by path
+	// through the Argo CD API server.
+	FieldLevel bool     `json:"fieldLevel"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// OpenSessions lists the Applications of namespace ("" for all) that carry a
+// session, optionally only the one named app.
+func (e *Engine) OpenSessions(ctx context.Context, namespace, app string) ([]*unstructured.Unstructured, error) {
+	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for i := range list.Items {
+		a := &list.Items[i]
+		if _, ok := a.GetAnnotations()[SessionAnnotation]; ok && (app == "" || a.GetName() == app) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// CaughtUp requests a refresh of app (when refresh is set and allowed), waits
+// for the controller, and evaluates DESIGN §5 for every patched resource.
+// argo may be nil: then only resource-level rules apply.
+func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, refresh bool) (*SessionStatus, error) {
+	session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	if err != nil {
+		return nil, err
+	}
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(app.GetNamespace())
+	st := &SessionStatus{App: audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, Session: session, FieldLevel: argo != nil}
+	if refresh {
+		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:"normal"}}}`, app.GetResourceVersion(), RefreshAnnotation)
+		if _, err := apps.Patch(ctx, app.GetName(), "application/merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			st.Notes = append(st.Notes, "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
+		} else if err := e.waitRefreshedIn(ctx, app.GetNamespace(), app.GetName()); err != nil {
+			st.Notes = append(st.Notes, "Argo CD's controller did not refresh in time: the state is as of its last reconcile")
+		}
+		if fresh, err := apps.Get(ctx, app.GetName(), metav1.GetOptions{}); err == nil {
+			app = fresh
+		}
+	}
+	st.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+	st.Revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
+	moved := st.Revision != "" && st.Revision != session.GitRevision
+
+	var manifests []map[string]any
+	if argo != nil && moved {
+		if manifests, err = argo.Manifests(ctx, app.GetNamespace(), app.GetName(), st.Revision); err != nil {
+			st.Notes = append(st.Notes, "field-level check unavailable ("+shortErr(err)+")")
+			st.FieldLevel = false
+		}
+	}
+	dest, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
+	for _, p := range latestPatches(session) {
+		ts := TargetState{Target: p.Target}
+		ts.Resource, _ = managedStatus(app, p.Target)
+		switch {
+		case !moved:
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %.12s", session.GitRevision)
+		case st.FieldLevel:
+			ts.Git, ts.Detail = compareFields(p, findManifest(manifests, p.Target, dest), ts.Resource)
+		case session.ArgoSawPatch == nil || !*session.ArgoSawPatch:
+			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: set ARGOCD_SERVER for the field-level check, or restore --force"
+		case ts.Resource == "Synced":
+			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %.12s", st.Revision)
+		default:
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %.12s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", st.Revision, dash(ts.Resource))
+		}
+		st.Targets = append(st.Targets, ts)
+	}
+	st.Git = GitCaughtUp
+	for _, t := range st.Targets {
+		if t.Git == GitDiverged {
+			st.Git = GitDiverged
+			break
+		}
+		if t.Git == GitWaiting {
+			st.Git = GitWaiting
+		}
+	}
+	st.Ready = st.Git == GitCaughtUp && len(st.Targets) > 0
+	return st, nil
+}
+
+// compareFields applies the field-level rule: every patched path must hold
+// the patched value in Git's target state, and Argo CD must report Synced.
+func compareFields(p SessionPatch, desired map[string]any, resource string) (GitState, string) {
+	if desired == nil {
+		return GitDiverged, "Git no longer contains this resource: restoring would prune or revert it"
+	}
+	for _, c := range p.Changes {
+		got, _ := lookup(desired, c.Path)
+		switch {
+		case c.After == audit.Redacted:
+			return GitWaiting, c.Path + " holds a secret value that cannot be compared: restore --force once Git has it"
+		case equalJSON(got, c.After):
+			continue
+		case equalJSON(got, c.Before):
+			return GitWaiting, fmt.Sprintf("Git still has %s at %s (live: %s)", jsonText(got), c.Path, jsonText(c.After))
+		default:
+			return GitDiverged, fmt.Sprintf("Git has %s at %s, the live fix is %s: restoring would revert the fix", jsonText(got), c.Path, jsonText(c.After))
+		}
+	}
+	if resource != "Synced" {
+		return GitWaiting, "Git holds the patched values but Argo CD reports " + dash(resource)
+	}
+	return GitCaughtUp, "Git holds the patched values and Argo CD reports Synced"
+}
+
+// latestPatches keeps the newest patch per target.
+func latestPatches(s *Session) []SessionPatch {
+	var out []SessionPatch
+	index := map[audit.Target]int{}
+	for _, p := range s.Patches {
+		if i, ok := index[p.Target]; ok {
+			out[i] = p
+			continue
+		}
+		index[p.Target] = len(out)
+		out = append(out, p)
+	}
+	return out
+}
+
+func findManifest(manifests []map[string]any, t audit.Target, defaultNamespace string) map[string]any {
+	for _, m := range manifests {
+		obj := unstructured.Unstructured{Object: m}
+		gvk := obj.GroupVersionKind()
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = defaultNamespace
+		}
+		if gvk.Group == t.Group && gvk.Kind == t.Kind && obj.GetName() == t.Name && ns == t.Namespace {
+			return m
+		}
+	}
+	return nil
+}
+
+// lookup follows a path as Diff writes it: map keys, list items by name
+// (or index).
+func lookup(v any, path string) (any, bool) {
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		switch t := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = t[seg]; !ok {
+				return nil, false
+			}
+		case []any:
+			if named(t) {
+				var ok bool
+				if v, ok = byName(t)[seg]; !ok {
+					return nil, false
+				}
+				continue
+			}
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(t) {
+				return nil, false
+			}
+			v = t[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func equalJSON(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	var na, nb any
+	_ = json.Unmarshal(ja, &na)
+	_ = json.Unmarshal(jb, &nb)
+	return reflect.DeepEqual(na, nb)
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// Manifests asks the Argo CD API server for the Application's target state
+// at revision: the objects Git renders to, as Argo CD would apply them.
+func (s ArgoServer) Manifests(ctx context.Context, appNamespace, app, revision string) ([]map[string]any, error) {
+	var resp struct {
+		Manifests []string `json:"manifests"`
+	}
+	path := "/api/v1/applications/" + url.PathEscape(app) + "/manifests?appNamespace=" + url.QueryEscape(appNamespace) + "&revision=" + url.QueryEscape(revision)
+	if err := s.get(ctx, path, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]map[string]any, 0, len(resp.Manifests))
+	for _, m := range resp.Manifests {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(m), &obj); err != nil {
+			return nil, fmt.Errorf("argo cd returned a manifest that is not JSON: %w", err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}

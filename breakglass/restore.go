@@ -1,0 +1,99 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// ErrNotCaughtUp is returned by Restore when restoring would revert the fix.
+var ErrNotCaughtUp = errors.New("git has not caught up with the live fix")
+
+// RestoreRequest is what `kubectl gitops restore` asks for.
+type RestoreRequest struct {
+	App string
+	// Force restores even when Git has not caught up; Reason is required
+	// then and recorded.
+	Force  bool
+	Reason string
+	DryRun bool
+	// Argo enables the field-level catch-up check; nil skips it.
+	Argo *ArgoServer
+}
+
+// Restore re-enables sync with the exact saved policy once Git has caught
+// up (or when forced), removes the session and records it.
+func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatus, error) {
+	if req.Force && strings.TrimSpace(req.Reason) == "" {
+		return nil, fmt.Errorf("%w: --force needs --reason", ErrPatchInvalid)
+	}
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
+	app, err := apps.Get(ctx, req.App, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: application %q in namespace %s", ErrNotFound, req.App, e.AppNamespace)
+	case err != nil:
+		return nil, err
+	}
+	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
+		return nil, fmt.Errorf("%w: no open break-glass session on %s, so there is nothing to restore", ErrNotFound, req.App)
+	}
+	st, err := e.CaughtUp(ctx, app, req.Argo, true)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Ready && !req.Force {
+		var behind []string
+		for _, t := range st.Targets {
+			if t.Git != GitCaughtUp {
+				behind = append(behind, fmt.Sprintf("%s %s: %s", t.Target, t.Git, t.Detail))
+			}
+		}
+		return st, fmt.Errorf("%w: sync not restored, %s; fix Git and run restore again, or --force --reason", ErrNotCaughtUp, strings.Join(behind, "; "))
+	}
+	if req.DryRun {
+		return st, nil
+	}
+	if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+		return st, err
+	}
+	event, reason := audit.EventRestored, st.Session.Reason
+	if !st.Ready {
+		event, reason = audit.EventForced, req.Reason
+	}
+	if fresh, err := apps.Get(ctx, req.App, metav1.GetOptions{}); err == nil {
+		app = fresh
+	}
+	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	var saved any
+	_ = json.Unmarshal(st.Session.SavedSyncPolicy, &saved)
+	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Revision: st.Revision}
+	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	if len(st.Targets) > 0 {
+		p.Target = st.Targets[0].Target
+	}
+	withPolicy := func(r *audit.Record) { r.SyncPolicy = &audit.SyncPolicy{Before: current, After: saved} }
+	if err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted}, withPolicy); err != nil {
+		return st, err
+	}
+	if err := e.restorePolicy(ctx, app, st.Session); err != nil {
+		_ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
+		return st, fmt.Errorf("restoring %s: %w", req.App, err)
+	}
+	if err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusSucceeded}, withPolicy); err != nil {
+		return st, err
+	}
+	return st, nil
+}

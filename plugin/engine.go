@@ -1,0 +1,52 @@
+package plugin
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// engineFlags are the flags every command that drives the engine shares.
+type engineFlags struct {
+	configFlags  *genericclioptions.ConfigFlags
+	AppNamespace string
+}
+
+func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
+}
+
+// engine builds the break-glass engine from the kubeconfig flags; the audit
+// log lives beside the Applications.
+func (f *engineFlags) engine() (*breakglass.Engine, error) {
+	config, err := f.configFlags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := f.configFlags.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	return &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AppNamespace), AppNamespace: f.AppNamespace}, nil
+}
+
+// argoServer is the Argo CD API server from the argocd CLI's environment,
+// or nil.
+func argoServer() *breakglass.ArgoServer {
+	if s, ok := breakglass.ArgoServerFromEnv(); ok {
+		return &s
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// RestoreOptions holds the flags of `kubectl gitops restore`.
+type RestoreOptions struct {
+	engineFlags
+	Request breakglass.RestoreRequest
+	Yes     bool
+	Wait    bool
+	Timeout time.Duration
+	Output  string
+	genericiooptions.IOStreams
+}
+
+// NewCmdRestore returns the restore command.
+func NewCmdRestore(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &RestoreOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "restore APP",
+		Short: "Re-enable sync with the saved policy once Git has caught up",
+		Long: `Restore the Application's exact saved sync policy and close the break-glass
+session, but only when Git has caught up with the live fix (see kubectl gitops
+status): otherwise Argo CD would revert it. --force restores anyway and needs
+--reason; it is recorded as breakglass.forced.`,
+		Example: `  kubectl gitops restore web
+  kubectl gitops restore web --dry-run
+  kubectl gitops restore web --force --reason "fix abandoned, reverting to Git" -y`,
+		Args: exactArgs("APP"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Request.App = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().BoolVar(&o.Request.Force, "force", false, "restore even though Git has not caught up (needs --reason)")
+	cmd.Flags().StringVar(&o.Request.Reason, "reason", "", "why a forced restore is right (recorded)")
+	cmd.Flags().BoolVar(&o.Request.DryRun, "dry-run", false, "check whether restore would go ahead; change nothing")
+	cmd.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation of a forced restore")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "after restoring, wait until Argo CD reports the Application Synced")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	outputFlag(cmd, &o.Output, "text", "json", "yaml")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *RestoreOptions) Validate() error {
+	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
+		return err
+	}
+	if o.Request.Force && strings.TrimSpace(o.Request.Reason) == "" {
+		return usageErrorf("--force needs --reason: say why restoring without Git's fix is right")
+	}
+	if !o.Request.Force && o.Request.Reason != "" {
+		return usageErrorf("--reason goes with --force; a normal restore records the session's reason")
+	}
+	if o.Request.Force && !o.Request.DryRun && !o.Yes && !isTerminal(o.In) {
+		return usageErrorf("--yes is required for --force when stdin is not a terminal")
+	}
+	return nil
+}
+
+// Run restores and reports.
+func (o *RestoreOptions) Run(ctx context.Context) error {
+	engine, err := o.engineFlags.engine()
+	if err != nil {
+		return err
+	}
+	o.Request.Argo = argoServer()
+	if o.Request.Force && !o.Request.DryRun && !o.Yes {
+		fmt.Fprintf(o.Out, "Forcing restore of %s may revert the live fix. Type the Application name to go ahead: ", o.Request.App)
+		var answer string
+		fmt.Fscanln(o.In, &answer)
+		if answer != o.Request.App {
+			return errors.New("not confirmed: nothing was changed")
+		}
+	}
+	st, err := engine.Restore(ctx, o.Request)
+	if err != nil {
+		return err
+	}
+	if o.Output != "text" {
+		return printStructured(o.Out, o.Output, st)
+	}
+	switch {
+	case o.Request.DryRun:
+		fmt.Fprintf(o.Out, "restore of %s would go ahead: Git is %s at %.12s (dry run: nothing was changed)\n", o.Request.App, st.Git, st.Revision)
+		return nil
+	case st.Ready:
+		fmt.Fprintf(o.Out, "restored the saved sync policy of %s: Git caught up at %.12s; session %s closed\n", o.Request.App, st.Revision, st.Session.ID)
+	default:
+		fmt.Fprintf(o.Out, "forced restore of %s (Git %s); session %s closed and recorded as forced\n", o.Request.App, st.Git, st.Session.ID)
+	}
+	if o.Wait {
+		return o.waitSynced(ctx, engine)
+	}
+	return nil
+}
+
+func (o *RestoreOptions) waitSynced(ctx context.Context, engine *breakglass.Engine) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	for {
+		app, err := engine.Dynamic.Resource(breakglass.ApplicationGVR).Namespace(o.AppNamespace).Get(ctx, o.Request.App, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
+		if status == "Synced" {
+			fmt.Fprintf(o.Out, "%s is Synced\n", o.Request.App)
+			return nil
+		}
+		fmt.Fprintf(o.ErrOut, "waiting for %s to sync (now %s)\n", o.Request.App, status)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not Synced after %s", o.Request.App, o.Timeout)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// StatusOptions holds the flags of `kubectl gitops status`.
+type StatusOptions struct {
+	engineFlags
+	App           string
+	AllNamespaces bool
+	Output        string
+	Watch         bool
+	ExitCode      bool
+	Wait          bool
+	Timeout       time.Duration
+	genericiooptions.IOStreams
+}
+
+var statusFormats = []string{"table", "wide", "json", "yaml"}
+
+// NewCmdStatus returns the status command.
+func NewCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &StatusOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "status [APP]",
+		Short: "Show open break-glass sessions and whether Git has caught up",
+		Long: `For every open break-glass session, ask Argo CD to refresh the Application and
+report whether Git has caught up with the live patch:
+
+  waiting    Git does not hold the fix yet
+  diverged   Git moved but holds a different value: restoring would revert the fix
+  caught-up  Git holds the fix and Argo CD reports the resource Synced
+
+With ARGOCD_SERVER (and ARGOCD_AUTH_TOKEN) set, Git's values are also compared
+path by path; that is the only proof for a patch that merely adds fields Git
+never set.`,
+		Example: `  kubectl gitops status
+  kubectl gitops status web -o wide
+  # In a script: exit 0 once everything is caught up
+  kubectl gitops status web --wait --timeout 30m`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.App = args[0]
+			}
+			if err := validateOutput(o.Output, statusFormats...); err != nil {
+				return err
+			}
+			if o.Wait && o.Watch {
+				return usageErrorf("--wait and --watch cannot be combined: --wait ends when caught up, --watch runs until Ctrl-C")
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "sessions in every namespace")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "refresh the view every few seconds until Ctrl-C")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	outputFlag(cmd, &o.Output, statusFormats...)
+	return cmd
+}
+
+// Run evaluates and prints the sessions.
+func (o *StatusOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	namespace := o.AppNamespace
+	if o.AllNamespaces {
+		namespace = ""
+	}
+	deadline := time.Now().Add(o.Timeout)
+	for {
+		statuses, err := o.evaluate(ctx, engine, namespace)
+		if err != nil {
+			return err
+		}
+		ready := allReady(statuses)
+		switch {
+		case o.Wait && !ready && len(statuses) > 0:
+			if time.Now().After(deadline) {
+				o.print(statuses)
+				return &ExitError{Code: ExitFailure, Err: fmt.Errorf("not caught up after %s", o.Timeout)}
+			}
+			for _, s := range statuses {
+				fmt.Fprintf(o.ErrOut, "%s %s: %s\n", time.Now().Format("15:04:05"), s.App.Name, summary(s))
+			}
+		case o.Watch:
+			o.print(statuses)
+			fmt.Fprintln(o.Out)
+		default:
+			if err := o.print(statuses); err != nil {
+				return err
+			}
+			if (o.ExitCode || o.Wait) && !ready {
+				return &ExitError{Code: ExitFailure}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine, namespace string) ([]*breakglass.SessionStatus, error) {
+	apps, err := engine.OpenSessions(ctx, namespace, o.App)
+	if err != nil {
+		return nil, fmt.Errorf("listing applications: %w", err)
+	}
+	if o.App != "" && len(apps) == 0 {
+		return nil, fmt.Errorf("no open break-glass session on %s in namespace %s", o.App, o.AppNamespace)
+	}
+	argo := argoServer()
+	var out []*breakglass.SessionStatus
+	for _, app := range apps {
+		st, err := engine.CaughtUp(ctx, app, argo, true)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", app.GetName(), err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func allReady(statuses []*breakglass.SessionStatus) bool {
+	for _, s := range statuses {
+		if !s.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+func summary(s *breakglass.SessionStatus) string {
+	var parts []string
+	for _, t := range s.Targets {
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", t.Target, t.Git, t.Detail))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
+	if o.Output == "json" || o.Output == "yaml" {
+		if statuses == nil {
+			statuses = []*breakglass.SessionStatus{}
+		}
+		return printStructured(o.Out, o.Output, statuses)
+	}
+	if len(statuses) == 0 {
+		fmt.Fprintln(o.ErrOut, "no open break-glass sessions")
+		return nil
+	}
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	header := "APP\tAGE\tBY\tTICKET\tTARGETS\tGIT\tREADY"
+	if o.Output == "wide" {
+		header += "\tSESSION\tREVISION\tDETAIL"
+	}
+	fmt.Fprintln(w, header)
+	for _, s := range statuses {
+		var targets []string
+		for _, t := range s.Targets {
+			targets = append(targets, t.Target.String())
+		}
+		ready := "no"
+		if s.Ready {
+			ready = "yes"
+		}
+		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, dash(s.Session.Ticket), strings.Join(targets, ","), string(s.Git), ready}
+		if o.Output == "wide" {
+			row = append(row, s.Session.ID, fmt.Sprintf("%.12s", s.Revision), strings.Join(strings.Fields(summary(s)), " "))
+		}
+		fmt.Fprintln(w, strings.Join(row, "\t"))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, s := range statuses {
+		for _, n := range s.Notes {
+			fmt.Fprintf(o.ErrOut, "note: %s: %s\n", s.App.Name, n)
+		}
+	}
+	return nil
+}
+
+func age(t time.Time) string {
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
