@@ -125,7 +125,14 @@ func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, a
 			st.Git = GitWaiting
 		}
 	}
-	st.Ready = st.Git == GitCaughtUp && len(st.Targets) > 0
+	if len(session.Patches) == 0 {
+		// Interrupted before the patch: nothing live differs from Git, so
+		// restoring only undoes the pause.
+		st.Git, st.Ready = GitCaughtUp, true
+		st.Notes = append(st.Notes, fmt.Sprintf("session %s was interrupted in state %s before any patch: restore undoes the pause", session.ID, session.State))
+		return st, nil
+	}
+	st.Ready = st.Git == GitCaughtUp
 	return st, nil
 }
 

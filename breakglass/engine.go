@@ -43,6 +43,9 @@ type Engine struct {
 	AppNamespace string
 	// ControllerWait bounds waiting for Argo CD's controller; 0 means 30s.
 	ControllerWait time.Duration
+	// AfterPause runs right after the pause is recorded. Tests use it to
+	// stop as a crash would, or to make the patch fail; nil otherwise.
+	AfterPause func(ctx context.Context) error
 }
 
 // Request is what the user asked for.
@@ -301,13 +304,23 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	session.State = StatePaused
 	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
 	if err := e.writeApp(ctx, p.App.Name, p.appResourceVersion, session, p.SyncPolicyAfter, true); err != nil {
-		_ = e.record(ctx, p, session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil)
+		if errors.Is(err, ErrConflict) {
+			err = e.explainConflict(ctx, p.App.Name, err)
+		}
+		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil); recErr != nil {
+			return nil, fmt.Errorf("pausing %s: %v, and %w", p.App.Name, err, recErr)
+		}
 		return nil, fmt.Errorf("pausing %s: %w", p.App.Name, err)
 	}
 	if err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 	}); err != nil {
 		return nil, err
+	}
+	if e.AfterPause != nil {
+		if err := e.AfterPause(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	res := &Result{Session: session}
@@ -354,6 +367,19 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// explainConflict names the session that won a race for the Application,
+// when there is one.
+func (e *Engine) explainConflict(ctx context.Context, name string, conflict error) error {
+	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return conflict
+	}
+	if s, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+		return fmt.Errorf("%w on %s: session %s by %s started first; nothing was changed by this command", ErrSessionOpen, name, s.ID, s.OpenedBy)
+	}
+	return conflict
 }
 
 // redactedChanges keeps secret values out of the session annotation, as the

@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// engineAs builds the engine in-process for user, so a test can use its
+// AfterPause hook.
+func engineAs(t *testing.T, user string) *breakglass.Engine {
+	t.Helper()
+	config, err := testEnv.RESTConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(config)
+	return &breakglass.Engine{
+		Kube: kube, Dynamic: dynamic.NewForConfigOrDie(config),
+		Mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		Audit:        audit.NewConfigMapStore(kube, testEnv.ArgoNamespace),
+		AppNamespace: testEnv.ArgoNamespace,
+	}
+}
+
+func syncPolicyOf(t *testing.T, name string) map[string]any {
+	t.Helper()
+	app, err := appsClient(t).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
+	return p
+}
+
+func TestPatchFailingAfterPauseUndoesThePause(t *testing.T) {
+	created := deployApp(t, "bg-abort")
+	ctx := context.Background()
+	engine := engineAs(t, env.Oncall.Name)
+	plan, err := engine.Plan(ctx, breakglass.Request{App: "bg-abort", Target: "deployment/web", Reason: "abort test",
+		Patch: breakglass.PatchSpec{Images: map[string]string{"web": "registry.example/web:hotfix"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Between the dry run and the patch the target goes away, so the real
+	// patch is rejected after the pause.
+	engine.AfterPause = func(ctx context.Context) error {
+		return kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-abort").Delete(ctx, "web", metav1.DeleteOptions{})
+	}
+	_, err = engine.Execute(ctx, plan)
+	if err == nil || !strings.Contains(err.Error(), "so the pause was undone and sync is as before") {
+		t.Fatalf("Execute: %v", err)
+	}
+	want, _, _ := unstructured.NestedMap(created.Object, "spec", "syncPolicy")
+	if got := syncPolicyOf(t, "bg-abort"); !reflect.DeepEqual(got, want) {
+		t.Errorf("policy after abort %v, want %v", got, want)
+	}
+	app, _ := appsClient(t).Get(ctx, "bg-abort", metav1.GetOptions{})
+	if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; open {
+		t.Errorf("session left open after abort")
+	}
+	var events []string
+	for _, r := range allRecords(t) {
+		if r.Application != nil && r.Application.Name == "bg-abort" {
+			events = append(events, string(r.Event)+"/"+r.Outcome.Status)
+			if r.Event == audit.EventAborted && !strings.Contains(r.Outcome.Error, "patch rejected") {
+				t.Errorf("aborted record does not say why: %q", r.Outcome.Error)
+			}
+		}
+	}
+	if strings.Join(events, ",") != "breakglass.planned/started,breakglass.paused/succeeded,breakglass.aborted/failed" {
+		t.Errorf("records %v", events)
+	}
+}
+
+var errCrash = errors.New("simulated crash")
+
+func TestCrashAfterPauseIsExplainedAndRecoverable(t *testing.T) {
+	created := deployApp(t, "bg-crash")
+	ctx := context.Background()
+	engine := engineAs(t, env.Oncall.Name)
+	plan, err := engine.Plan(ctx, breakglass.Request{App: "bg-crash", Target: "deployment/web", Reason: "crash test",
+		Patch: breakglass.PatchSpec{Images: map[string]string{"web": "registry.example/web:hotfix"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.AfterPause = func(context.Context) error { return errCrash } // the process dies here
+	if _, err := engine.Execute(ctx, plan); !errors.Is(err, errCrash) {
+		t.Fatalf("Execute: %v", err)
+	}
+
+	oncall := newUser(t, env.Oncall.Name)
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "bg-crash", "deployment/web", "--replicas", "3", "--reason", "retry", "-y")
+	if !strings.Contains(errOut, "(state paused): finish or undo it with `kubectl gitops restore bg-crash`") {
+		t.Errorf("the next command does not explain the interrupted session: %q", errOut)
+	}
+	out, errOut := mustRun(t, oncall, 0, "status", "bg-crash")
+	if !strings.Contains(out, "caught-up") || !strings.Contains(errOut, "interrupted in state paused before any patch") {
+		t.Errorf("status of the interrupted session: %q %q", out, errOut)
+	}
+	mustRun(t, oncall, 0, "restore", "bg-crash")
+	want, _, _ := unstructured.NestedMap(created.Object, "spec", "syncPolicy")
+	if got := syncPolicyOf(t, "bg-crash"); !reflect.DeepEqual(got, want) {
+		t.Errorf("policy after recovery %v, want %v", got, want)
+	}
+	var events []string
+	for _, r := range allRecords(t) {
+		if r.Application != nil && r.Application.Name == "bg-crash" {
+			events = append(events, string(r.Event))
+		}
+	}
+	if strings.Join(events, ",") != "breakglass.planned,breakglass.paused,breakglass.restored,breakglass.restored" {
+		t.Errorf("records %v: one lost or extra", events)
+	}
+	if _, _, code := oncall.run("kubectl", "gitops", "audit", "verify"); code != 0 {
+		t.Errorf("audit chain broken")
+	}
+}
+
+func TestTwoBreakglassAtOnceOneWins(t *testing.T) {
+	deployApp(t, "bg-race")
+	oncall := newUser(t, env.Oncall.Name)
+	args := [][]string{
+		{"gitops", "breakglass", "bg-race", "deployment/web", "--image", "web=registry.example/web:a", "--reason", "first", "-y"},
+		{"gitops", "breakglass", "bg-race", "deployment/web", "--replicas", "5", "--reason", "second", "-y"},
+	}
+	codes, errs := make([]int, 2), make([]string, 2)
+	var wg sync.WaitGroup
+	for i := range args {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, errs[i], codes[i] = oncall.run("kubectl", args[i]...)
+		}(i)
+	}
+	wg.Wait()
+	winners := 0
+	for i, code := range codes {
+		switch code {
+		case 0:
+			winners++
+		case 1:
+			if !strings.Contains(errs[i], "a break-glass session is already open on bg-race: session ") || !strings.Contains(errs[i], " by oncall") {
+				t.Errorf("the loser does not name the holder: %q", errs[i])
+			}
+		default:
+			t.Errorf("exit %d: %s", code, errs[i])
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d winners, want exactly 1 (exit codes %v, stderr %q)", winners, codes, errs)
+	}
+	app, _ := appsClient(t).Get(context.Background(), "bg-race", metav1.GetOptions{})
+	session, err := breakglass.ParseSession(app.GetAnnotations()[breakglass.SessionAnnotation])
+	if err != nil || len(session.Patches) != 1 {
+		t.Errorf("session after the race: %+v %v", session, err)
+	}
+}
