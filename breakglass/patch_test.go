@@ -1,0 +1,148 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+func TestPatchSpecBuild(t *testing.T) {
+	three := int32(3)
+	negative := int32(-1)
+	tests := []struct {
+		name     string
+		spec     PatchSpec
+		wantType string
+		wantBody string
+		wantErr  string
+	}{
+		{"image shortcut", PatchSpec{Images: map[string]string{"web": "r/web:2", "side": "r/side:1"}}, "strategic",
+			`{"spec":{"template":{"spec":{"containers":[{"image":"r/side:1","name":"side"},{"image":"r/web:2","name":"web"}]}}}}`, ""},
+		{"replicas shortcut", PatchSpec{Replicas: &three}, "strategic", `{"spec":{"replicas":3}}`, ""},
+		{"yaml body", PatchSpec{Type: "merge", Body: "spec:\n  replicas: 4\n"}, "merge", `{"spec":{"replicas":4}}`, ""},
+		{"json patch", PatchSpec{Type: "json", Body: `[{"op":"replace","path":"/spec/replicas","value":2}]`}, "json", `[{"op":"replace","path":"/spec/replicas","value":2}]`, ""},
+		{"default type", PatchSpec{Body: `{"spec":{}}`}, "strategic", `{"spec":{}}`, ""},
+		{"nothing", PatchSpec{}, "", "", "no change given"},
+		{"both ways", PatchSpec{Body: "{}", Replicas: &three}, "", "", "cannot be combined"},
+		{"negative replicas", PatchSpec{Replicas: &negative}, "", "", "must be zero or more"},
+		{"bad type", PatchSpec{Type: "apply", Body: "{}"}, "", "", `--type "apply"`},
+		{"malformed", PatchSpec{Body: "{bad"}, "", "", "the patch is"},
+		{"json patch object", PatchSpec{Type: "json", Body: `{"spec":{}}`}, "", "", "needs a JSON array"},
+		{"array for merge", PatchSpec{Type: "merge", Body: `[1]`}, "", "", "only --type json takes"},
+		{"scalar", PatchSpec{Body: `42`}, "", "", "must be a JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			typ, body, err := tt.spec.Build()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || typ != tt.wantType || string(body) != tt.wantBody {
+				t.Errorf("got %s %s %v, want %s %s", typ, body, err, tt.wantType, tt.wantBody)
+			}
+		})
+	}
+}
+
+func TestParseImages(t *testing.T) {
+	if got, err := ParseImages([]string{"web=r/web:1", "side=r/s@sha256:ab"}); err != nil || got["side"] != "r/s@sha256:ab" {
+		t.Errorf("ParseImages: %v %v", got, err)
+	}
+	for _, bad := range [][]string{{"web"}, {"=img"}, {"web="}, {"web=a", "web=b"}} {
+		if _, err := ParseImages(bad); err == nil {
+			t.Errorf("ParseImages(%q) accepted", bad)
+		}
+	}
+}
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestDiffNamesPathsByListItemName(t *testing.T) {
+	before := decode(t, `{"metadata":{"resourceVersion":"1","annotations":{"a/b":"x"}},"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"side","image":"s:1"},{"name":"web","image":"w:1","env":[{"name":"MODE","value":"a"}]}]}}},"status":{"ready":1}}`)
+	after := decode(t, `{"metadata":{"resourceVersion":"2","annotations":{"a/b":"y"}},"spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"web","image":"w:2","env":[{"name":"MODE","value":"a"}]},{"name":"side","image":"s:1"}]}}},"status":{"ready":3}}`)
+	got := Diff(before, after)
+	want := []audit.Change{
+		{Path: "/metadata/annotations/a~1b", Before: "x", After: "y"},
+		{Path: "/spec/replicas", Before: 2.0, After: 3.0},
+		{Path: "/spec/template/spec/containers/web/image", Before: "w:1", After: "w:2"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Diff:\n got %+v\nwant %+v", got, want)
+	}
+	if len(Diff(before, before)) != 0 {
+		t.Errorf("an object differs from itself")
+	}
+}
+
+func TestLookupFollowsDiffPaths(t *testing.T) {
+	obj := decode(t, `{"metadata":{"annotations":{"a/b":"x"}},"spec":{"ports":[80,443],"template":{"spec":{"containers":[{"name":"web","image":"w:2"}]}}}}`)
+	for path, want := range map[string]any{
+		"/spec/template/spec/containers/web/image": "w:2",
+		"/metadata/annotations/a~1b":               "x",
+		"/spec/ports/1":                            443.0,
+	} {
+		if got, ok := lookup(obj, path); !ok || got != want {
+			t.Errorf("lookup %s = %v %v, want %v", path, got, ok, want)
+		}
+	}
+	for _, path := range []string{"/spec/template/spec/containers/other/image", "/spec/ports/9", "/nope"} {
+		if _, ok := lookup(obj, path); ok {
+			t.Errorf("lookup %s found something", path)
+		}
+	}
+}
+
+func TestCompareFields(t *testing.T) {
+	patch := SessionPatch{Changes: []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "w:1", After: "w:hotfix"}}}
+	git := func(image string) map[string]any {
+		return decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"`+image+`"}]}}}}`)
+	}
+	tests := []struct {
+		name     string
+		desired  map[string]any
+		resource string
+		want     GitState
+	}{
+		{"git has the fix, synced", git("w:hotfix"), "Synced", GitCaughtUp},
+		{"git has the fix, not yet synced", git("w:hotfix"), "OutOfSync", GitWaiting},
+		{"git still has the old value", git("w:1"), "OutOfSync", GitWaiting},
+		{"git has something else", git("w:2"), "OutOfSync", GitDiverged},
+		{"git dropped the resource", nil, "", GitDiverged},
+	}
+	for _, tt := range tests {
+		if got, detail := compareFields(patch, tt.desired, tt.resource); got != tt.want {
+			t.Errorf("%s: %s (%s), want %s", tt.name, got, detail, tt.want)
+		}
+	}
+	secret := SessionPatch{Changes: []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}}
+	if got, _ := compareFields(secret, decode(t, `{"data":{"password":"x"}}`), "Synced"); got != GitWaiting {
+		t.Errorf("a redacted value counted as caught up: %s", got)
+	}
+}
+
+func TestPausedPolicyKeepsEverythingButAutomated(t *testing.T) {
+	policy := decode(t, `{"automated":{"prune":true,"selfHeal":true},"syncOptions":["A=true"],"retry":{"limit":2}}`)
+	got := pausedPolicy(policy).(map[string]any)
+	if _, ok := got["automated"]; ok || !reflect.DeepEqual(got["retry"], policy["retry"]) || !reflect.DeepEqual(got["syncOptions"], policy["syncOptions"]) {
+		t.Errorf("pausedPolicy = %v", got)
+	}
+	if _, ok := policy["automated"]; !ok {
+		t.Errorf("pausedPolicy changed its input")
+	}
+	if pausedPolicy(nil) != nil {
+		t.Errorf("no policy should stay no policy")
+	}
+}
