@@ -1,0 +1,190 @@
+// Command demo runs the break-glass story on a real test environment for a
+// newcomer (`make demo`): a self-healing Application, a live fix, Git
+// catching up, and sync restored, narrating each step. It leaves the
+// environment running, with a KUBECONFIG to explore, until Ctrl-C.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// step prints a numbered heading, in bold on a terminal unless NO_COLOR.
+func step(n int, text string) {
+	if _, noColor := os.LookupEnv("NO_COLOR"); !noColor && term.IsTerminal(int(os.Stdout.Fd())) {
+		fmt.Printf("\n\033[1m%d. %s\033[0m\n", n, text)
+		return
+	}
+	fmt.Printf("\n%d. %s\n", n, text)
+}
+
+// demoShell runs commands the way the on-call engineer would type them.
+type demoShell struct {
+	env []string
+}
+
+func (s demoShell) run(args ...string) error {
+	fmt.Printf("$ %s\n", strings.Join(args, " "))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = s.env, os.Stdout, os.Stdout
+	err := cmd.Run()
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		fmt.Printf("(exit status %d)\n", exitErr.ExitCode())
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context) error {
+	dir := filepath.Join(os.TempDir(), "kubectl-gitops-demo")
+	os.RemoveAll(dir)
+	fmt.Println("Starting etcd, kube-apiserver, redis and Argo CD (repo-server, application-controller, API server) on 127.0.0.1…")
+	start := time.Now()
+	e, err := env.Start(ctx, env.Options{Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer e.Stop()
+	fmt.Printf("Ready in %s.\n", time.Since(start).Round(time.Second))
+
+	admin, err := e.RESTConfig(env.Admin.Name)
+	if err != nil {
+		return err
+	}
+	apps := dynamic.NewForConfigOrDie(admin).Resource(breakglass.ApplicationGVR).Namespace(e.ArgoNamespace)
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "web", "namespace": e.ArgoNamespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": e.Git.URL(), "path": env.FixtureApp, "targetRevision": "HEAD"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": env.DemoNamespace},
+			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}, "syncOptions": []any{"ApplyOutOfSyncOnly=true"}},
+		},
+	}}
+	step(1, "An Argo CD Application \"web\" with automated sync, prune and self-heal, from a Git repository on disk")
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := waitUntil(ctx, func() bool {
+		a, err := apps.Get(ctx, "web", metav1.GetOptions{})
+		s, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+		return err == nil && s == "Synced"
+	}); err != nil {
+		return err
+	}
+	token, err := e.ArgoToken(ctx)
+	if err != nil {
+		return err
+	}
+	bin, _ := filepath.Abs("bin")
+	sh := demoShell{env: append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+e.Kubeconfig(env.Oncall.Name), "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext", "NO_COLOR=1")}
+	if err := sh.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}"); err != nil {
+		return err
+	}
+
+	step(2, "The problem: a hand-made emergency patch is reverted by self-heal within seconds")
+	if err := sh.run("kubectl", "-n", "demo", "set", "image", "deployment/web", "web=registry.example/web:1.0.1-hotfix"); err != nil {
+		return err
+	}
+	time.Sleep(4 * time.Second)
+	if err := sh.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}"); err != nil {
+		return err
+	}
+	fmt.Println("…back to the image in Git: the fix silently never happened.")
+
+	step(3, "The break-glass: pause sync keeping the policy, patch, audit")
+	if err := sh.run("kubectl", "gitops", "breakglass", "web", "deployment/web", "--image", "web=registry.example/web:1.0.1-hotfix",
+		"--reason", "5xx spike after 1.0.0", "--incident", "INC-1", "--yes"); err != nil {
+		return err
+	}
+	time.Sleep(4 * time.Second)
+	if err := sh.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}"); err != nil {
+		return err
+	}
+	fmt.Println("…the fix stays.")
+
+	step(4, "Has Git caught up? Not yet")
+	if err := sh.run("kubectl", "gitops", "status"); err != nil {
+		return err
+	}
+	if err := sh.run("kubectl", "gitops", "restore", "web"); err != nil {
+		return err
+	}
+
+	step(5, "Someone commits the fix to Git")
+	rev, err := e.Git.Commit("web: roll forward to 1.0.1-hotfix", env.FixtureFiles("registry.example/web:1.0.1-hotfix"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("committed %.12s\n", rev)
+	if err := sh.run("kubectl", "gitops", "status", "web", "--wait", "--timeout", "2m"); err != nil {
+		return err
+	}
+
+	step(6, "Restore: the exact saved policy comes back, self-heal included")
+	if err := sh.run("kubectl", "gitops", "restore", "web", "--wait"); err != nil {
+		return err
+	}
+	if err := sh.run("kubectl", "-n", "argocd", "get", "application", "web", "-o", "jsonpath={.spec.syncPolicy}{\"\\n\"}"); err != nil {
+		return err
+	}
+
+	step(7, "What the auditor sees")
+	if err := sh.run("kubectl", "gitops", "audit", "log"); err != nil {
+		return err
+	}
+	if err := sh.run("kubectl", "gitops", "audit", "verify"); err != nil {
+		return err
+	}
+
+	envFile := filepath.Join(dir, "env.sh")
+	exports := fmt.Sprintf("export KUBECONFIG=%s PATH=%s:$PATH\nexport ARGOCD_SERVER=%s ARGOCD_OPTS=--plaintext ARGOCD_AUTH_TOKEN=%s\n",
+		e.Kubeconfig(env.Oncall.Name), bin, e.ArgoServerAddr, token)
+	if err := os.WriteFile(envFile, []byte(exports), 0o600); err != nil {
+		return err
+	}
+	fmt.Printf("\nThe environment keeps running. In another shell, as the on-call user:\n\n  source %s\n  kubectl gitops breakglass web deployment/web --replicas 4 --reason \"try it\" -y\n\n(kubeconfigs for admin, auditor and nobody are beside it.) Logs: %s/logs. Press Ctrl-C to stop.\n",
+		envFile, dir)
+	<-ctx.Done()
+	fmt.Println("\nstopping…")
+	return nil
+}
+
+func waitUntil(ctx context.Context, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return nil
+}
