@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -43,11 +42,7 @@ func (s *auditSource) store() (audit.Store, error) {
 	if s.File != "" {
 		return &audit.FileStore{Path: s.File}, nil
 	}
-	config, err := s.configFlags.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	client, err := kubernetes.NewForConfig(config)
+	_, client, err := kubeClient(s.configFlags)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -20,14 +21,20 @@ func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
 }
 
+// kubeClient builds a Kubernetes client from the kubeconfig flags.
+func kubeClient(flags *genericclioptions.ConfigFlags) (*rest.Config, kubernetes.Interface, error) {
+	config, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	return config, kube, err
+}
+
 // engine builds the break-glass engine from the kubeconfig flags; the audit
 // log lives beside the Applications.
 func (f *engineFlags) engine() (*breakglass.Engine, error) {
-	config, err := f.configFlags.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	kube, err := kubernetes.NewForConfig(config)
+	config, kube, err := kubeClient(f.configFlags)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
@@ -118,15 +117,10 @@ func (o *VersionOptions) Run(ctx context.Context) error {
 
 func (o *VersionOptions) serverVersions(ctx context.Context) (kube, argo *ServerVersion) {
 	kube, argo = &ServerVersion{}, &ServerVersion{}
-	config, err := o.configFlags.ToRESTConfig()
+	config, client, err := kubeClient(o.configFlags)
 	if err != nil {
 		kube.Error = err.Error()
 		argo.Error = "kubernetes not reachable"
-		return kube, argo
-	}
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		kube.Error = err.Error()
 		return kube, argo
 	}
 	if v, err := client.Discovery().ServerVersion(); err != nil {

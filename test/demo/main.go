@@ -59,6 +59,11 @@ func (s demoShell) run(args ...string) error {
 	return err
 }
 
+// showImage prints the image the live Deployment runs.
+func (s demoShell) showImage() error {
+	return s.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}")
+}
+
 func run(ctx context.Context) error {
 	dir := filepath.Join(os.TempDir(), "kubectl-gitops-demo")
 	os.RemoveAll(dir)
@@ -104,7 +109,7 @@ func run(ctx context.Context) error {
 	bin, _ := filepath.Abs("bin")
 	sh := demoShell{env: append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"KUBECONFIG="+e.Kubeconfig(env.Oncall.Name), "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext", "NO_COLOR=1")}
-	if err := sh.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}"); err != nil {
+	if err := sh.showImage(); err != nil {
 		return err
 	}
 
@@ -113,7 +118,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	time.Sleep(4 * time.Second)
-	if err := sh.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}"); err != nil {
+	if err := sh.showImage(); err != nil {
 		return err
 	}
 	fmt.Println("…back to the image in Git: the fix silently never happened.")
@@ -124,7 +129,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	time.Sleep(4 * time.Second)
-	if err := sh.run("kubectl", "-n", "demo", "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}{\"\\n\"}"); err != nil {
+	if err := sh.showImage(); err != nil {
 		return err
 	}
 	fmt.Println("…the fix stays.")

@@ -37,6 +37,18 @@ func engineAs(t *testing.T, user string) *breakglass.Engine {
 	}
 }
 
+// planHotfix plans, as oncall in-process, the hotfix image for app.
+func planHotfix(t *testing.T, app string) (*breakglass.Engine, *breakglass.Plan) {
+	t.Helper()
+	engine := engineAs(t, env.Oncall.Name)
+	plan, err := engine.Plan(context.Background(), breakglass.Request{App: app, Target: "deployment/web", Reason: "failure test",
+		Patch: breakglass.PatchSpec{Images: map[string]string{"web": "registry.example/web:hotfix"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine, plan
+}
+
 func syncPolicyOf(t *testing.T, name string) map[string]any {
 	t.Helper()
 	app, err := appsClient(t).Get(context.Background(), name, metav1.GetOptions{})
@@ -50,18 +62,13 @@ func syncPolicyOf(t *testing.T, name string) map[string]any {
 func TestPatchFailingAfterPauseUndoesThePause(t *testing.T) {
 	created := deployApp(t, "bg-abort")
 	ctx := context.Background()
-	engine := engineAs(t, env.Oncall.Name)
-	plan, err := engine.Plan(ctx, breakglass.Request{App: "bg-abort", Target: "deployment/web", Reason: "abort test",
-		Patch: breakglass.PatchSpec{Images: map[string]string{"web": "registry.example/web:hotfix"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine, plan := planHotfix(t, "bg-abort")
 	// Between the dry run and the patch the target goes away, so the real
 	// patch is rejected after the pause.
 	engine.AfterPause = func(ctx context.Context) error {
 		return kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-abort").Delete(ctx, "web", metav1.DeleteOptions{})
 	}
-	_, err = engine.Execute(ctx, plan)
+	_, err := engine.Execute(ctx, plan)
 	if err == nil || !strings.Contains(err.Error(), "so the pause was undone and sync is as before") {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -92,12 +99,7 @@ var errCrash = errors.New("simulated crash")
 func TestCrashAfterPauseIsExplainedAndRecoverable(t *testing.T) {
 	created := deployApp(t, "bg-crash")
 	ctx := context.Background()
-	engine := engineAs(t, env.Oncall.Name)
-	plan, err := engine.Plan(ctx, breakglass.Request{App: "bg-crash", Target: "deployment/web", Reason: "crash test",
-		Patch: breakglass.PatchSpec{Images: map[string]string{"web": "registry.example/web:hotfix"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine, plan := planHotfix(t, "bg-crash")
 	engine.AfterPause = func(context.Context) error { return errCrash } // the process dies here
 	if _, err := engine.Execute(ctx, plan); !errors.Is(err, errCrash) {
 		t.Fatalf("Execute: %v", err)
