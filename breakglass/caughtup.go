@@ -76,8 +76,8 @@ func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, a
 	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(app.GetNamespace())
 	st := &SessionStatus{App: audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, Session: session, FieldLevel: argo != nil}
 	if refresh {
-		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:"normal"}}}`, app.GetResourceVersion(), RefreshAnnotation)
-		if _, err := apps.Patch(ctx, app.GetName(), "application/merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		refresh := map[string]any{"metadata": map[string]any{"annotations": map[string]any{RefreshAnnotation: "normal"}}}
+		if err := e.updateAppIn(ctx, app.GetNamespace(), app.GetName(), ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return refresh }); err != nil {
 			st.Notes = append(st.Notes, "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
 		} else if err := e.waitRefreshedIn(ctx, app.GetNamespace(), app.GetName()); err != nil {
 			st.Notes = append(st.Notes, "Argo CD's controller did not refresh in time: the state is as of its last reconcile")

@@ -75,8 +75,7 @@ type Plan struct {
 	// TargetOutOfSync is whether Argo CD already flagged the target.
 	TargetOutOfSync bool
 
-	appResourceVersion string
-	gvr                schema.GroupVersionResource
+	gvr schema.GroupVersionResource
 }
 
 // Result is what Execute did.
@@ -198,7 +197,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		PatchType: patchType, PatchBody: body, Changes: changes,
 		SyncPolicyBefore: before, SyncPolicyAfter: pausedPolicy(before),
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
-		appResourceVersion: app.GetResourceVersion(), gvr: gvr,
+		gvr: gvr,
 	}, nil
 }
 
@@ -303,10 +302,18 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 
 	session.State = StatePaused
 	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
-	if err := e.writeApp(ctx, p.App.Name, p.appResourceVersion, session, p.SyncPolicyAfter, true); err != nil {
-		if errors.Is(err, ErrConflict) {
-			err = e.explainConflict(ctx, p.App.Name, err)
+	pause := func(app *unstructured.Unstructured) error {
+		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
+			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
 		}
+		if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
+			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
+		}
+		return nil
+	}
+	if err := e.updateApp(ctx, p.App.Name, pause, func(app *unstructured.Unstructured) map[string]any {
+		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
+	}); err != nil {
 		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil); recErr != nil {
 			return nil, fmt.Errorf("pausing %s: %v, and %w", p.App.Name, err, recErr)
 		}
@@ -390,99 +397,121 @@ func redactedChanges(t audit.Target, changes []audit.Change) []audit.Change {
 	return r.Changes
 }
 
-// updateSession rewrites the session annotation (and requests a refresh).
+// updateSession rewrites the session annotation (and requests a refresh),
+// as long as the annotation still holds this session.
 func (e *Engine) updateSession(ctx context.Context, name string, session *Session) error {
-	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	return e.writeApp(ctx, name, app.GetResourceVersion(), session, nil, false)
+	return e.updateApp(ctx, name, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
+		return sessionPatch(session, nil)
+	})
 }
 
-// writeApp patches only the session annotation, a refresh request and, when
-// pause is set, spec.syncPolicy, with a resourceVersion precondition.
-func (e *Engine) writeApp(ctx context.Context, name, resourceVersion string, session *Session, policy any, pause bool) error {
-	value, err := json.Marshal(session)
-	if err != nil {
-		return err
+// ownSession accepts an Application whose session annotation is session id.
+func ownSession(name, id string) func(*unstructured.Unstructured) error {
+	return func(app *unstructured.Unstructured) error {
+		s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		if err != nil || s.ID != id {
+			return fmt.Errorf("%w: the break-glass session %s on %s was closed or replaced by someone else", ErrConflict, id, name)
+		}
+		return nil
 	}
+}
+
+// sessionPatch sets the session annotation, requests a refresh and, when
+// policy is not nil, patches spec.syncPolicy.
+func sessionPatch(session *Session, policy any) map[string]any {
+	value, _ := json.Marshal(session)
 	patch := map[string]any{"metadata": map[string]any{
-		"resourceVersion": resourceVersion,
-		"annotations":     map[string]any{SessionAnnotation: string(value), RefreshAnnotation: "normal"},
+		"annotations": map[string]any{SessionAnnotation: string(value), RefreshAnnotation: "normal"},
 	}}
-	if pause {
-		patch["spec"] = map[string]any{"syncPolicy": policyPatch(policy)}
+	if policy != nil {
+		patch["spec"] = map[string]any{"syncPolicy": policy}
 	}
-	return e.patchApp(ctx, name, patch)
+	return patch
 }
 
-// policyPatch turns a whole desired syncPolicy into a merge patch that also
-// deletes what the desired policy lacks (automated on pause).
-func policyPatch(policy any) any {
-	m, ok := policy.(map[string]any)
-	if !ok {
-		return policy
-	}
-	out := map[string]any{"automated": nil}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+// policyPatch is the merge patch that turns app's spec.syncPolicy into
+// desired exactly: members desired lacks are deleted.
+func policyPatch(app *unstructured.Unstructured, desired any) any {
+	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	return mergePatchFor(current, desired)
 }
 
-func (e *Engine) patchApp(ctx context.Context, name string, patch map[string]any) error {
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return err
+func mergePatchFor(current, desired any) any {
+	cm, cok := current.(map[string]any)
+	dm, dok := desired.(map[string]any)
+	if !cok || !dok {
+		return desired
 	}
-	_, err = e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
-	if apierrors.IsConflict(err) {
-		return fmt.Errorf("%w: application %s changed while this command ran; run it again", ErrConflict, name)
+	patch := map[string]any{}
+	for k := range cm {
+		if _, keep := dm[k]; !keep {
+			patch[k] = nil
+		}
 	}
-	return err
+	for k, v := range dm {
+		if !equalJSON(cm[k], v) {
+			patch[k] = mergePatchFor(cm[k], v)
+		}
+	}
+	return patch
+}
+
+// updateApp writes a merge patch built from the current Application, with
+// its resourceVersion as precondition. Argo CD's controller rewrites status
+// all the time, so on a conflict the Application is read again and, if check
+// still accepts it (nobody changed what this write guards), the patch is
+// rebuilt and sent again.
+func (e *Engine) updateApp(ctx context.Context, name string, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) error {
+	return e.updateAppIn(ctx, e.AppNamespace, name, check, build)
+}
+
+func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) error {
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
+	for attempt := 0; attempt < 10; attempt++ {
+		app, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := check(app); err != nil {
+			return err
+		}
+		patch := build(app)
+		meta, _ := patch["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			patch["metadata"] = meta
+		}
+		meta["resourceVersion"] = app.GetResourceVersion()
+		body, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		_, err = apps.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
 }
 
 // undoPause writes the saved policy back and removes the session.
 func (e *Engine) undoPause(ctx context.Context, name string, s *Session) error {
-	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	return e.restorePolicy(ctx, app, s)
+	return e.restorePolicy(ctx, name, s)
 }
 
-// restorePolicy replaces spec.syncPolicy with the session's saved policy
-// exactly, drops the session annotation and requests a refresh, in one JSON
-// patch whose first operation tests the resourceVersion read.
-func (e *Engine) restorePolicy(ctx context.Context, app *unstructured.Unstructured, s *Session) error {
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": app.GetResourceVersion()}}
-	_, hasPolicy, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy")
-	switch {
-	case string(s.SavedSyncPolicy) == "null" || len(s.SavedSyncPolicy) == 0:
-		if hasPolicy {
-			ops = append(ops, map[string]any{"op": "remove", "path": "/spec/syncPolicy"})
+// restorePolicy makes spec.syncPolicy the session's saved policy exactly,
+// drops the session annotation and requests a refresh, in one patch.
+func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session) error {
+	var saved any
+	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
+		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
+	}
+	return e.updateApp(ctx, name, ownSession(name, s.ID), func(app *unstructured.Unstructured) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil, RefreshAnnotation: "normal"}},
+			"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
 		}
-	default:
-		ops = append(ops, map[string]any{"op": "add", "path": "/spec/syncPolicy", "value": s.SavedSyncPolicy})
-	}
-	annotations := app.GetAnnotations()
-	if _, ok := annotations[SessionAnnotation]; ok {
-		ops = append(ops, map[string]any{"op": "remove", "path": "/metadata/annotations/" + escapePointer(SessionAnnotation)})
-	}
-	if annotations == nil {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{RefreshAnnotation: "normal"}})
-	} else {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + escapePointer(RefreshAnnotation), "value": "normal"})
-	}
-	body, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	_, err = e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Patch(ctx, app.GetName(), types.JSONPatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
-	if apierrors.IsInvalid(err) || apierrors.IsConflict(err) || (err != nil && strings.Contains(err.Error(), "test operation")) {
-		return fmt.Errorf("%w: application %s changed while this command ran; run it again", ErrConflict, app.GetName())
-	}
-	return err
+	})
 }
 
 // waitRefreshed waits until the controller has removed the refresh

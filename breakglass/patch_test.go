@@ -146,3 +146,16 @@ func TestPausedPolicyKeepsEverythingButAutomated(t *testing.T) {
 		t.Errorf("no policy should stay no policy")
 	}
 }
+
+func TestMergePatchForReplacesExactly(t *testing.T) {
+	current := decode(t, `{"syncOptions":["A=true"],"retry":{"limit":2,"backoff":{"duration":"5s"}},"added":"meanwhile"}`)
+	saved := decode(t, `{"automated":{"prune":true},"syncOptions":["A=true"],"retry":{"limit":2}}`)
+	patch := mergePatchFor(current, saved)
+	want := decode(t, `{"automated":{"prune":true},"retry":{"backoff":null},"added":null}`)
+	if !reflect.DeepEqual(patch, want) {
+		t.Errorf("mergePatchFor = %v, want %v", patch, want)
+	}
+	if mergePatchFor(current, nil) != nil {
+		t.Errorf("a nil policy must delete syncPolicy")
+	}
+}

@@ -261,3 +261,30 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestBreakglassDryRunChangesNothing(t *testing.T) {
+	deployApp(t, "bg-dry")
+	ctx := context.Background()
+	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
+	headBefore, _ := store.Head(ctx)
+	appBefore, _ := appsClient(t).Get(ctx, "bg-dry", metav1.GetOptions{})
+	depBefore, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-dry").Get(ctx, "web", metav1.GetOptions{})
+
+	out, _ := mustRun(t, newUser(t, env.Oncall.Name), 0, "breakglass", "bg-dry", "deploy/web", "--replicas", "5", "--reason", "capacity", "--dry-run")
+	for _, want := range []string{"Target:      deployment.apps/web in namespace bg-dry", "/spec/replicas: 2 -> 5", `-> {"retry":`, "dry run: nothing was changed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry-run output lacks %q:\n%s", want, out)
+		}
+	}
+	appAfter, _ := appsClient(t).Get(ctx, "bg-dry", metav1.GetOptions{})
+	depAfter, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-dry").Get(ctx, "web", metav1.GetOptions{})
+	headAfter, _ := store.Head(ctx)
+	// The controller may rewrite the Application's status; its spec and
+	// annotations must be untouched.
+	if !reflect.DeepEqual(appAfter.Object["spec"], appBefore.Object["spec"]) || appAfter.GetAnnotations()[breakglass.SessionAnnotation] != "" {
+		t.Errorf("dry run changed the Application")
+	}
+	if depAfter.ResourceVersion != depBefore.ResourceVersion || headAfter.Seq != headBefore.Seq {
+		t.Errorf("dry run wrote: deployment %s -> %s, audit head %d -> %d", depBefore.ResourceVersion, depAfter.ResourceVersion, headBefore.Seq, headAfter.Seq)
+	}
+}

@@ -108,6 +108,9 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		"--metrics-port="+strconv.Itoa(ports[4]),
 		"--app-resync="+strconv.Itoa(int(opts.AppResync.Seconds())),
 		"--self-heal-timeout-seconds="+strconv.Itoa(int(opts.SelfHealTimeout.Seconds())),
+		// Without this the controller backs off exponentially between
+		// self-heals and the timeout above stops being the period.
+		"--self-heal-backoff-timeout-seconds=0",
 		"--status-processors=4", "--operation-processors=4")
 	if err != nil {
 		return err

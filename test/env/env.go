@@ -29,7 +29,8 @@ type Options struct {
 	KubeOnly bool
 	// AppResync is the controller's periodic resync (--app-resync).
 	AppResync time.Duration
-	// SelfHealTimeout is the controller's pause between self-heal attempts.
+	// SelfHealTimeout is the controller's pause between self-heal attempts;
+	// 0 means 1s, negative means none at all (the most aggressive).
 	SelfHealTimeout time.Duration
 	// Dir keeps the environment's files there instead of a new temporary
 	// directory (kept after Stop, for `make demo`).
@@ -91,8 +92,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if opts.AppResync == 0 {
 		opts.AppResync = 10 * time.Second
 	}
-	if opts.SelfHealTimeout == 0 {
+	switch {
+	case opts.SelfHealTimeout == 0:
 		opts.SelfHealTimeout = time.Second
+	case opts.SelfHealTimeout < 0:
+		opts.SelfHealTimeout = 0
 	}
 	if e.Git, err = newGitRepo(filepath.Join(e.Dir, "git", "fixture")); err != nil {
 		return e, err
