@@ -93,7 +93,22 @@ var (
 	ErrConflict     = errors.New("changed by someone else")
 	ErrNothingToDo  = errors.New("the patch changes nothing")
 	ErrPatchInvalid = errors.New("invalid patch")
+	ErrNotSupported = errors.New("not supported")
 )
+
+// InClusterServer is how an Application names the cluster Argo CD runs in.
+const InClusterServer = "https://kubernetes.default.svc"
+
+func inCluster(dest map[string]string) bool {
+	return dest["server"] == InClusterServer || (dest["server"] == "" && dest["name"] == "in-cluster")
+}
+
+func destinationName(dest map[string]string) string {
+	if dest["server"] != "" {
+		return dest["server"]
+	}
+	return "cluster " + dest["name"]
+}
 
 func (e *Engine) controllerWait() time.Duration {
 	if e.ControllerWait == 0 {
@@ -157,6 +172,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	if !inCluster(dest) {
+		return nil, fmt.Errorf("%w: application %s deploys to %s, not to the Argo CD cluster; break-glass on other destination clusters (--target-context) is not supported yet", ErrNotSupported, req.App, destinationName(dest))
+	}
 	namespace := req.Namespace
 	if namespace == "" {
 		namespace = dest["namespace"]

@@ -288,3 +288,23 @@ func TestBreakglassDryRunChangesNothing(t *testing.T) {
 		t.Errorf("dry run wrote: deployment %s -> %s, audit head %d -> %d", depBefore.ResourceVersion, depAfter.ResourceVersion, headBefore.Seq, headAfter.Seq)
 	}
 }
+
+func TestBreakglassRefusesOtherDestinationClusters(t *testing.T) {
+	e := environment(t)
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "bg-remote", "namespace": e.ArgoNamespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": e.Git.URL(), "path": env.FixtureApp, "targetRevision": "HEAD"},
+			"destination": map[string]any{"server": "https://prod.example.invalid:6443", "namespace": "demo"},
+		},
+	}}
+	if _, err := appsClient(t).Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut := mustRun(t, newUser(t, env.Oncall.Name), 1, "breakglass", "bg-remote", "deployment/web", "--replicas", "3", "--reason", "remote", "-y")
+	if !strings.Contains(errOut, "deploys to https://prod.example.invalid:6443, not to the Argo CD cluster") {
+		t.Errorf("breakglass on a remote destination: %q", errOut)
+	}
+}
