@@ -158,6 +158,10 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w on %s: the %s annotation is unreadable", ErrSessionOpen, req.App, SessionAnnotation)
 	}
 
+	if err := e.checkApplicationSetOwner(ctx, app); err != nil {
+		return nil, err
+	}
+
 	kindArg, name, ok := strings.Cut(req.Target, "/")
 	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)

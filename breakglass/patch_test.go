@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -157,5 +159,28 @@ func TestMergePatchForReplacesExactly(t *testing.T) {
 	}
 	if mergePatchFor(current, nil) != nil {
 		t.Errorf("a nil policy must delete syncPolicy")
+	}
+}
+
+func TestIgnoresSyncPolicy(t *testing.T) {
+	set := func(spec string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"spec": decode(t, spec)}}
+	}
+	tests := []struct {
+		spec string
+		want bool
+	}{
+		{`{}`, false},
+		{`{"syncPolicy":{"applicationsSync":"create-only"}}`, true},
+		{`{"syncPolicy":{"applicationsSync":"create-update"}}`, false},
+		{`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}]}`, true},
+		{`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/source/targetRevision"]}]}`, false},
+		{`{"ignoreApplicationDifferences":[{"name":"web","jqPathExpressions":[".spec.syncPolicy"]}]}`, true},
+		{`{"ignoreApplicationDifferences":[{"name":"other","jsonPointers":["/spec/syncPolicy"]}]}`, false},
+	}
+	for _, tt := range tests {
+		if got := ignoresSyncPolicy(set(tt.spec), "web"); got != tt.want {
+			t.Errorf("ignoresSyncPolicy(%s) = %v, want %v", tt.spec, got, tt.want)
+		}
 	}
 }

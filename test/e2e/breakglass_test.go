@@ -308,3 +308,40 @@ func TestBreakglassRefusesOtherDestinationClusters(t *testing.T) {
 		t.Errorf("breakglass on a remote destination: %q", errOut)
 	}
 }
+
+func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	config, _ := e.RESTConfig(env.Admin.Name)
+	sets := dynamic.NewForConfigOrDie(config).Resource(breakglass.ApplicationSetGVR).Namespace(e.ArgoNamespace)
+	set, err := sets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+		"metadata": map[string]any{"name": "web-set", "namespace": e.ArgoNamespace},
+		"spec": map[string]any{
+			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+			"template": map[string]any{
+				"metadata": map[string]any{"name": "bg-owned"},
+				"spec":     map[string]any{"project": "default", "destination": map[string]any{}, "source": map[string]any{"repoURL": e.Git.URL()}},
+			},
+		},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := deployApp(t, "bg-owned")
+	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
+	if _, err := appsClient(t).Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name)
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "bg-owned", "deployment/web", "--replicas", "3", "--reason", "owned", "-y")
+	if !strings.Contains(errOut, "ApplicationSet argocd/web-set generates bg-owned and would re-enable its sync") ||
+		!strings.Contains(errOut, "ignoreApplicationDifferences: [{jsonPointers: [/spec/syncPolicy]}]") {
+		t.Errorf("breakglass under an ApplicationSet that rewrites syncPolicy: %q", errOut)
+	}
+	if _, err := sets.Patch(ctx, "web-set", "application/merge-patch+json",
+		[]byte(`{"spec":{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, oncall, 0, "breakglass", "bg-owned", "deployment/web", "--replicas", "3", "--reason", "owned", "--dry-run")
+}
