@@ -57,6 +57,8 @@ type Request struct {
 	Patch     PatchSpec
 	Reason    string
 	Incident  string
+	// NoTerminate refuses, rather than terminates, a running sync operation.
+	NoTerminate bool
 }
 
 // Plan is a checked break-glass, ready to execute: nothing has changed yet.
@@ -94,6 +96,7 @@ var (
 	ErrNothingToDo  = errors.New("the patch changes nothing")
 	ErrPatchInvalid = errors.New("invalid patch")
 	ErrNotSupported = errors.New("not supported")
+	ErrSyncRunning  = errors.New("a sync operation is running")
 )
 
 // InClusterServer is how an Application names the cluster Argo CD runs in.
@@ -160,6 +163,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 
 	if err := e.checkApplicationSetOwner(ctx, app); err != nil {
 		return nil, err
+	}
+	if started, running := syncRunning(app); running && req.NoTerminate {
+		return nil, fmt.Errorf("%w on %s (started %s) and --no-terminate is set: wait for it, or drop --no-terminate to terminate it before patching", ErrSyncRunning, req.App, started)
 	}
 
 	kindArg, name, ok := strings.Cut(req.Target, "/")
@@ -356,6 +362,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
 	}
+	// A sync still running would apply Git's state over the fix.
+	if warning := e.terminateSync(ctx, p.App.Name, session); warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
 
 	_, err = e.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
@@ -396,6 +406,52 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// syncRunning reports whether app has a sync operation in progress, and
+// since when.
+func syncRunning(app *unstructured.Unstructured) (string, bool) {
+	_, hasOp, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
+	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+	started, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
+	return started, hasOp && (phase == "Running" || phase == "Terminating")
+}
+
+// terminateSync ends a running sync operation the way `argocd app
+// terminate-op` does, and waits for the controller to stop it. It returns a
+// warning when it could not.
+func (e *Engine) terminateSync(ctx context.Context, name string, session *Session) string {
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
+	app, err := apps.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "could not check for a running sync operation: " + err.Error()
+	}
+	started, running := syncRunning(app)
+	if !running {
+		return ""
+	}
+	err = e.updateApp(ctx, name, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
+		return map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}
+	})
+	if err != nil {
+		return fmt.Sprintf("a sync operation (started %s) is running and could not be terminated (%v): it may apply Git's state over the patch", started, err)
+	}
+	session.TerminatedSync = started
+	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	defer cancel()
+	for {
+		app, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if _, running := syncRunning(app); !running {
+				return ""
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.controllerWait())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // explainConflict names the session that won a race for the Application,

@@ -38,6 +38,9 @@ type Session struct {
 	Patches         []SessionPatch  `json:"patches,omitempty"`
 	Ticket          string          `json:"ticket,omitempty"`
 	GitRevision     string          `json:"gitRevision,omitempty"`
+	// TerminatedSync is when the sync operation this session terminated
+	// before patching had started; empty when none was running.
+	TerminatedSync string `json:"terminatedSync,omitempty"`
 	// ArgoSawPatch is whether Argo CD flagged the patched resource
 	// OutOfSync after the patch; nil until known. When false, the patch only
 	// added fields Git never set and resource-level Synced proves nothing.

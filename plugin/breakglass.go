@@ -73,6 +73,7 @@ succeeded; --dry-run stops there and prints the plan.`,
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
 	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log")
 	o.addAppNamespace(cmd)
+	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
@@ -169,6 +170,9 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 	}
 	if o.Output != "text" {
 		return printStructured(o.Out, o.Output, res.Session)
+	}
+	if res.Session.TerminatedSync != "" {
+		fmt.Fprintf(o.Out, "terminated the sync operation that started %s, so it cannot apply Git over the fix\n", res.Session.TerminatedSync)
 	}
 	fmt.Fprintf(o.Out, "paused %s (saved policy in session %s) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
 	fmt.Fprintf(o.Out, "next: fix Git, then `kubectl gitops restore %s`\n", plan.App.Name)

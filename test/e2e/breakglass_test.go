@@ -345,3 +345,59 @@ func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
 	}
 	mustRun(t, oncall, 0, "breakglass", "bg-owned", "deployment/web", "--replicas", "3", "--reason", "owned", "--dry-run")
 }
+
+func TestBreakglassTerminatesARunningSync(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "bg-running")
+	ctx := context.Background()
+	// A PreSync hook Pod never completes here (no scheduler or kubelet runs
+	// it), so the sync of this commit stays Running.
+	files := env.AppFiles("apps/bg-running", "bg-running", env.FixtureImage)
+	// Hooks do not count toward sync status: change something that does.
+	files["apps/bg-running/configmap.yaml"] = strings.Replace(files["apps/bg-running/configmap.yaml"], "greeting: hello", "greeting: hello again", 1)
+	files["apps/bg-running/presync.yaml"] = `apiVersion: v1
+kind: Pod
+metadata:
+  name: presync-wait
+  namespace: bg-running
+  annotations:
+    argocd.argoproj.io/hook: PreSync
+spec:
+  restartPolicy: Never
+  containers:
+  - name: wait
+    image: registry.example/wait:1
+`
+	if _, err := e.Git.Commit("bg-running: a hook that never finishes", files); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appsClient(t).Patch(ctx, "bg-running", "application/merge-patch+json", []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctxWait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	waitFor(ctxWait, t, "a sync stuck in its PreSync hook", func() (bool, string) {
+		app, _ := appsClient(t).Get(ctx, "bg-running", metav1.GetOptions{})
+		phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+		return phase == "Running", phase
+	})
+
+	oncall := newUser(t, env.Oncall.Name)
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "bg-running", "deployment/web", "--replicas", "4", "--reason", "load", "--no-terminate", "-y")
+	if !strings.Contains(errOut, "a sync operation is running on bg-running") {
+		t.Errorf("--no-terminate: %q", errOut)
+	}
+	out, _ := mustRun(t, oncall, 0, "breakglass", "bg-running", "deployment/web", "--replicas", "4", "--reason", "load", "-y")
+	if !strings.Contains(out, "terminated the sync operation that started") {
+		t.Errorf("breakglass did not say it terminated the sync: %s", out)
+	}
+	app, _ := appsClient(t).Get(ctx, "bg-running", metav1.GetOptions{})
+	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+	if phase == "Running" || phase == "Terminating" {
+		t.Errorf("the sync is still %s", phase)
+	}
+	d, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-running").Get(ctx, "web", metav1.GetOptions{})
+	if *d.Spec.Replicas != 4 {
+		t.Errorf("replicas %d, want the patched 4", *d.Spec.Replicas)
+	}
+}
