@@ -76,6 +76,11 @@ type Plan struct {
 	Revision                          string
 	// TargetOutOfSync is whether Argo CD already flagged the target.
 	TargetOutOfSync bool
+	// Parents are app-of-apps parents that would undo the pause, so they
+	// are paused too.
+	Parents []string
+
+	parents []*unstructured.Unstructured
 
 	gvr schema.GroupVersionResource
 }
@@ -198,6 +203,17 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
+	parents, err := e.selfHealingParents(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	var parentNames []string
+	for _, parent := range parents {
+		if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, parent.GetName()); err != nil {
+			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
+		}
+		parentNames = append(parentNames, parent.GetName())
+	}
 	if err := e.allowed(ctx, gvr, namespace, name); err != nil {
 		return nil, err
 	}
@@ -225,6 +241,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		PatchType: patchType, PatchBody: body, Changes: changes,
 		SyncPolicyBefore: before, SyncPolicyAfter: pausedPolicy(before),
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
+		Parents: parentNames, parents: parents,
 		gvr: gvr,
 	}, nil
 }
@@ -330,6 +347,35 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 
 	session.State = StatePaused
 	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
+	var warnings []string
+	for _, parent := range p.parents {
+		paused, err := e.pauseParent(ctx, parent, p.App.Name, session)
+		if err != nil {
+			undoErr := e.restoreParents(ctx, p.App.Name, session)
+			outcome := audit.Outcome{Status: audit.StatusFailed, Error: "pausing parent " + parent.GetName() + ": " + err.Error()}
+			if undoErr != nil {
+				outcome.Error += "; undoing earlier parents failed: " + undoErr.Error()
+			}
+			if recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+				return nil, fmt.Errorf("pausing parent %s: %v, and %w", parent.GetName(), err, recErr)
+			}
+			return nil, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err)
+		}
+		session.PausedParents = append(session.PausedParents, paused)
+		parentRef := audit.AppRef{Namespace: e.AppNamespace, Name: parent.GetName()}
+		if err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+			r.Application = &parentRef
+			r.Target = nil
+			var before any
+			_ = json.Unmarshal(paused.SavedSyncPolicy, &before)
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before)}
+		}); err != nil {
+			return nil, err
+		}
+		if err := e.waitRefreshed(ctx, parent.GetName()); err != nil {
+			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
+		}
+	}
 	pause := func(app *unstructured.Unstructured) error {
 		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
 			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
@@ -358,7 +404,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 	}
 
-	res := &Result{Session: session}
+	res := &Result{Session: session, Warnings: warnings}
 	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
 	}
@@ -572,9 +618,13 @@ func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check 
 	return fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
 }
 
-// undoPause writes the saved policy back and removes the session.
+// undoPause writes the saved policies back (the Application's, then its
+// parents') and removes the session.
 func (e *Engine) undoPause(ctx context.Context, name string, s *Session) error {
-	return e.restorePolicy(ctx, name, s)
+	if err := e.restorePolicy(ctx, name, s); err != nil {
+		return err
+	}
+	return e.restoreParents(ctx, name, s)
 }
 
 // restorePolicy makes spec.syncPolicy the session's saved policy exactly,

@@ -184,3 +184,32 @@ func TestIgnoresSyncPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestParentTracking(t *testing.T) {
+	byLabel := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"labels": map[string]any{"app.kubernetes.io/instance": "root"}}}}
+	byAnnotation := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{"app.kubernetes.io/instance": "stale"},
+		"annotations": map[string]any{"argocd.argoproj.io/tracking-id": "root:argoproj.io/Application:argocd/child"},
+	}}}
+	if parentName(byLabel) != "root" || parentName(byAnnotation) != "root" {
+		t.Errorf("parentName: %q %q", parentName(byLabel), parentName(byAnnotation))
+	}
+	parent := func(spec string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"spec": decode(t, spec)}}
+	}
+	tests := []struct {
+		spec string
+		want bool
+	}{
+		{`{}`, false},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","jsonPointers":["/spec/syncPolicy"]}]}`, true},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","name":"child","jqPathExpressions":[".spec.syncPolicy"]}]}`, true},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","name":"other","jsonPointers":["/spec/syncPolicy"]}]}`, false},
+		{`{"ignoreDifferences":[{"group":"apps","kind":"Deployment","jsonPointers":["/spec/syncPolicy"]}]}`, false},
+	}
+	for _, tt := range tests {
+		if got := ignoresChildSyncPolicy(parent(tt.spec), "child"); got != tt.want {
+			t.Errorf("ignoresChildSyncPolicy(%s) = %v, want %v", tt.spec, got, tt.want)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted}, withPolicy); err != nil {
 		return st, err
 	}
-	if err := e.restorePolicy(ctx, req.App, st.Session); err != nil {
+	if err := e.undoPause(ctx, req.App, st.Session); err != nil {
 		_ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}

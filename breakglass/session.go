@@ -34,7 +34,7 @@ type Session struct {
 	// SavedSyncPolicy is spec.syncPolicy exactly as it was before the pause
 	// (null when the Application had none); restore writes it back.
 	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`
-	PausedParents   []string        `json:"pausedParents,omitempty"`
+	PausedParents   []PausedParent  `json:"pausedParents,omitempty"`
 	Patches         []SessionPatch  `json:"patches,omitempty"`
 	Ticket          string          `json:"ticket,omitempty"`
 	GitRevision     string          `json:"gitRevision,omitempty"`

@@ -186,6 +186,9 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	fmt.Fprintf(o.Out, "Target:      %s in namespace %s\n", p.Target, p.Target.Namespace)
 	fmt.Fprintf(o.Out, "Actor:       %s\n", p.Actor.Username)
 	fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
+	for _, parent := range p.Parents {
+		fmt.Fprintf(o.Out, "Also pauses: parent application %s, which self-heals %s and would undo the pause (restored together)\n", parent, p.App.Name)
+	}
 	fmt.Fprintln(o.Out, "Changes:")
 	for _, c := range p.Changes {
 		b, _ := json.Marshal(c.Before)

@@ -1,0 +1,143 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// PausedByAnnotation marks a parent Application paused on behalf of a
+// child's session: CHILD/SESSION.
+const PausedByAnnotation = audit.KeyPrefix + "paused-by"
+
+// PausedParent is an app-of-apps parent paused with the session, with the
+// policy restore writes back.
+type PausedParent struct {
+	Name            string          `json:"name"`
+	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`
+}
+
+// parentName reads the Application that manages app through Argo CD's
+// resource tracking: the tracking-id annotation, else the instance label.
+func parentName(app *unstructured.Unstructured) string {
+	if id := app.GetAnnotations()["argocd.argoproj.io/tracking-id"]; id != "" {
+		name, _, _ := strings.Cut(id, ":")
+		return name
+	}
+	return app.GetLabels()["app.kubernetes.io/instance"]
+}
+
+// selfHealingParents walks up the app-of-apps chain and returns every parent
+// that would undo the child's pause: it self-heals and does not ignore
+// /spec/syncPolicy of the Applications it manages.
+func (e *Engine) selfHealingParents(ctx context.Context, app *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var parents []*unstructured.Unstructured
+	seen := map[string]bool{app.GetName(): true}
+	for child := app; len(parents) < 5; {
+		name := parentName(child)
+		if name == "" || seen[name] {
+			return parents, nil
+		}
+		seen[name] = true
+		parent, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return parents, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s, the parent Application of %s: %w", name, child.GetName(), err)
+		}
+		selfHeal, _, _ := unstructured.NestedBool(parent.Object, "spec", "syncPolicy", "automated", "selfHeal")
+		if selfHeal && !ignoresChildSyncPolicy(parent, child.GetName()) {
+			parents = append(parents, parent)
+		}
+		child = parent
+	}
+	return parents, nil
+}
+
+// ignoresChildSyncPolicy is whether parent's ignoreDifferences covers
+// /spec/syncPolicy of its child Application.
+func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) bool {
+	rules, _, _ := unstructured.NestedSlice(parent.Object, "spec", "ignoreDifferences")
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		group, _ := rule["group"].(string)
+		kind, _ := rule["kind"].(string)
+		name, _ := rule["name"].(string)
+		if group != "argoproj.io" || kind != "Application" || (name != "" && name != child) {
+			continue
+		}
+		pointers, _ := rule["jsonPointers"].([]any)
+		for _, p := range pointers {
+			if s, _ := p.(string); s == "/spec/syncPolicy" || s == "/spec" {
+				return true
+			}
+		}
+		exprs, _ := rule["jqPathExpressions"].([]any)
+		for _, x := range exprs {
+			if s, _ := x.(string); s == ".spec.syncPolicy" || s == ".spec" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pauseParent pauses parent for session, keeping its policy.
+func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session) (PausedParent, error) {
+	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
+	saved, err := json.Marshal(policy)
+	if err != nil {
+		return PausedParent{}, err
+	}
+	name := parent.GetName()
+	err = e.updateApp(ctx, name, func(app *unstructured.Unstructured) error {
+		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
+			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
+		}
+		if current, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(current, policy) {
+			return fmt.Errorf("%w: the sync policy of parent %s changed meanwhile; run the command again", ErrConflict, name)
+		}
+		return nil
+	}, func(app *unstructured.Unstructured) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{PausedByAnnotation: child + "/" + session.ID, RefreshAnnotation: "normal"}},
+			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy))},
+		}
+	})
+	return PausedParent{Name: name, SavedSyncPolicy: saved}, err
+}
+
+// restoreParents writes back the saved policy of every parent paused for
+// session, newest first.
+func (e *Engine) restoreParents(ctx context.Context, child string, session *Session) error {
+	for i := len(session.PausedParents) - 1; i >= 0; i-- {
+		p := session.PausedParents[i]
+		var saved any
+		if err := json.Unmarshal(p.SavedSyncPolicy, &saved); err != nil {
+			return fmt.Errorf("the saved policy of parent %s is unreadable: %w", p.Name, err)
+		}
+		err := e.updateApp(ctx, p.Name, func(app *unstructured.Unstructured) error {
+			if by := app.GetAnnotations()[PausedByAnnotation]; by != child+"/"+session.ID {
+				return fmt.Errorf("%w: parent %s is no longer paused for this session (%q)", ErrConflict, p.Name, by)
+			}
+			return nil
+		}, func(app *unstructured.Unstructured) map[string]any {
+			return map[string]any{
+				"metadata": map[string]any{"annotations": map[string]any{PausedByAnnotation: nil, RefreshAnnotation: "normal"}},
+				"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("restoring parent %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}

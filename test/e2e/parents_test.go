@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+func TestAppOfAppsParentIsPausedToo(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	files := env.AppFiles("apps/bg-child", "bg-child", env.FixtureImage)
+	files["apps/bg-parent/child.yaml"] = `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: bg-child
+  namespace: argocd
+spec:
+  project: default
+  source:
+    repoURL: ` + e.Git.URL() + `
+    path: apps/bg-child
+    targetRevision: HEAD
+  destination:
+    server: https://kubernetes.default.svc
+    namespace: bg-child
+  syncPolicy:
+    automated:
+      prune: true
+      selfHeal: true
+`
+	if _, err := e.Git.Commit("app of apps", files); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bg-child"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parentPolicy := map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "bg-parent", "namespace": e.ArgoNamespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": e.Git.URL(), "path": "apps/bg-parent", "targetRevision": "HEAD"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": e.ArgoNamespace},
+			"syncPolicy":  runtimeCopy(parentPolicy),
+		},
+	}}
+	apps := appsClient(t)
+	if _, err := apps.Create(ctx, parent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	automated := func(name string) bool {
+		app, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")
+		return ok
+	}
+	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	waitFor(ctxWait, t, "the parent to create a synced child", func() (bool, string) {
+		d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-child").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Spec.Template.Spec.Containers[0].Image == env.FixtureImage && automated("bg-child"), "child not there yet"
+	})
+	ctxSynced, cancelSynced := context.WithTimeout(ctx, time.Minute)
+	defer cancelSynced()
+	waitFor(ctxSynced, t, "the child to report its managed resources", func() (bool, string) {
+		child, _ := apps.Get(ctx, "bg-child", metav1.GetOptions{})
+		res, _, _ := unstructured.NestedSlice(child.Object, "status", "resources")
+		return len(res) > 0, "no resources yet"
+	})
+
+	// The problem: pausing the child by hand is undone by the parent.
+	admin := newUser(t, env.Admin.Name)
+	admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "bg-child", "--type=json", "-p", `[{"op":"remove","path":"/spec/syncPolicy/automated"}]`)
+	ctxHeal, cancelHeal := context.WithTimeout(ctx, time.Minute)
+	defer cancelHeal()
+	waitFor(ctxHeal, t, "the parent to undo a hand-made pause of its child", func() (bool, string) {
+		return automated("bg-child"), "child still paused"
+	})
+
+	oncall := newUser(t, env.Oncall.Name)
+	out, _ := mustRun(t, oncall, 0, "breakglass", "bg-child", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "child hotfix", "-y")
+	if !strings.Contains(out, "Also pauses: parent application bg-parent") {
+		t.Errorf("breakglass did not say it pauses the parent:\n%s", out)
+	}
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if automated("bg-child") || automated("bg-parent") {
+			t.Fatalf("a pause was undone: child automated %v, parent automated %v", automated("bg-child"), automated("bg-parent"))
+		}
+		if img := imageIn(ctx, t, "bg-child"); img != "registry.example/web:hotfix" {
+			t.Fatalf("the fix was reverted: %s", img)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	p, _ := apps.Get(ctx, "bg-parent", metav1.GetOptions{})
+	if !strings.HasPrefix(p.GetAnnotations()[breakglass.PausedByAnnotation], "bg-child/") {
+		t.Errorf("the parent does not say who paused it: %v", p.GetAnnotations())
+	}
+
+	mustRun(t, oncall, 0, "restore", "bg-child", "--force", "--reason", "test over", "-y")
+	p, _ = apps.Get(ctx, "bg-parent", metav1.GetOptions{})
+	if got, _, _ := unstructured.NestedMap(p.Object, "spec", "syncPolicy"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(parentPolicy)) {
+		t.Errorf("parent policy after restore %v, want %v", got, parentPolicy)
+	}
+	if _, still := p.GetAnnotations()[breakglass.PausedByAnnotation]; still {
+		t.Errorf("the parent is still marked paused")
+	}
+	if !automated("bg-child") {
+		t.Errorf("the child's automated sync is not back")
+	}
+}
