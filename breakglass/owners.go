@@ -58,17 +58,26 @@ func ignoresSyncPolicy(set *unstructured.Unstructured, app string) bool {
 		if name, _ := rule["name"].(string); name != "" && name != app {
 			continue
 		}
-		pointers, _ := rule["jsonPointers"].([]any)
-		for _, p := range pointers {
-			if s, _ := p.(string); s == "/spec/syncPolicy" || s == "/spec" {
-				return true
-			}
+		if coversSyncPolicy(rule) {
+			return true
 		}
-		exprs, _ := rule["jqPathExpressions"].([]any)
-		for _, x := range exprs {
-			if s, _ := x.(string); s == ".spec.syncPolicy" || s == ".spec" {
-				return true
-			}
+	}
+	return false
+}
+
+// coversSyncPolicy is whether an ignore rule's JSON pointers or jq paths
+// include /spec/syncPolicy.
+func coversSyncPolicy(rule map[string]any) bool {
+	pointers, _ := rule["jsonPointers"].([]any)
+	for _, p := range pointers {
+		if s, _ := p.(string); s == "/spec/syncPolicy" || s == "/spec" {
+			return true
+		}
+	}
+	exprs, _ := rule["jqPathExpressions"].([]any)
+	for _, x := range exprs {
+		if s, _ := x.(string); s == ".spec.syncPolicy" || s == ".spec" {
+			return true
 		}
 	}
 	return false

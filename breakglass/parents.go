@@ -74,17 +74,8 @@ func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) boo
 		if group != "argoproj.io" || kind != "Application" || (name != "" && name != child) {
 			continue
 		}
-		pointers, _ := rule["jsonPointers"].([]any)
-		for _, p := range pointers {
-			if s, _ := p.(string); s == "/spec/syncPolicy" || s == "/spec" {
-				return true
-			}
-		}
-		exprs, _ := rule["jqPathExpressions"].([]any)
-		for _, x := range exprs {
-			if s, _ := x.(string); s == ".spec.syncPolicy" || s == ".spec" {
-				return true
-			}
+		if coversSyncPolicy(rule) {
+			return true
 		}
 	}
 	return false

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -44,16 +43,7 @@ func newStage(b *testing.B, opts env.Options) *stage {
 	admin, _ := e.RESTConfig(env.Admin.Name)
 	s.kube = kubernetes.NewForConfigOrDie(admin)
 	s.apps = dynamic.NewForConfigOrDie(admin).Resource(breakglass.ApplicationGVR).Namespace(e.ArgoNamespace)
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "web", "namespace": e.ArgoNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": e.Git.URL(), "path": env.FixtureApp, "targetRevision": "HEAD"},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": env.DemoNamespace},
-			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
-		},
-	}}
+	app := e.Application("web", env.FixtureApp, env.DemoNamespace, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
 	if _, err := s.apps.Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}

@@ -81,16 +81,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	apps := dynamic.NewForConfigOrDie(admin).Resource(breakglass.ApplicationGVR).Namespace(e.ArgoNamespace)
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "web", "namespace": e.ArgoNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": e.Git.URL(), "path": env.FixtureApp, "targetRevision": "HEAD"},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": env.DemoNamespace},
-			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}, "syncOptions": []any{"ApplyOutOfSyncOnly=true"}},
-		},
-	}}
+	app := e.Application("web", env.FixtureApp, env.DemoNamespace,
+		map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}, "syncOptions": []any{"ApplyOutOfSyncOnly=true"}})
 	step(1, "An Argo CD Application \"web\" with automated sync, prune and self-heal, from a Git repository on disk")
 	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		return err

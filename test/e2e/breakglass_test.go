@@ -38,16 +38,7 @@ func deployApp(t *testing.T, name string) *unstructured.Unstructured {
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": name, "namespace": e.ArgoNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": name},
-			"syncPolicy":  runtimeCopy(fullPolicy),
-		},
-	}}
+	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
 	apps := appsClient(t)
 	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -291,15 +282,8 @@ func TestBreakglassDryRunChangesNothing(t *testing.T) {
 
 func TestBreakglassRefusesOtherDestinationClusters(t *testing.T) {
 	e := environment(t)
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "bg-remote", "namespace": e.ArgoNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": e.Git.URL(), "path": env.FixtureApp, "targetRevision": "HEAD"},
-			"destination": map[string]any{"server": "https://prod.example.invalid:6443", "namespace": "demo"},
-		},
-	}}
+	app := e.Application("bg-remote", env.FixtureApp, "demo", nil)
+	app.Object["spec"].(map[string]any)["destination"] = map[string]any{"server": "https://prod.example.invalid:6443", "namespace": "demo"}
 	if _, err := appsClient(t).Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -45,16 +45,7 @@ spec:
 		t.Fatal(err)
 	}
 	parentPolicy := map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}
-	parent := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "bg-parent", "namespace": e.ArgoNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": e.Git.URL(), "path": "apps/bg-parent", "targetRevision": "HEAD"},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": e.ArgoNamespace},
-			"syncPolicy":  runtimeCopy(parentPolicy),
-		},
-	}}
+	parent := e.Application("bg-parent", "apps/bg-parent", e.ArgoNamespace, runtimeCopy(parentPolicy))
 	apps := appsClient(t)
 	if _, err := apps.Create(ctx, parent, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // GitRepo is a Git repository on disk that the repo-server reads as file://.
@@ -122,4 +124,24 @@ func (g *GitRepo) git(args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// Application returns an Argo CD Application named name in the
+// environment's Argo CD namespace, reading path of the fixture repository
+// and deploying to namespace of the Argo CD cluster, with syncPolicy (nil
+// for manual sync).
+func (e *Env) Application(name, path, namespace string, syncPolicy map[string]any) *unstructured.Unstructured {
+	spec := map[string]any{
+		"project":     "default",
+		"source":      map[string]any{"repoURL": e.Git.URL(), "path": path, "targetRevision": "HEAD"},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": namespace},
+	}
+	if syncPolicy != nil {
+		spec["syncPolicy"] = syncPolicy
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": e.ArgoNamespace},
+		"spec":     spec,
+	}}
 }
