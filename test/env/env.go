@@ -11,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -239,9 +238,4 @@ func (e *Env) LogTails(n int) string {
 		s += fmt.Sprintf("----- %s (%s) -----\n%s\n", p.name, p.logPath, p.tail(n))
 	}
 	return s
-}
-
-// WriteLogTails writes LogTails(n) to w.
-func (e *Env) WriteLogTails(w io.Writer, n int) {
-	io.WriteString(w, e.LogTails(n))
 }
