@@ -388,7 +388,13 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	if err := e.updateApp(ctx, p.App.Name, pause, func(app *unstructured.Unstructured) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
 	}); err != nil {
-		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil); recErr != nil {
+		// Parents paused for this session must not stay paused without it.
+		outcome := audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}
+		if undoErr := e.restoreParents(ctx, p.App.Name, session); undoErr != nil {
+			outcome.Error += "; undoing the parents' pause failed: " + undoErr.Error()
+			err = fmt.Errorf("%w; the parents' pause could not be undone (%v): restore their sync policy by hand", err, undoErr)
+		}
+		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 			return nil, fmt.Errorf("pausing %s: %v, and %w", p.App.Name, err, recErr)
 		}
 		return nil, fmt.Errorf("pausing %s: %w", p.App.Name, err)

@@ -112,4 +112,29 @@ spec:
 	if !automated("bg-child") {
 		t.Errorf("the child's automated sync is not back")
 	}
+
+	// If the child's own pause fails after its parent was paused, the
+	// parent must not stay paused: here another session appears on the
+	// child between plan and execute.
+	ctxBack, cancelBack := context.WithTimeout(ctx, time.Minute)
+	defer cancelBack()
+	waitFor(ctxBack, t, "self-heal to put Git's image back after the forced restore", func() (bool, string) {
+		img := imageIn(ctx, t, "bg-child")
+		return img == env.FixtureImage, img
+	})
+	engine, plan := planHotfix(t, "bg-child")
+	if len(plan.Parents) != 1 {
+		t.Fatalf("plan parents %v, want bg-parent", plan.Parents)
+	}
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "bg-child", breakglass.SessionAnnotation+`={"id":"other","openedBy":"someone","state":"paused"}`)
+	if _, err := engine.Execute(ctx, plan); err == nil || !strings.Contains(err.Error(), "session other by someone") {
+		t.Fatalf("Execute with a session opened meanwhile: %v", err)
+	}
+	p, _ = apps.Get(ctx, "bg-parent", metav1.GetOptions{})
+	if got, _, _ := unstructured.NestedMap(p.Object, "spec", "syncPolicy"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(parentPolicy)) {
+		t.Errorf("parent left paused after the child's pause failed: %v", got)
+	}
+	if by, still := p.GetAnnotations()[breakglass.PausedByAnnotation]; still {
+		t.Errorf("parent still marked paused by %s", by)
+	}
 }
