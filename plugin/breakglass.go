@@ -3,9 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -113,10 +111,11 @@ func (o *BreakglassOptions) Validate() error {
 	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
 		return err
 	}
-	if strings.TrimSpace(o.Request.Reason) == "" {
-		return usageErrorf("--reason is required: say why, e.g. --reason \"5xx spike after 1.2.3\"")
-	}
-	if _, _, err := o.Request.Patch.Build(); err != nil {
+	if missing := o.missingInput(); missing != "" {
+		if !o.interactive() {
+			return usageErrorf("%s", missing)
+		}
+	} else if _, _, err := o.Request.Patch.Build(); err != nil {
 		return usageErrorf("%v", err)
 	}
 	if kind, name, ok := strings.Cut(o.Request.Target, "/"); !ok || kind == "" || name == "" {
@@ -128,13 +127,24 @@ func (o *BreakglassOptions) Validate() error {
 	return nil
 }
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// interactive is whether breakglass may ask: both ends are a terminal and
+// --yes was not given.
+func (o *BreakglassOptions) interactive() bool {
+	return !o.Yes && isTerminal(o.In) && isTerminal(o.Out)
 }
 
 // Run plans, confirms and executes.
 func (o *BreakglassOptions) Run(ctx context.Context) error {
+	if o.missingInput() != "" {
+		if err := o.askMissing(); err != nil {
+			return err
+		}
+	}
 	engine, err := o.engine()
 	if err != nil {
 		return err
@@ -154,11 +164,8 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	if !o.Yes {
-		fmt.Fprintf(o.Out, "Type the Application name (%s) to go ahead: ", plan.App.Name)
-		var answer string
-		fmt.Fscanln(o.In, &answer)
-		if answer != plan.App.Name {
-			return errors.New("not confirmed: nothing was changed")
+		if err := o.confirm(plan.App.Name); err != nil {
+			return err
 		}
 	}
 	res, err := engine.Execute(ctx, plan)

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// tmuxSession drives a real terminal: the command runs in a detached tmux
+// session, keys are typed with send-keys and the screen is read with
+// capture-pane.
+type tmuxSession struct {
+	t    *testing.T
+	name string
+}
+
+func newTmux(t *testing.T, u *user, command string) *tmuxSession {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is needed for the interactive tests: apt-get install tmux")
+	}
+	s := &tmuxSession{t: t, name: "kg-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	// The environment goes into the command: a running tmux server keeps
+	// its own PATH for new sessions.
+	var assignments []string
+	for _, kv := range u.env {
+		assignments = append(assignments, "'"+kv+"'")
+	}
+	args := []string{"new-session", "-d", "-s", s.name, "-x", "160", "-y", "50",
+		"env " + strings.Join(assignments, " ") + " " + command + "; echo EXIT=$?; sleep 60"}
+	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	return s
+}
+
+func (s *tmuxSession) screen() string {
+	out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	return string(out)
+}
+
+// waitFor waits until the screen shows text.
+func (s *tmuxSession) waitFor(text string) {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(s.screen(), text) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the terminal never showed %q; it shows:\n%s", text, s.screen())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// keys types keys one at a time, pausing after each as a person would: a
+// form that is still moving its focus must not swallow the next keystroke.
+func (s *tmuxSession) keys(keys ...string) {
+	s.t.Helper()
+	for _, k := range keys {
+		if out, err := exec.Command("tmux", "send-keys", "-t", s.name, k).CombinedOutput(); err != nil {
+			s.t.Fatalf("send-keys: %v: %s", err, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func TestBreakglassInteractiveForm(t *testing.T) {
+	deployApp(t, "bg-form")
+	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass bg-form deployment/web")
+	term.waitFor("What change?")
+	term.keys("Down", "Enter")
+	term.waitFor("Replicas")
+	term.keys("5", "Enter")
+	term.waitFor("Reason")
+	term.keys("typed in the form", "Enter")
+	term.waitFor("Incident")
+	term.keys("INC-9", "Enter")
+	term.waitFor("Type the Application name (bg-form)")
+	term.keys("bg-form", "Enter")
+	term.waitFor("EXIT=")
+	if screen := term.screen(); !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "/spec/replicas: 2 -> 5") {
+		t.Fatalf("the form's break-glass did not succeed:\n%s", screen)
+	}
+	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-form").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 5 {
+		t.Fatalf("replicas after the form: %v %v", d.Spec.Replicas, err)
+	}
+	var found bool
+	for _, r := range allRecords(t) {
+		if r.Application != nil && r.Application.Name == "bg-form" && r.Reason == "typed in the form" && r.Incident == "INC-9" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no audit record carries the reason and incident typed in the form")
+	}
+}
+
+func TestBreakglassFormRefusesAWrongConfirmation(t *testing.T) {
+	deployApp(t, "bg-form-no")
+	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass bg-form-no deployment/web --replicas 6 --reason nope")
+	term.waitFor("Type the Application name (bg-form-no)")
+	term.keys("bg-form", "Enter")
+	term.waitFor("EXIT=")
+	if screen := term.screen(); !strings.Contains(screen, "EXIT=1") || !strings.Contains(screen, "not confirmed") {
+		t.Fatalf("a wrong confirmation went ahead:\n%s", screen)
+	}
+	d, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-form-no").Get(context.Background(), "web", metav1.GetOptions{})
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %d after a refused confirmation", *d.Spec.Replicas)
+	}
+}
