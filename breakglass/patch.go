@@ -31,6 +31,11 @@ var PatchTypes = map[string]types.PatchType{
 	"json":      types.JSONPatchType,
 }
 
+// Empty reports whether no change was given at all.
+func (p PatchSpec) Empty() bool {
+	return len(p.Images) == 0 && p.Replicas == nil && strings.TrimSpace(p.Body) == ""
+}
+
 // Build returns the patch type and JSON body to send, validating the input.
 // Shortcuts build a strategic merge patch of the pod template or replicas.
 func (p PatchSpec) Build() (string, []byte, error) {
@@ -61,7 +66,7 @@ func (p PatchSpec) Build() (string, []byte, error) {
 		body, err := json.Marshal(map[string]any{"spec": spec})
 		return "strategic", body, err
 	}
-	if strings.TrimSpace(p.Body) == "" {
+	if p.Empty() {
 		return "", nil, errors.New("no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file")
 	}
 	typ := p.Type

@@ -15,7 +15,7 @@ import (
 // nothing.
 func (o *BreakglassOptions) missingInput() string {
 	switch {
-	case o.Request.Patch.Body == "" && len(o.Request.Patch.Images) == 0 && o.Request.Patch.Replicas == nil:
+	case o.Request.Patch.Empty():
 		return "no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file"
 	case strings.TrimSpace(o.Request.Reason) == "":
 		return "--reason is required: say why, e.g. --reason \"5xx spike after 1.2.3\""
@@ -28,7 +28,7 @@ func (o *BreakglassOptions) missingInput() string {
 func (o *BreakglassOptions) askMissing() error {
 	var fields []huh.Field
 	kind, value := "image", ""
-	if o.missingInput() != "" && o.Request.Patch.Body == "" && len(o.Request.Patch.Images) == 0 && o.Request.Patch.Replicas == nil {
+	if o.Request.Patch.Empty() {
 		fields = append(fields,
 			huh.NewSelect[string]().Title("What change?").Options(
 				huh.NewOption("set a container image", "image"),

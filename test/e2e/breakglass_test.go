@@ -98,6 +98,14 @@ func allRecords(t *testing.T) []*audit.Record {
 	return audit.Records(entries)
 }
 
+func replicasIn(ctx context.Context, t *testing.T, ns string) int32 {
+	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *d.Spec.Replicas
+}
+
 func sessionRecords(t *testing.T, session string) []*audit.Record {
 	var out []*audit.Record
 	for _, r := range allRecords(t) {
@@ -380,8 +388,7 @@ spec:
 	if phase == "Running" || phase == "Terminating" {
 		t.Errorf("the sync is still %s", phase)
 	}
-	d, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-running").Get(ctx, "web", metav1.GetOptions{})
-	if *d.Spec.Replicas != 4 {
-		t.Errorf("replicas %d, want the patched 4", *d.Spec.Replicas)
+	if n := replicasIn(ctx, t, "bg-running"); n != 4 {
+		t.Errorf("replicas %d, want the patched 4", n)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
@@ -87,9 +85,8 @@ func TestBreakglassInteractiveForm(t *testing.T) {
 	if screen := term.screen(); !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "/spec/replicas: 2 -> 5") {
 		t.Fatalf("the form's break-glass did not succeed:\n%s", screen)
 	}
-	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-form").Get(context.Background(), "web", metav1.GetOptions{})
-	if err != nil || *d.Spec.Replicas != 5 {
-		t.Fatalf("replicas after the form: %v %v", d.Spec.Replicas, err)
+	if n := replicasIn(context.Background(), t, "bg-form"); n != 5 {
+		t.Fatalf("replicas after the form: %d, want 5", n)
 	}
 	var found bool
 	for _, r := range allRecords(t) {
@@ -111,8 +108,7 @@ func TestBreakglassFormRefusesAWrongConfirmation(t *testing.T) {
 	if screen := term.screen(); !strings.Contains(screen, "EXIT=1") || !strings.Contains(screen, "not confirmed") {
 		t.Fatalf("a wrong confirmation went ahead:\n%s", screen)
 	}
-	d, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-form-no").Get(context.Background(), "web", metav1.GetOptions{})
-	if *d.Spec.Replicas != 2 {
-		t.Errorf("replicas %d after a refused confirmation", *d.Spec.Replicas)
+	if n := replicasIn(context.Background(), t, "bg-form-no"); n != 2 {
+		t.Errorf("replicas %d after a refused confirmation", n)
 	}
 }
