@@ -1,0 +1,319 @@
+package ticket
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// MaxFieldLength is Jira's limit for a text field such as the description
+// or a comment body, in characters.
+const MaxFieldLength = 32767
+
+// Source is where the Application's manifests come from in Git.
+type Source struct {
+	RepoURL        string `json:"repoURL,omitempty"`
+	Path           string `json:"path,omitempty"`
+	TargetRevision string `json:"targetRevision,omitempty"`
+}
+
+// Reconcile is what a ticket says about one break-glass patch: the stored
+// (already redacted) breakglass.patched record, where the manifests live,
+// and the command that closes the loop.
+type Reconcile struct {
+	Record  *audit.Record
+	Source  Source
+	Restore string
+}
+
+// Issue is a Jira issue as kubectl gitops knows it.
+type Issue struct {
+	Key string `json:"key"`
+	URL string `json:"url"`
+}
+
+// SessionLabel is the label that finds a session's ticket in Jira, so that
+// a ticket is filed once even when filing is retried.
+func SessionLabel(session string) string { return label("kubectl-gitops-session-" + session) }
+
+// Summary is the issue's one-line summary.
+func Summary(r *audit.Record) string {
+	s := fmt.Sprintf("Reconcile Git after break-glass on %s: %s/%s", appName(r), targetKind(r), targetName(r))
+	return truncate(stripControl(s, false), 255, "…")
+}
+
+// Labels are the issue's labels: breakglass, the application, the session
+// label, then the configured extras.
+func (c Config) labels(r *audit.Record) []string {
+	out := []string{"breakglass", label(appName(r)), SessionLabel(r.Session)}
+	return append(out, c.extraLabels()...)
+}
+
+// Description is the issue's description in Jira wiki markup: who, when,
+// why, what changed, where Git is, and how to bring Git up to the live state.
+func Description(rc Reconcile) string {
+	var b strings.Builder
+	r := rc.Record
+	fmt.Fprintf(&b, "h2. Bring Git up to the live state of %s\n\n", Escape(targetKind(r)+"/"+targetName(r)))
+	fmt.Fprintf(&b, "A break-glass on Argo CD Application *%s* paused its automated sync and patched a live resource. "+
+		"Sync stays paused until Git holds the same values; then restore it.\n\n", Escape(appName(r)))
+	b.WriteString(details(r))
+	b.WriteString(gitSection(rc))
+	b.WriteString(changesSection(r))
+	b.WriteString(patchSection(r))
+	fmt.Fprintf(&b, "h3. Once Git has the fix\n{noformat}\nkubectl gitops status %s\n%s\n{noformat}\n", noformat(appName(r)), noformat(rc.Restore))
+	return fitField(b.String(), r.ID)
+}
+
+// PatchComment is the comment a later patch of the same session adds to
+// the session's ticket.
+func PatchComment(rc Reconcile) string {
+	r := rc.Record
+	var b strings.Builder
+	fmt.Fprintf(&b, "h3. Another break-glass patch in session %s: %s\n\n", Escape(r.Session), Escape(targetKind(r)+"/"+targetName(r)))
+	b.WriteString(details(r))
+	b.WriteString(gitSection(rc))
+	b.WriteString(changesSection(r))
+	b.WriteString(patchSection(r))
+	return fitField(b.String(), r.ID)
+}
+
+// RestoreComment is the comment restore adds before closing the ticket.
+func RestoreComment(revision, user string, forced bool, reason string) string {
+	if forced {
+		return fmt.Sprintf("Sync restored by %s with --force while Git had not caught up (Git at %s). Reason: %s",
+			Escape(user), Escape(short(revision)), Escape(reason))
+	}
+	return fmt.Sprintf("Git caught up at %s; sync restored by %s.", Escape(short(revision)), Escape(user))
+}
+
+func details(r *audit.Record) string {
+	var b strings.Builder
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "||%s|%s|\n", k, Escape(v))
+		}
+	}
+	who := r.Actor.Username
+	if r.Client.User != "" || r.Client.Host != "" {
+		who += fmt.Sprintf(" (as %s on %s)", r.Client.User, r.Client.Host)
+	}
+	row("Who", who)
+	row("When", r.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
+	row("Reason", r.Reason)
+	row("Incident", r.Incident)
+	if r.Application != nil {
+		row("Application", fmt.Sprintf("%s/%s (project %s)", r.Application.Namespace, r.Application.Name, r.Application.Project))
+	}
+	if r.Cluster != nil {
+		row("Cluster", r.Cluster.Server)
+	}
+	if r.Target != nil {
+		row("Resource", fmt.Sprintf("%s %s/%s (%s)", r.Target.Kind, r.Target.Namespace, r.Target.Name, strings.TrimPrefix(r.Target.Group+"/"+r.Target.Version, "/")))
+	}
+	row("Session", r.Session)
+	row("Audit record", r.ID+" (kubectl gitops audit show "+r.ID+")")
+	b.WriteString("\n")
+	return b.String()
+}
+
+func gitSection(rc Reconcile) string {
+	var b strings.Builder
+	b.WriteString("h3. Git\n")
+	if rc.Source.RepoURL != "" {
+		fmt.Fprintf(&b, "* Repository: %s\n", Escape(rc.Source.RepoURL))
+		fmt.Fprintf(&b, "* Path: %s\n", Escape(dashIfEmpty(rc.Source.Path)))
+		fmt.Fprintf(&b, "* Tracks: %s\n", Escape(dashIfEmpty(rc.Source.TargetRevision)))
+	}
+	if rc.Record.Git != nil {
+		fmt.Fprintf(&b, "* Revision at break-glass: %s\n", Escape(dashIfEmpty(rc.Record.Git.Revision)))
+	}
+	b.WriteString("\nh3. Suggested Git change\n")
+	b.WriteString(suggestion(rc))
+	b.WriteString("\n")
+	return b.String()
+}
+
+// containerImage matches a container's image in a pod template, as Diff
+// names the path.
+var containerImage = regexp.MustCompile(`/(initContainers|containers)/[^/]+/image$`)
+
+// suggestion says how to change Git: the kustomize line for an image, else
+// each path and its live value.
+func suggestion(rc Reconcile) string {
+	var images, values []string
+	for _, c := range rc.Record.Changes {
+		after, isString := c.After.(string)
+		before, _ := c.Before.(string)
+		switch {
+		case after == audit.Redacted:
+			values = append(values, fmt.Sprintf("* %s: a secret value (redacted here): set it in Git from your secret store", Escape(c.Path)))
+		case isString && containerImage.MatchString(c.Path) && before != "":
+			images = append(images, fmt.Sprintf("kustomize edit set image %s=%s", noformat(imageName(before)), noformat(after)))
+		default:
+			values = append(values, fmt.Sprintf("* %s = %s", Escape(c.Path), Escape(jsonText(c.After))))
+		}
+	}
+	var b strings.Builder
+	if len(images) > 0 {
+		dir := rc.Source.Path
+		if dir == "" {
+			dir = "."
+		}
+		fmt.Fprintf(&b, "In the Application's source path (kustomize):\n{noformat}\ncd %s\n%s\n{noformat}\n", noformat(dir), strings.Join(images, "\n"))
+	}
+	if len(values) > 0 {
+		b.WriteString("Set these values in the manifests")
+		if rc.Source.Path != "" {
+			b.WriteString(" under " + Escape(rc.Source.Path))
+		}
+		b.WriteString(":\n" + strings.Join(values, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// imageName drops the tag or digest of an image reference.
+func imageName(ref string) string {
+	if i := strings.Index(ref, "@"); i >= 0 {
+		return ref[:i]
+	}
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
+}
+
+func changesSection(r *audit.Record) string {
+	var b strings.Builder
+	b.WriteString("h3. What changed (live)\n||Path||Before (as in Git)||After (live)||\n")
+	for _, c := range r.Changes {
+		fmt.Fprintf(&b, "|%s|%s|%s|\n", Escape(c.Path), Escape(jsonText(c.Before)), Escape(jsonText(c.After)))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func patchSection(r *audit.Record) string {
+	if r.Patch == nil {
+		return ""
+	}
+	return fmt.Sprintf("h3. The patch (%s)\n{noformat}\n%s\n{noformat}\n\n", Escape(r.Patch.Type), noformat(r.Patch.Body))
+}
+
+// wikiSpecial are the characters Jira's wiki renderer gives meaning to
+// (formatting, links, macros, tables, emoticons); each is escaped with a
+// backslash in user text.
+const wikiSpecial = `\*_-+^~?{}[]|!#()`
+
+// Escape makes user text literal in Jira wiki markup: control characters
+// (newlines included) become spaces and markup characters are escaped.
+func Escape(s string) string {
+	s = stripControl(s, false)
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(wikiSpecial, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// noformat makes text safe inside a {noformat} block: control characters
+// other than newline and tab are dropped, and the closing tag is broken.
+func noformat(s string) string {
+	s = stripControl(s, true)
+	return strings.ReplaceAll(s, "{noformat}", "{noformat\u200b}")
+}
+
+func stripControl(s string, keepLines bool) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case keepLines && (r == '\n' || r == '\t'):
+			return r
+		case r == utf8.RuneError || unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			if keepLines {
+				return -1
+			}
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// fitField keeps a text within Jira's field limit, closing an open
+// {noformat} block and saying where the whole record is.
+func fitField(s, recordID string) string {
+	if utf8.RuneCountInString(s) <= MaxFieldLength {
+		return s
+	}
+	note := fmt.Sprintf("\n\n_(Truncated to fit Jira's %d-character limit: the whole change is in the audit log, kubectl gitops audit show %s)_\n", MaxFieldLength, Escape(recordID))
+	cut := truncate(s, MaxFieldLength-utf8.RuneCountInString(note)-len("\n{noformat}"), "")
+	if strings.Count(cut, "{noformat}")%2 == 1 {
+		cut += "\n{noformat}"
+	}
+	return cut + note
+}
+
+func truncate(s string, n int, ellipsis string) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	runes := []rune(s)
+	return string(runes[:n-utf8.RuneCountInString(ellipsis)]) + ellipsis
+}
+
+var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)
+
+// label turns s into a Jira label: no spaces, at most 255 characters.
+func label(s string) string {
+	return truncate(labelUnsafe.ReplaceAllString(s, "_"), 255, "")
+}
+
+func appName(r *audit.Record) string {
+	if r.Application == nil {
+		return ""
+	}
+	return r.Application.Name
+}
+
+func targetKind(r *audit.Record) string {
+	if r.Target == nil {
+		return ""
+	}
+	return r.Target.Kind
+}
+
+func targetName(r *audit.Record) string {
+	if r.Target == nil {
+		return ""
+	}
+	return r.Target.Name
+}
+
+func jsonText(v any) string {
+	if v == nil {
+		return "(unset)"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return dashIfEmpty(rev)
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

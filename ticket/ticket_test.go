@@ -1,0 +1,348 @@
+package ticket
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
+)
+
+const (
+	testUser  = "oncall@example.com"
+	testToken = "tok-9f8e7d6c5b4a39281706"
+)
+
+// patchedRecord is a stored breakglass.patched record as the engine writes
+// it.
+func patchedRecord() *audit.Record {
+	return &audit.Record{
+		ID: "20261202-031502-abcdef", Time: time.Date(2026, 12, 2, 3, 15, 2, 0, time.UTC),
+		Event: audit.EventPatched, Session: "20261202-031500-x7k2p",
+		Actor:  audit.Actor{Username: "oncall", Groups: []string{"oncall"}},
+		Client: audit.Client{Host: "laptop", User: "sam"},
+		Reason: "5xx spike after 1.0.0", Incident: "INC-42",
+		Application: &audit.AppRef{Namespace: "argocd", Name: "web", Project: "default"},
+		Cluster:     &audit.Cluster{Server: "https://kubernetes.default.svc"},
+		Target:      &audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"},
+		Patch:       &audit.Patch{Type: "strategic", Body: `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example/web:0.9.8"}]}}}}`},
+		Changes: []audit.Change{
+			{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.0.0", After: "registry.example/web:0.9.8"},
+			{Path: "/spec/replicas", Before: float64(2), After: float64(6)},
+		},
+		Git: &audit.Git{Revision: "86a717c0d2e4f6a8b0c1d2e3f4a5b6c7d8e9f0a1"},
+	}
+}
+
+func reconcile() Reconcile {
+	return Reconcile{Record: patchedRecord(), Source: Source{RepoURL: "https://git.example/deploy.git", Path: "apps/web", TargetRevision: "HEAD"}, Restore: "kubectl gitops restore web"}
+}
+
+func newDouble(t *testing.T, opts jiradouble.Options) *jiradouble.Server {
+	if opts.PAT == "" {
+		opts.User, opts.Token = testUser, testToken
+	}
+	d := jiradouble.Start(t, opts)
+	t.Cleanup(d.Close)
+	return d
+}
+
+// client returns a client for d whose retry waits are recorded, not slept.
+func client(t *testing.T, d *jiradouble.Server, edit func(*Config)) (*Jira, *[]time.Duration) {
+	t.Helper()
+	cfg := Config{URL: d.URL, Project: "OPS", IssueType: "Task", User: testUser, APIToken: testToken, DoneTransition: "Done", Timeout: "2s"}
+	if edit != nil {
+		edit(&cfg)
+	}
+	j, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits []time.Duration
+	j.retry.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	return j, &waits
+}
+
+func TestCreateFilesTheTicketFieldByField(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, _ := client(t, d, func(c *Config) { c.Labels = "sre, prod"; c.Component = "platform"; c.Priority = "High" })
+	issue, err := j.Create(context.Background(), reconcile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if issue.Key != "OPS-1" || issue.URL != d.URL+"/browse/OPS-1" {
+		t.Errorf("issue %+v", issue)
+	}
+	got := d.Issues()[0]
+	if got.Summary != "Reconcile Git after break-glass on web: Deployment/web" {
+		t.Errorf("summary %q", got.Summary)
+	}
+	if want := []string{"breakglass", "web", "kubectl-gitops-session-20261202-031500-x7k2p", "sre", "prod"}; strings.Join(got.Labels, ",") != strings.Join(want, ",") {
+		t.Errorf("labels %v, want %v", got.Labels, want)
+	}
+	if got.IssueType != "Task" || got.Project != "OPS" || got.Priority != "High" || strings.Join(got.Components, ",") != "platform" {
+		t.Errorf("type/project/priority/components: %+v", got)
+	}
+	for _, want := range []string{
+		"||Who|oncall \\(as sam on laptop\\)|",
+		"||When|2026\\-12\\-02 03:15:02 UTC|",
+		"||Reason|5xx spike after 1.0.0|",
+		"||Incident|INC\\-42|",
+		"||Application|argocd/web \\(project default\\)|",
+		"* Repository: https://git.example/deploy.git",
+		"* Path: apps/web",
+		"* Revision at break-glass: 86a717c0d2e4f6a8b0c1d2e3f4a5b6c7d8e9f0a1",
+		"cd apps/web\nkustomize edit set image registry.example/web=registry.example/web:0.9.8\n",
+		"* /spec/replicas = 6",
+		"|/spec/template/spec/containers/web/image|\"registry.example/web:1.0.0\"|\"registry.example/web:0.9.8\"|",
+		"h3. The patch (strategic)\n{noformat}\n{\"spec\"",
+		"kubectl gitops restore web",
+		"kubectl gitops audit show 20261202\\-031502\\-abcdef",
+	} {
+		if !strings.Contains(got.Description, want) {
+			t.Errorf("description lacks %q:\n%s", want, got.Description)
+		}
+	}
+	for _, r := range d.Requests() {
+		if strings.Contains(r.Body, testToken) || strings.Contains(r.Body, testUser) {
+			t.Errorf("a request body carries a credential: %s %s", r.Method, r.Path)
+		}
+		if r.Auth != "basic" {
+			t.Errorf("%s %s sent auth %q, want basic", r.Method, r.Path, r.Auth)
+		}
+	}
+}
+
+func TestUserTextArrivesEscaped(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, _ := client(t, d, nil)
+	rc := reconcile()
+	rc.Record.Reason = "h1. *bold* {code}x{code} [link|http://evil] !img.png! |cell| \x1b[31mred\x07\r\nline2 (y) -strike- {noformat}"
+	rc.Record.Patch.Body = "{noformat}\nspec: {}\x00"
+	if _, err := j.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	desc := d.Issues()[0].Description
+	want := `||Reason|h1. \*bold\* \{code\}x\{code\} \[link\|http://evil\] \!img.png\! \|cell\|  \[31mred   line2 \(y\) \-strike\- \{noformat\}|`
+	if !strings.Contains(desc, want) {
+		t.Errorf("reason not escaped:\n%s\nwant %s", desc, want)
+	}
+	for _, bad := range []string{"\x1b", "\x07", "\x00", "\r"} {
+		if strings.Contains(desc, bad) {
+			t.Errorf("control character %q reached Jira", bad)
+		}
+	}
+	if strings.Count(desc, "{noformat}")%2 != 0 || strings.Contains(desc, "{noformat}\nspec") {
+		t.Errorf("user text closed a {noformat} block:\n%s", desc)
+	}
+}
+
+func TestLongDescriptionsFitJirasLimit(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, _ := client(t, d, nil)
+	rc := reconcile()
+	rc.Record.Patch.Body = strings.Repeat("é", 40000)
+	if _, err := j.Create(context.Background(), rc); err != nil {
+		t.Fatalf("a long patch made Jira refuse the ticket: %v", err)
+	}
+	desc := d.Issues()[0].Description
+	if n := utf8.RuneCountInString(desc); n > MaxFieldLength {
+		t.Errorf("description has %d characters", n)
+	}
+	if !strings.Contains(desc, "Truncated to fit Jira's 32767-character limit") || strings.Count(desc, "{noformat}")%2 != 0 {
+		t.Errorf("truncation note or block closing missing: %s", desc[len(desc)-300:])
+	}
+}
+
+func TestRetriesHonourRetryAfter(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, waits := client(t, d, nil)
+	d.Inject(jiradouble.Fault{Method: "POST", PathPrefix: "/rest/api/2/issue", Status: 429, RetryAfter: "3", Times: 2})
+	if _, err := j.Create(context.Background(), reconcile()); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Issues()) != 1 {
+		t.Fatalf("%d issues after two 429s, want 1", len(d.Issues()))
+	}
+	if len(*waits) != 2 || (*waits)[0] != 3*time.Second || (*waits)[1] != 3*time.Second {
+		t.Errorf("waited %v, want Retry-After's 3s twice", *waits)
+	}
+	var statuses []int
+	for _, r := range d.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if len(statuses) != 3 || statuses[2] != 201 {
+		t.Errorf("statuses %v, want 429, 429, 201", statuses)
+	}
+}
+
+func TestUnavailableJiraIsUnreachableAfterBoundedRetries(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, waits := client(t, d, nil)
+	d.Inject(jiradouble.Fault{Status: 503})
+	_, err := j.Create(context.Background(), reconcile())
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "kubectl gitops ticket sync") {
+		t.Fatalf("error %v, want ErrUnreachable saying how to file later", err)
+	}
+	if len(d.Requests()) != maxAttempts || len(*waits) != maxAttempts-1 || (*waits)[0] != time.Second || (*waits)[2] != 4*time.Second {
+		t.Errorf("%d requests, waits %v; want %d attempts backing off 1s, 2s, 4s", len(d.Requests()), *waits, maxAttempts)
+	}
+
+	d.ClearFaults()
+	d.Inject(jiradouble.Fault{Status: 429, RetryAfter: "3600"})
+	before := len(d.Requests())
+	if _, err := j.Create(context.Background(), reconcile()); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("error %v", err)
+	}
+	if n := len(d.Requests()) - before; n != 1 {
+		t.Errorf("a Retry-After of an hour was waited out: %d requests", n)
+	}
+}
+
+func TestHangingJiraTimesOut(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, _ := client(t, d, func(c *Config) { c.Timeout = "300ms" })
+	d.Inject(jiradouble.Fault{Hang: true})
+	if _, err := j.Create(context.Background(), reconcile()); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("error %v, want ErrUnreachable", err)
+	}
+}
+
+func TestAuthAndFieldErrorsSayWhatToFix(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, _ := client(t, d, func(c *Config) { c.APIToken = "wrong-token-123456" })
+	_, err := j.Create(context.Background(), reconcile())
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "JIRA_USER and JIRA_API_TOKEN") || strings.Contains(err.Error(), "wrong-token") {
+		t.Errorf("401: %v", err)
+	}
+
+	pat := newDouble(t, jiradouble.Options{PAT: "pat-1234567890"})
+	jp, _ := client(t, pat, func(c *Config) { c.User, c.APIToken, c.PAT = "", "", "pat-wrong" })
+	if _, err := jp.Create(context.Background(), reconcile()); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "JIRA_PAT") {
+		t.Errorf("401 with a PAT: %v", err)
+	}
+	jp, _ = client(t, pat, func(c *Config) { c.User, c.APIToken, c.PAT = "", "", "pat-1234567890" })
+	if _, err := jp.Create(context.Background(), reconcile()); err != nil || pat.Requests()[1].Auth != "bearer" {
+		t.Errorf("bearer PAT: %v %+v", err, pat.Requests())
+	}
+
+	j, _ = client(t, d, func(c *Config) { c.Project = "NOPE"; c.IssueType = "Epic" })
+	_, err = j.Create(context.Background(), reconcile())
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "project: valid project is required") || !strings.Contains(err.Error(), "issuetype: Specify a valid issue type") {
+		t.Errorf("400: %v", err)
+	}
+}
+
+func TestFindCommentAndClose(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{})
+	j, _ := client(t, d, nil)
+	ctx := context.Background()
+	if _, found, err := j.FindSession(ctx, "20261202-031500-x7k2p"); err != nil || found {
+		t.Fatalf("found a ticket before filing one: %v", err)
+	}
+	issue, err := j.Create(ctx, reconcile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.AddIssue("someone else's ticket")
+	got, found, err := j.FindSession(ctx, "20261202-031500-x7k2p")
+	if err != nil || !found || got.Key != issue.Key {
+		t.Fatalf("FindSession: %+v %v %v", got, found, err)
+	}
+	if err := j.Close(ctx, issue.Key, RestoreComment("86a717c0d2e4f6a8", "oncall", false, "")); err != nil {
+		t.Fatal(err)
+	}
+	stored := d.Issues()[0]
+	if stored.Status != "Done" || len(stored.Comments) != 1 || stored.Comments[0] != "Git caught up at 86a717c0d2e4; sync restored by oncall." {
+		t.Errorf("after Close: status %s, comments %q", stored.Status, stored.Comments)
+	}
+	// Closing again comments but leaves the done issue alone.
+	if err := j.Close(ctx, issue.Key, "again"); err != nil || d.Issues()[0].Status != "Done" {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := j.Get(ctx, "OPS-99"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of a missing issue: %v", err)
+	}
+}
+
+func TestCloseNamesTheAvailableTransitions(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{DoneTransition: "Resolve"})
+	j, _ := client(t, d, func(c *Config) { c.DoneTransition = "Close" })
+	key := d.AddIssue("x")
+	err := j.Close(context.Background(), key, "restored")
+	if !errors.Is(err, ErrNoTransition) || !strings.Contains(err.Error(), `no transition "Close" (available: "Start Progress", "Resolve")`) {
+		t.Errorf("missing transition: %v", err)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "kubectl-gitops")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := "JIRA_URL: https://jira.example\nJIRA_PROJECT: OPS\nJIRA_USER: a@example.com\nJIRA_API_TOKEN: from-file\nJIRA_PRIORITY: High\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": home, "JIRA_API_TOKEN": "from-env", "JIRA_ISSUE_TYPE": "Bug"}
+	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{URL: "https://jira.example", Project: "OPS", User: "a@example.com", APIToken: "from-env", IssueType: "Bug", DoneTransition: "Done", Priority: "High"}
+	if cfg != want {
+		t.Errorf("config %+v, want %+v", cfg, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Error(err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("JIRA_URLL: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "JIRA_URLL") {
+		t.Errorf("a misspelt key was accepted: %v", err)
+	}
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "jira is not configured"},
+		{Config{URL: "u", Project: "P", User: "a"}, "credentials missing"},
+		{Config{URL: "u", Project: "P", User: "a", APIToken: "t", PAT: "p"}, "not both"},
+	} {
+		if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+	if _, err := LoadConfig(func(k string) string { return map[string]string{"HOME": t.TempDir(), "JIRA_TIMEOUT": "soon"}[k] }); err == nil {
+		t.Error("JIRA_TIMEOUT=soon was accepted")
+	}
+}
+
+func TestSuggestion(t *testing.T) {
+	for _, tt := range []struct {
+		ref, name string
+	}{
+		{"registry.example/web:1.0.0", "registry.example/web"},
+		{"registry.example:5000/web", "registry.example:5000/web"},
+		{"registry.example:5000/web:1.0", "registry.example:5000/web"},
+		{"web@sha256:abcd", "web"},
+	} {
+		if got := imageName(tt.ref); got != tt.name {
+			t.Errorf("imageName(%q) = %q, want %q", tt.ref, got, tt.name)
+		}
+	}
+	rc := reconcile()
+	rc.Record.Changes = []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}
+	if s := suggestion(rc); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
+		t.Errorf("secret suggestion: %s", s)
+	}
+}
