@@ -153,11 +153,14 @@ type Outcome struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// Outcome statuses.
+// Outcome statuses. Queued is Jira work left for `ticket sync`; skipped is
+// a ticket sync that found another run doing the same work.
 const (
 	StatusStarted   = "started"
 	StatusSucceeded = "succeeded"
 	StatusFailed    = "failed"
+	StatusQueued    = "queued"
+	StatusSkipped   = "skipped"
 )
 
 // canonical returns the canonical JSON of a stored record document: object

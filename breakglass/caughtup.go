@@ -46,6 +46,9 @@ type SessionStatus struct {
 	// through the Argo CD API server.
 	FieldLevel bool     `json:"fieldLevel"`
 	Notes      []string `json:"notes,omitempty"`
+	// Warnings are what restore could not finish, such as closing the
+	// ticket (then queued for `ticket sync`).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // OpenSessions lists the Applications of namespace ("" for all) that carry a
@@ -106,7 +109,7 @@ func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, a
 			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %.12s", session.GitRevision)
 		case st.FieldLevel:
 			ts.Git, ts.Detail = compareFields(p, findManifest(manifests, p.Target, dest), ts.Resource)
-		case session.ArgoSawPatch == nil || !*session.ArgoSawPatch:
+		case p.ArgoSawPatch == nil || !*p.ArgoSawPatch:
 			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: set ARGOCD_SERVER for the field-level check, or restore --force"
 		case ts.Resource == "Synced":
 			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %.12s", st.Revision)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // FieldManager names kubectl gitops in the managedFields of what it patches.
@@ -43,6 +44,13 @@ type Engine struct {
 	AppNamespace string
 	// ControllerWait bounds waiting for Argo CD's controller; 0 means 30s.
 	ControllerWait time.Duration
+	// Tickets files reconcile tickets in Jira; nil queues them, and
+	// TicketsOff says why (not configured, or configured wrongly).
+	Tickets    Tickets
+	TicketsOff error
+	// ArgoUI is the Argo CD web UI's base URL that tickets link to; "" for
+	// no link.
+	ArgoUI string
 	// AfterPause runs right after the pause is recorded. Tests use it to
 	// stop as a crash would, or to make the patch fail; nil otherwise.
 	AfterPause func(ctx context.Context) error
@@ -59,6 +67,12 @@ type Request struct {
 	Incident  string
 	// NoTerminate refuses, rather than terminates, a running sync operation.
 	NoTerminate bool
+	// Join patches within the Application's open session instead of
+	// opening one.
+	Join bool
+	// Ticket attaches the session to this existing Jira issue instead of
+	// filing a new one.
+	Ticket string
 }
 
 // Plan is a checked break-glass, ready to execute: nothing has changed yet.
@@ -79,6 +93,15 @@ type Plan struct {
 	// Parents are app-of-apps parents that would undo the pause, so they
 	// are paused too.
 	Parents []string
+
+	// Join is the open session this patch joins; nil opens a new one.
+	Join *Session
+	// Source is where the Application's manifests live, for the ticket.
+	Source ticket.Source
+	// Ticket is the existing Jira issue of --ticket, checked with Jira.
+	Ticket *audit.Ticket
+	// Warnings are what the checks found worth saying but not refusing.
+	Warnings []string
 
 	parents []*unstructured.Unstructured
 
@@ -158,16 +181,14 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	case err != nil:
 		return nil, err
 	}
-	if s, ok := app.GetAnnotations()[SessionAnnotation]; ok {
-		if session, err := ParseSession(s); err == nil {
-			return nil, fmt.Errorf("%w on %s: session %s by %s since %s (state %s): finish or undo it with `kubectl gitops restore %s`",
-				ErrSessionOpen, req.App, session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State, req.App)
-		}
-		return nil, fmt.Errorf("%w on %s: the %s annotation is unreadable", ErrSessionOpen, req.App, SessionAnnotation)
-	}
-
-	if err := e.checkApplicationSetOwner(ctx, app); err != nil {
+	join, err := joinable(app, req)
+	if err != nil {
 		return nil, err
+	}
+	if join == nil {
+		if err := e.checkApplicationSetOwner(ctx, app); err != nil {
+			return nil, err
+		}
 	}
 	if started, running := syncRunning(app); running && req.NoTerminate {
 		return nil, fmt.Errorf("%w on %s (started %s) and --no-terminate is set: wait for it, or drop --no-terminate to terminate it before patching", ErrSyncRunning, req.App, started)
@@ -203,9 +224,11 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
-	parents, err := e.selfHealingParents(ctx, app)
-	if err != nil {
-		return nil, err
+	var parents []*unstructured.Unstructured
+	if join == nil {
+		if parents, err = e.selfHealingParents(ctx, app); err != nil {
+			return nil, err
+		}
 	}
 	var parentNames []string
 	for _, parent := range parents {
@@ -231,19 +254,72 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if len(changes) == 0 {
 		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
 	}
+	ticketRef, warning, err := e.checkTicket(ctx, req, join)
+	if err != nil {
+		return nil, err
+	}
 	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	after := pausedPolicy(before)
 	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
+	if join != nil {
+		// Already paused: the policy stays as it is, and Git is compared
+		// with the revision the session opened at.
+		after, revision = before, join.GitRevision
+	}
 	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
-	return &Plan{
+	plan := &Plan{
 		Request: req, Actor: actor,
 		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
 		Cluster: dest["server"], Target: target,
 		PatchType: patchType, PatchBody: body, Changes: changes,
-		SyncPolicyBefore: before, SyncPolicyAfter: pausedPolicy(before),
+		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
+		Join: join, Source: source(app), Ticket: ticketRef,
 		gvr: gvr,
-	}, nil
+	}
+	if warning != "" {
+		plan.Warnings = append(plan.Warnings, warning)
+	}
+	return plan, nil
+}
+
+// joinable returns the open session of app that req may join, nil when
+// none is open, and an error naming the holder otherwise: a session can be
+// joined only once it has patched, and only with --join.
+func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
+	value, ok := app.GetAnnotations()[SessionAnnotation]
+	if !ok {
+		if req.Join {
+			return nil, fmt.Errorf("%w: no open break-glass session on %s to --join; drop --join to open one", ErrNotFound, req.App)
+		}
+		return nil, nil
+	}
+	session, err := ParseSession(value)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: the %s annotation is unreadable", ErrSessionOpen, req.App, SessionAnnotation)
+	}
+	holder := fmt.Sprintf("session %s by %s since %s (state %s)", session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State)
+	switch {
+	case session.State != StatePatched:
+		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
+	case !req.Join:
+		return nil, fmt.Errorf("%w on %s: %s: add --join to patch within it, or finish it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
+	}
+	return session, nil
+}
+
+// source is where app's manifests come from: spec.source, else the first
+// of spec.sources.
+func source(app *unstructured.Unstructured) ticket.Source {
+	src, ok, _ := unstructured.NestedMap(app.Object, "spec", "source")
+	if !ok {
+		if sources, _, _ := unstructured.NestedSlice(app.Object, "spec", "sources"); len(sources) > 0 {
+			src, _ = sources[0].(map[string]any)
+		}
+	}
+	str := func(k string) string { v, _ := src[k].(string); return v }
+	return ticket.Source{RepoURL: str("repoURL"), Path: str("path"), TargetRevision: str("targetRevision")}
 }
 
 // pausedPolicy is the sync policy with automated sync removed, which is how
@@ -305,7 +381,7 @@ func clientInfo() audit.Client {
 
 // record appends an audit record for plan's session; nothing proceeds when
 // it fails.
-func (e *Engine) record(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) error {
+func (e *Engine) record(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
 	r := &audit.Record{
 		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
 		Reason: p.Request.Reason, Incident: p.Request.Incident,
@@ -316,37 +392,89 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 		edit(r)
 	}
 	if err := e.Audit.Append(ctx, r); err != nil {
-		return fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
+		return nil, fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
 	}
-	return nil
+	return r, nil
 }
 
 // Execute pauses the Application keeping its policy, applies the patch, and
 // records each step. A patch that fails after the pause undoes the pause and
 // records breakglass.aborted.
 func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
-	now := time.Now().UTC()
-	session := &Session{
-		ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
-		OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Request.Reason, Incident: p.Request.Incident,
-		GitRevision: p.Revision,
-	}
-	saved, err := json.Marshal(p.SyncPolicyBefore)
-	if err != nil {
-		return nil, err
-	}
-	session.SavedSyncPolicy = saved
 	withPatch := func(r *audit.Record) {
 		r.Patch = &audit.Patch{Type: p.PatchType, Body: string(p.PatchBody)}
 		r.Changes = p.Changes
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 	}
-	if err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, withPatch); err != nil {
+	session := p.Join
+	if session == nil {
+		now := time.Now().UTC()
+		session = &Session{
+			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
+			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Request.Reason, Incident: p.Request.Incident,
+			GitRevision: p.Revision,
+		}
+		saved, err := json.Marshal(p.SyncPolicyBefore)
+		if err != nil {
+			return nil, err
+		}
+		session.SavedSyncPolicy = saved
+	}
+	if _, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, withPatch); err != nil {
 		return nil, err
 	}
+	res := &Result{Session: session}
+	if p.Join == nil {
+		warnings, err := e.pause(ctx, p, session)
+		if err != nil {
+			return nil, err
+		}
+		res.Warnings = warnings
+	}
+	// A sync still running would apply Git's state over the fix.
+	if warning := e.terminateSync(ctx, p.App.Name, session); warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
 
+	_, err := e.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, e.abort(ctx, p, session, err, withPatch)
+	}
+	session.State = StatePatched
+	patch := SessionPatch{Target: p.Target, Type: p.PatchType, Changes: redactedChanges(p.Target, p.Changes), At: time.Now().UTC()}
+	session.Patches = append(session.Patches, patch)
+	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
+		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
+	}
+	// Does Argo CD see the patch? If the target stays Synced, the patch only
+	// added fields Git never set, and resource-level Synced will prove nothing.
+	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
+	} else if app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, p.App.Name, metav1.GetOptions{}); err == nil {
+		status, _ := managedStatus(app, p.Target)
+		saw := status == "OutOfSync"
+		session.Patches[len(session.Patches)-1].ArgoSawPatch = &saw
+		if !saw {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (ARGOCD_SERVER) or --force", p.Target))
+		}
+		if err := e.updateSession(ctx, p.App.Name, session); err != nil {
+			res.Warnings = append(res.Warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
+		}
+	}
+	patched, err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch)
+	if err != nil {
+		return res, err
+	}
+	if warning := e.ticketPatch(ctx, p, session, patched); warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
+	return res, nil
+}
+
+// pause pauses the self-healing parents, then the Application, recording
+// each; on failure everything it paused is undone and recorded aborted.
+func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, error) {
 	session.State = StatePaused
-	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
 	var warnings []string
 	for _, parent := range p.parents {
 		paused, err := e.pauseParent(ctx, parent, p.App.Name, session)
@@ -356,14 +484,14 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			if undoErr != nil {
 				outcome.Error += "; undoing earlier parents failed: " + undoErr.Error()
 			}
-			if recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+			if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 				return nil, fmt.Errorf("pausing parent %s: %v, and %w", parent.GetName(), err, recErr)
 			}
 			return nil, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err)
 		}
 		session.PausedParents = append(session.PausedParents, paused)
 		parentRef := audit.AppRef{Namespace: e.AppNamespace, Name: parent.GetName()}
-		if err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 			r.Application = &parentRef
 			r.Target = nil
 			var before any
@@ -376,7 +504,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
 		}
 	}
-	pause := func(app *unstructured.Unstructured) error {
+	unchanged := func(app *unstructured.Unstructured) error {
 		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
 			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
 		}
@@ -385,7 +513,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 		return nil
 	}
-	if err := e.updateApp(ctx, p.App.Name, pause, func(app *unstructured.Unstructured) map[string]any {
+	if err := e.updateApp(ctx, p.App.Name, unchanged, func(app *unstructured.Unstructured) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
 	}); err != nil {
 		// Parents paused for this session must not stay paused without it.
@@ -394,12 +522,12 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			outcome.Error += "; undoing the parents' pause failed: " + undoErr.Error()
 			err = fmt.Errorf("%w; the parents' pause could not be undone (%v): restore their sync policy by hand", err, undoErr)
 		}
-		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+		if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 			return nil, fmt.Errorf("pausing %s: %v, and %w", p.App.Name, err, recErr)
 		}
 		return nil, fmt.Errorf("pausing %s: %w", p.App.Name, err)
 	}
-	if err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 	}); err != nil {
 		return nil, err
@@ -409,55 +537,34 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			return nil, err
 		}
 	}
-
-	res := &Result{Session: session, Warnings: warnings}
 	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
+		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
 	}
-	// A sync still running would apply Git's state over the fix.
-	if warning := e.terminateSync(ctx, p.App.Name, session); warning != "" {
-		res.Warnings = append(res.Warnings, warning)
-	}
+	return warnings, nil
+}
 
-	_, err = e.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
-	if err != nil {
-		undoErr := e.undoPause(ctx, p.App.Name, session)
-		outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + err.Error()}
-		if undoErr != nil {
-			outcome.Error += "; undoing the pause failed too: " + undoErr.Error()
-		}
-		if recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
-			return nil, fmt.Errorf("patching %s failed (%v) and %w", p.Target, err, recErr)
-		}
-		if undoErr != nil {
-			return nil, fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `kubectl gitops restore %s`", p.Target, err, undoErr, p.App.Name)
-		}
-		return nil, fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, err)
+// abort handles a patch the API server rejected: a pause this command made
+// is undone, a joined session stays as it was, and breakglass.aborted says
+// why.
+func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr error, withPatch func(*audit.Record)) error {
+	var undoErr error
+	if p.Join == nil {
+		undoErr = e.undoPause(ctx, p.App.Name, session)
 	}
-	session.State = StatePatched
-	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Changes: redactedChanges(p.Target, p.Changes), At: time.Now().UTC()})
-	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
-		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
+	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
+	if undoErr != nil {
+		outcome.Error += "; undoing the pause failed too: " + undoErr.Error()
 	}
-	// Does Argo CD see the patch? If the target stays Synced, the patch only
-	// added fields Git never set, and resource-level Synced will prove nothing.
-	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
-		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
-	} else if app, err := apps.Get(ctx, p.App.Name, metav1.GetOptions{}); err == nil {
-		status, _ := managedStatus(app, p.Target)
-		saw := status == "OutOfSync"
-		session.ArgoSawPatch = &saw
-		if !saw {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (ARGOCD_SERVER) or --force", p.Target))
-		}
-		if err := e.updateSession(ctx, p.App.Name, session); err != nil {
-			res.Warnings = append(res.Warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
-		}
+	if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
+		return fmt.Errorf("patching %s failed (%v) and %w", p.Target, patchErr, recErr)
 	}
-	if err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch); err != nil {
-		return res, err
+	switch {
+	case undoErr != nil:
+		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `kubectl gitops restore %s`", p.Target, patchErr, undoErr, p.App.Name)
+	case p.Join != nil:
+		return fmt.Errorf("patching %s failed; session %s is as it was: %w", p.Target, session.ID, patchErr)
 	}
-	return res, nil
+	return fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, patchErr)
 }
 
 // syncRunning reports whether app has a sync operation in progress, and

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // ErrNotCaughtUp is returned by Restore when restoring would revert the fix.
@@ -85,15 +86,30 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		p.Target = st.Targets[0].Target
 	}
 	withPolicy := func(r *audit.Record) { r.SyncPolicy = &audit.SyncPolicy{Before: current, After: saved} }
-	if err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted}, withPolicy); err != nil {
+	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted}, withPolicy); err != nil {
 		return st, err
 	}
 	if err := e.undoPause(ctx, req.App, st.Session); err != nil {
-		_ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
+		_, _ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}
-	if err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusSucceeded}, withPolicy); err != nil {
+	// The fix is safe from here on: Jira trouble only queues the close.
+	ref, ticketErr := e.closeTicket(ctx, st.Session, ticket.RestoreComment(st.Revision, actor.Username, !st.Ready, req.Reason))
+	closed := ref
+	if ticketErr != nil {
+		closed = nil
+	}
+	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		withPolicy(r)
+		withTicket(closed)(r)
+	}); err != nil {
 		return st, err
+	}
+	switch {
+	case ticketErr != nil:
+		st.Warnings = append(st.Warnings, e.recordTicketTrouble(ctx, p, st.Session.ID, ref, ticketErr))
+	case ref == nil && st.Session.TicketPending != "":
+		st.Warnings = append(st.Warnings, "the session's ticket was never filed: `kubectl gitops ticket sync` files and closes it")
 	}
 	return st, nil
 }

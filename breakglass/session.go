@@ -36,15 +36,15 @@ type Session struct {
 	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`
 	PausedParents   []PausedParent  `json:"pausedParents,omitempty"`
 	Patches         []SessionPatch  `json:"patches,omitempty"`
-	Ticket          string          `json:"ticket,omitempty"`
+	// Ticket is the Jira issue tracking the session; TicketPending says
+	// why Jira work is still queued for `ticket sync` ("" when none).
+	Ticket        string `json:"ticket,omitempty"`
+	TicketURL     string `json:"ticketURL,omitempty"`
+	TicketPending string `json:"ticketPending,omitempty"`
 	GitRevision     string          `json:"gitRevision,omitempty"`
 	// TerminatedSync is when the sync operation this session terminated
 	// before patching had started; empty when none was running.
 	TerminatedSync string `json:"terminatedSync,omitempty"`
-	// ArgoSawPatch is whether Argo CD flagged the patched resource
-	// OutOfSync after the patch; nil until known. When false, the patch only
-	// added fields Git never set and resource-level Synced proves nothing.
-	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
 }
 
 // SessionPatch is one patch of the session: what it changed, with the
@@ -55,6 +55,10 @@ type SessionPatch struct {
 	Type    string         `json:"type"`
 	Changes []audit.Change `json:"changes"`
 	At      time.Time      `json:"at"`
+	// ArgoSawPatch is whether Argo CD flagged the patched resource
+	// OutOfSync after the patch; nil until known. When false, the patch only
+	// added fields Git never set and resource-level Synced proves nothing.
+	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
 }
 
 // ParseSession decodes the session annotation.

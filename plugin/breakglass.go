@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -69,7 +70,9 @@ succeeded; --dry-run stops there and prints the plan.`,
 	f.StringArrayVar(&o.Images, "image", nil, "set a container's image: CONTAINER=IMAGE (repeatable)")
 	f.Int32Var(&o.Replicas, "replicas", -1, "set spec.replicas")
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
-	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log")
+	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log and put on the ticket")
+	f.StringVar(&o.Request.Ticket, "ticket", "", "attach to this existing Jira issue (KEY-123) instead of filing a new one")
+	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
 	o.addAppNamespace(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan; change nothing")
@@ -118,6 +121,9 @@ func (o *BreakglassOptions) Validate() error {
 	} else if _, _, err := o.Request.Patch.Build(); err != nil {
 		return usageErrorf("%v", err)
 	}
+	if o.Request.Ticket != "" && !breakglass.TicketKey.MatchString(o.Request.Ticket) {
+		return usageErrorf("--ticket %q is not a Jira issue key: use the key, e.g. --ticket OPS-42", o.Request.Ticket)
+	}
 	if kind, name, ok := strings.Cut(o.Request.Target, "/"); !ok || kind == "" || name == "" {
 		return usageErrorf("TARGET %q: use KIND/NAME, e.g. deployment/web", o.Request.Target)
 	}
@@ -156,6 +162,9 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 	if o.Output == "text" {
 		o.printPlan(plan)
 	}
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(o.ErrOut, "warning: "+w)
+	}
 	if o.DryRun {
 		if o.Output != "text" {
 			return printStructured(o.Out, o.Output, plan)
@@ -181,8 +190,18 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 	if res.Session.TerminatedSync != "" {
 		fmt.Fprintf(o.Out, "terminated the sync operation that started %s, so it cannot apply Git over the fix\n", res.Session.TerminatedSync)
 	}
-	fmt.Fprintf(o.Out, "paused %s (saved policy in session %s) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
-	fmt.Fprintf(o.Out, "next: fix Git, then `kubectl gitops restore %s`\n", plan.App.Name)
+	if plan.Join != nil {
+		fmt.Fprintf(o.Out, "patched %s within session %s (%s stays paused)\n", plan.Target, res.Session.ID, plan.App.Name)
+	} else {
+		fmt.Fprintf(o.Out, "paused %s (saved policy in session %s) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
+	}
+	switch s := res.Session; {
+	case s.Ticket != "" && s.TicketPending == "":
+		fmt.Fprintf(o.Out, "ticket %s: %s\n", s.Ticket, s.TicketURL)
+	case s.TicketPending != "":
+		fmt.Fprintln(o.Out, "ticket queued: `kubectl gitops ticket sync` files it once Jira is configured and reachable")
+	}
+	fmt.Fprintf(o.Out, "next: fix Git, then `%s`\n", breakglass.RestoreCommand(plan.App))
 	return nil
 }
 
@@ -192,6 +211,12 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, revision %.12s)\n", p.App.Namespace, p.App.Name, p.App.Project, p.Revision)
 	fmt.Fprintf(o.Out, "Target:      %s in namespace %s\n", p.Target, p.Target.Namespace)
 	fmt.Fprintf(o.Out, "Actor:       %s\n", p.Actor.Username)
+	if p.Join != nil {
+		fmt.Fprintf(o.Out, "Joins:       session %s by %s since %s (ticket %s)\n", p.Join.ID, p.Join.OpenedBy, p.Join.OpenedAt.Format(time.RFC3339), dash(p.Join.Ticket))
+	}
+	if p.Ticket != nil {
+		fmt.Fprintf(o.Out, "Ticket:      %s (existing; gets the details as a comment)\n", p.Ticket.Key)
+	}
 	fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
 	for _, parent := range p.Parents {
 		fmt.Fprintf(o.Out, "Also pauses: parent application %s, which self-heals %s and would undo the pause (restored together)\n", parent, p.App.Name)

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // engineFlags are the flags every command that drives the engine shares.
@@ -46,7 +49,29 @@ func (f *engineFlags) engine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AppNamespace), AppNamespace: f.AppNamespace}, nil
+	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AppNamespace), AppNamespace: f.AppNamespace}
+	e.Tickets, e.TicketsOff = jira()
+	if argo := argoServer(); argo != nil {
+		e.ArgoUI = argo.URL()
+	}
+	return e, nil
+}
+
+// jira is the Jira client from the environment and the config file, or
+// why there is none (then tickets are queued).
+func jira() (breakglass.Tickets, error) {
+	cfg, err := ticket.LoadConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	j, err := ticket.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // argoServer is the Argo CD API server from the argocd CLI's environment,

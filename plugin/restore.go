@@ -96,6 +96,9 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range st.Warnings {
+		fmt.Fprintln(o.ErrOut, "warning: "+w)
+	}
 	if o.Output != "text" {
 		return printStructured(o.Out, o.Output, st)
 	}
@@ -107,6 +110,9 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.Out, "restored the saved sync policy of %s: Git caught up at %.12s; session %s closed\n", o.Request.App, st.Revision, st.Session.ID)
 	default:
 		fmt.Fprintf(o.Out, "forced restore of %s (Git %s); session %s closed and recorded as forced\n", o.Request.App, st.Git, st.Session.ID)
+	}
+	if st.Session.Ticket != "" && len(st.Warnings) == 0 {
+		fmt.Fprintf(o.Out, "ticket %s commented and closed\n", st.Session.Ticket)
 	}
 	if o.Wait {
 		return o.waitSynced(ctx, engine)

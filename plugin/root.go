@@ -125,6 +125,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.AddCommand(NewCmdStatus(flags, streams))
 	cmd.AddCommand(NewCmdRestore(flags, streams))
 	cmd.AddCommand(NewCmdAudit(flags, streams))
+	cmd.AddCommand(NewCmdTicket(flags, streams))
 	cmd.AddCommand(NewCmdCompletion(streams))
 	return cmd
 }

@@ -182,7 +182,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		if s.Ready {
 			ready = "yes"
 		}
-		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, dash(s.Session.Ticket), strings.Join(targets, ","), string(s.Git), ready}
+		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready}
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, fmt.Sprintf("%.12s", s.Revision), strings.Join(strings.Fields(summary(s)), " "))
 		}
@@ -210,4 +210,16 @@ func age(t time.Time) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// ticketColumn is the session's ticket key, marked when Jira work is still
+// queued for `ticket sync`.
+func ticketColumn(s *breakglass.Session) string {
+	switch {
+	case s.TicketPending != "" && s.Ticket != "":
+		return s.Ticket + " (queued)"
+	case s.TicketPending != "":
+		return "queued"
+	}
+	return dash(s.Ticket)
 }

@@ -22,14 +22,17 @@ type Source struct {
 	TargetRevision string `json:"targetRevision,omitempty"`
 }
 
-// Reconcile is what a ticket says about one break-glass patch: the stored
-// (already redacted) breakglass.patched record, where the manifests live,
-// and the command that closes the loop.
+// Reconcile is what a ticket says about a session: its stored (already
+// redacted) breakglass.patched records, oldest first, where the manifests
+// live, and the command that closes the loop.
 type Reconcile struct {
-	Record  *audit.Record
+	Patches []*audit.Record
 	Source  Source
 	Restore string
 }
+
+func (rc Reconcile) first() *audit.Record { return rc.Patches[0] }
+func (rc Reconcile) last() *audit.Record  { return rc.Patches[len(rc.Patches)-1] }
 
 // Issue is a Jira issue as kubectl gitops knows it.
 type Issue struct {
@@ -42,8 +45,12 @@ type Issue struct {
 func SessionLabel(session string) string { return label("kubectl-gitops-session-" + session) }
 
 // Summary is the issue's one-line summary.
-func Summary(r *audit.Record) string {
+func Summary(rc Reconcile) string {
+	r := rc.first()
 	s := fmt.Sprintf("Reconcile Git after break-glass on %s: %s/%s", appName(r), targetKind(r), targetName(r))
+	if n := len(rc.Patches) - 1; n > 0 {
+		s += fmt.Sprintf(" (+%d more)", n)
+	}
 	return truncate(stripControl(s, false), 255, "…")
 }
 
@@ -58,26 +65,31 @@ func (c Config) labels(r *audit.Record) []string {
 // why, what changed, where Git is, and how to bring Git up to the live state.
 func Description(rc Reconcile) string {
 	var b strings.Builder
-	r := rc.Record
+	r := rc.first()
 	fmt.Fprintf(&b, "h2. Bring Git up to the live state of %s\n\n", Escape(targetKind(r)+"/"+targetName(r)))
 	fmt.Fprintf(&b, "A break-glass on Argo CD Application *%s* paused its automated sync and patched a live resource. "+
 		"Sync stays paused until Git holds the same values; then restore it.\n\n", Escape(appName(r)))
 	b.WriteString(details(r))
-	b.WriteString(gitSection(rc))
-	b.WriteString(changesSection(r))
-	b.WriteString(patchSection(r))
+	b.WriteString(gitSection(rc.Source, rc.Patches))
+	for i, p := range rc.Patches {
+		if i > 0 {
+			fmt.Fprintf(&b, "h3. Later patch by %s at %s: %s\n", Escape(p.Actor.Username), p.Time.UTC().Format("2006-01-02 15:04:05 UTC"), Escape(p.Reason))
+		}
+		b.WriteString(changesSection(p))
+		b.WriteString(patchSection(p))
+	}
 	fmt.Fprintf(&b, "h3. Once Git has the fix\n{noformat}\nkubectl gitops status %s\n%s\n{noformat}\n", noformat(appName(r)), noformat(rc.Restore))
 	return fitField(b.String(), r.ID)
 }
 
-// PatchComment is the comment a later patch of the same session adds to
-// the session's ticket.
+// PatchComment is the comment a later patch of the session adds to the
+// session's ticket: the newest patch.
 func PatchComment(rc Reconcile) string {
-	r := rc.Record
+	r := rc.last()
 	var b strings.Builder
 	fmt.Fprintf(&b, "h3. Another break-glass patch in session %s: %s\n\n", Escape(r.Session), Escape(targetKind(r)+"/"+targetName(r)))
 	b.WriteString(details(r))
-	b.WriteString(gitSection(rc))
+	b.WriteString(gitSection(rc.Source, []*audit.Record{r}))
 	b.WriteString(changesSection(r))
 	b.WriteString(patchSection(r))
 	return fitField(b.String(), r.ID)
@@ -122,19 +134,23 @@ func details(r *audit.Record) string {
 	return b.String()
 }
 
-func gitSection(rc Reconcile) string {
+func gitSection(src Source, patches []*audit.Record) string {
 	var b strings.Builder
 	b.WriteString("h3. Git\n")
-	if rc.Source.RepoURL != "" {
-		fmt.Fprintf(&b, "* Repository: %s\n", Escape(rc.Source.RepoURL))
-		fmt.Fprintf(&b, "* Path: %s\n", Escape(dashIfEmpty(rc.Source.Path)))
-		fmt.Fprintf(&b, "* Tracks: %s\n", Escape(dashIfEmpty(rc.Source.TargetRevision)))
+	if src.RepoURL != "" {
+		fmt.Fprintf(&b, "* Repository: %s\n", Escape(src.RepoURL))
+		fmt.Fprintf(&b, "* Path: %s\n", Escape(dashIfEmpty(src.Path)))
+		fmt.Fprintf(&b, "* Tracks: %s\n", Escape(dashIfEmpty(src.TargetRevision)))
 	}
-	if rc.Record.Git != nil {
-		fmt.Fprintf(&b, "* Revision at break-glass: %s\n", Escape(dashIfEmpty(rc.Record.Git.Revision)))
+	if g := patches[0].Git; g != nil {
+		fmt.Fprintf(&b, "* Revision at break-glass: %s\n", Escape(dashIfEmpty(g.Revision)))
+	}
+	var changes []audit.Change
+	for _, p := range patches {
+		changes = append(changes, p.Changes...)
 	}
 	b.WriteString("\nh3. Suggested Git change\n")
-	b.WriteString(suggestion(rc))
+	b.WriteString(suggestion(src, changes))
 	b.WriteString("\n")
 	return b.String()
 }
@@ -145,9 +161,9 @@ var containerImage = regexp.MustCompile(`/(initContainers|containers)/[^/]+/imag
 
 // suggestion says how to change Git: the kustomize line for an image, else
 // each path and its live value.
-func suggestion(rc Reconcile) string {
+func suggestion(src Source, changes []audit.Change) string {
 	var images, values []string
-	for _, c := range rc.Record.Changes {
+	for _, c := range changes {
 		after, isString := c.After.(string)
 		before, _ := c.Before.(string)
 		switch {
@@ -161,7 +177,7 @@ func suggestion(rc Reconcile) string {
 	}
 	var b strings.Builder
 	if len(images) > 0 {
-		dir := rc.Source.Path
+		dir := src.Path
 		if dir == "" {
 			dir = "."
 		}
@@ -169,8 +185,8 @@ func suggestion(rc Reconcile) string {
 	}
 	if len(values) > 0 {
 		b.WriteString("Set these values in the manifests")
-		if rc.Source.Path != "" {
-			b.WriteString(" under " + Escape(rc.Source.Path))
+		if src.Path != "" {
+			b.WriteString(" under " + Escape(src.Path))
 		}
 		b.WriteString(":\n" + strings.Join(values, "\n") + "\n")
 	}

@@ -86,9 +86,9 @@ func (j *Jira) Create(ctx context.Context, rc Reconcile) (Issue, error) {
 	fields := &jira.IssueFields{
 		Project:     jira.Project{Key: j.cfg.Project},
 		Type:        jira.IssueType{Name: j.cfg.IssueType},
-		Summary:     Summary(rc.Record),
+		Summary:     Summary(rc),
 		Description: Description(rc),
-		Labels:      j.cfg.labels(rc.Record),
+		Labels:      j.cfg.labels(rc.first()),
 	}
 	if j.cfg.Component != "" {
 		fields.Components = []*jira.Component{{Name: j.cfg.Component}}

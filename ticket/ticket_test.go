@@ -41,7 +41,7 @@ func patchedRecord() *audit.Record {
 }
 
 func reconcile() Reconcile {
-	return Reconcile{Record: patchedRecord(), Source: Source{RepoURL: "https://git.example/deploy.git", Path: "apps/web", TargetRevision: "HEAD"}, Restore: "kubectl gitops restore web"}
+	return Reconcile{Patches: []*audit.Record{patchedRecord()}, Source: Source{RepoURL: "https://git.example/deploy.git", Path: "apps/web", TargetRevision: "HEAD"}, Restore: "kubectl gitops restore web"}
 }
 
 func newDouble(t *testing.T, opts jiradouble.Options) *jiradouble.Server {
@@ -123,8 +123,8 @@ func TestUserTextArrivesEscaped(t *testing.T) {
 	d := newDouble(t, jiradouble.Options{})
 	j, _ := client(t, d, nil)
 	rc := reconcile()
-	rc.Record.Reason = "h1. *bold* {code}x{code} [link|http://evil] !img.png! |cell| \x1b[31mred\x07\r\nline2 (y) -strike- {noformat}"
-	rc.Record.Patch.Body = "{noformat}\nspec: {}\x00"
+	rc.Patches[0].Reason = "h1. *bold* {code}x{code} [link|http://evil] !img.png! |cell| \x1b[31mred\x07\r\nline2 (y) -strike- {noformat}"
+	rc.Patches[0].Patch.Body = "{noformat}\nspec: {}\x00"
 	if _, err := j.Create(context.Background(), rc); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestLongDescriptionsFitJirasLimit(t *testing.T) {
 	d := newDouble(t, jiradouble.Options{})
 	j, _ := client(t, d, nil)
 	rc := reconcile()
-	rc.Record.Patch.Body = strings.Repeat("é", 40000)
+	rc.Patches[0].Patch.Body = strings.Repeat("é", 40000)
 	if _, err := j.Create(context.Background(), rc); err != nil {
 		t.Fatalf("a long patch made Jira refuse the ticket: %v", err)
 	}
@@ -340,9 +340,7 @@ func TestSuggestion(t *testing.T) {
 			t.Errorf("imageName(%q) = %q, want %q", tt.ref, got, tt.name)
 		}
 	}
-	rc := reconcile()
-	rc.Record.Changes = []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}
-	if s := suggestion(rc); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
+	if s := suggestion(Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
 		t.Errorf("secret suggestion: %s", s)
 	}
 }

@@ -182,10 +182,17 @@ func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
 			t.Errorf("record %s lacks who/why/what: %+v", r.ID, r)
 		}
 	}
-	if strings.Join(events, ",") != "breakglass.planned,breakglass.paused,breakglass.patched" {
-		t.Errorf("session records %v, want planned, paused, patched", events)
+	// Jira is not configured for this user: the ticket is queued.
+	if strings.Join(events, ",") != "breakglass.planned,breakglass.paused,breakglass.patched,ticket.queued" {
+		t.Errorf("session records %v, want planned, paused, patched, ticket.queued", events)
 	}
-	if patched := recs[len(recs)-1]; len(patched.Changes) != 1 || patched.Changes[0].After != "registry.example/web:hotfix" {
+	if queued := recs[len(recs)-1]; queued.Outcome.Status != audit.StatusQueued || !strings.Contains(queued.Outcome.Error, "jira is not configured") {
+		t.Errorf("queued record outcome %+v", queued.Outcome)
+	}
+	if !strings.Contains(errOut, "warning: ticket queued: jira is not configured: set JIRA_URL, JIRA_PROJECT") || !strings.Contains(out, "ticket queued: `kubectl gitops ticket sync` files it") {
+		t.Errorf("breakglass does not say how to configure Jira:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+	if patched := recs[len(recs)-2]; len(patched.Changes) != 1 || patched.Changes[0].After != "registry.example/web:hotfix" {
 		t.Errorf("patched record changes: %+v", patched.Changes)
 	}
 	if _, _, code := oncall.run("kubectl", "gitops", "audit", "verify"); code != 0 {
@@ -193,7 +200,7 @@ func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
 	}
 	// A second break-glass on the same app is refused while the session is open.
 	_, errOut, code = oncall.run("kubectl", "gitops", "breakglass", "bg-survive", "deployment/web", "--replicas", "3", "--reason", "again", "-y")
-	if code != 1 || !strings.Contains(errOut, "a break-glass session is already open on bg-survive: session "+session.ID+" by oncall") {
+	if code != 1 || !strings.Contains(errOut, "a break-glass session is already open on bg-survive: session "+session.ID+" by oncall") || !strings.Contains(errOut, "add --join to patch within it") {
 		t.Errorf("second breakglass: exit %d, %q", code, errOut)
 	}
 }

@@ -125,7 +125,7 @@ func TestStatusAndRestoreFollowGit(t *testing.T) {
 			events = append(events, string(r.Event)+"/"+r.Outcome.Status)
 		}
 	}
-	if want := "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,breakglass.restored/started,breakglass.restored/succeeded"; strings.Join(events, ",") != want {
+	if want := "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,ticket.queued/queued,breakglass.restored/started,breakglass.restored/succeeded"; strings.Join(events, ",") != want {
 		t.Errorf("records %v\nwant %s", events, want)
 	}
 }
@@ -141,7 +141,7 @@ func TestAdditivePatchNeedsFieldCheckOrForce(t *testing.T) {
 	}
 	app, _ := appsClient(t).Get(ctx, "bg-add", metav1.GetOptions{})
 	session, _ := breakglass.ParseSession(app.GetAnnotations()[breakglass.SessionAnnotation])
-	if session == nil || session.ArgoSawPatch == nil || *session.ArgoSawPatch {
+	if session == nil || len(session.Patches) != 1 || session.Patches[0].ArgoSawPatch == nil || *session.Patches[0].ArgoSawPatch {
 		t.Fatalf("session should record that Argo CD did not see the patch: %+v", session)
 	}
 	// Even once Git moves, Synced proves nothing for this patch.

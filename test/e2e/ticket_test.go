@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+)
+
+const (
+	jiraUserName = "oncall@example.com"
+	jiraToken    = "jira-token-5f4e3d2c1b0a"
+	dbPassword   = "hunter2-do-not-leak"
+)
+
+func startJira(t *testing.T) *jiradouble.Server {
+	d := jiradouble.Start(t, jiradouble.Options{Project: "OPS", User: jiraUserName, Token: jiraToken})
+	t.Cleanup(d.Close)
+	return d
+}
+
+// jiraEnv configures Jira for a user, as an on-call engineer's shell would.
+func jiraEnv(url, token string, extra ...string) []string {
+	return append([]string{"JIRA_URL=" + url, "JIRA_PROJECT=OPS", "JIRA_USER=" + jiraUserName, "JIRA_API_TOKEN=" + token, "JIRA_TIMEOUT=2s"}, extra...)
+}
+
+// unreachableURL is a loopback address nothing listens on.
+func unreachableURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+func sessionOf(t *testing.T, app string) *breakglass.Session {
+	t.Helper()
+	a, err := appsClient(t).Get(context.Background(), app, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := breakglass.ParseSession(a.GetAnnotations()[breakglass.SessionAnnotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func eventsOf(t *testing.T, session string) string {
+	var events []string
+	for _, r := range sessionRecords(t, session) {
+		events = append(events, string(r.Event)+"/"+r.Outcome.Status)
+	}
+	return strings.Join(events, ",")
+}
+
+func assertNoSecretsSent(t *testing.T, d *jiradouble.Server) {
+	t.Helper()
+	for _, r := range d.Requests() {
+		for _, secret := range []string{jiraToken, dbPassword} {
+			if strings.Contains(r.Body, secret) || strings.Contains(r.Query.Encode(), secret) {
+				t.Errorf("%s %s carried a secret in its body or query", r.Method, r.Path)
+			}
+		}
+	}
+}
+
+func TestTicketFollowsTheSessionFromBreakglassToRestore(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "tk-loop")
+	d := startJira(t)
+	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken)...)
+	// Jira is busy at first: it asks to come back in a second.
+	d.Inject(jiradouble.Fault{Method: "POST", PathPrefix: "/rest/api/2/issue", Status: 429, RetryAfter: "1", Times: 1})
+	out, _ := mustRun(t, oncall, 0, "breakglass", "tk-loop", "deployment/web", "--image", "web=registry.example/web:hotfix",
+		"--reason", "5xx *spike* {code}\x1b[31m|after 1.0.0", "--incident", "INC-7", "-y")
+
+	issues := d.Issues()
+	if len(issues) != 1 {
+		t.Fatalf("%d issues filed, want 1", len(issues))
+	}
+	issue := issues[0]
+	if !strings.Contains(out, "ticket "+issue.Key+": "+d.URL+"/browse/"+issue.Key) {
+		t.Errorf("breakglass does not name the ticket: %s", out)
+	}
+	session := sessionOf(t, "tk-loop")
+	if session.Ticket != issue.Key || session.TicketPending != "" {
+		t.Errorf("session ticket %q pending %q, want %s", session.Ticket, session.TicketPending, issue.Key)
+	}
+	if issue.Summary != "Reconcile Git after break-glass on tk-loop: Deployment/web" {
+		t.Errorf("summary %q", issue.Summary)
+	}
+	if want := "breakglass,tk-loop," + "kubectl-gitops-session-" + session.ID; strings.Join(issue.Labels, ",") != want {
+		t.Errorf("labels %v, want %s", issue.Labels, want)
+	}
+	for _, want := range []string{
+		"||Who|oncall",
+		`||Reason|5xx \*spike\* \{code\} \[31m\|after 1.0.0|`,
+		`||Incident|INC\-7|`,
+		"* Repository: " + strings.ReplaceAll(e.Git.URL(), "-", `\-`),
+		"* Path: apps/tk\\-loop",
+		"cd apps/tk-loop\nkustomize edit set image registry.example/web=registry.example/web:hotfix",
+		`|/spec/template/spec/containers/web/image|"registry.example/web:1.0.0"|"registry.example/web:hotfix"|`,
+		"kubectl gitops restore tk-loop",
+	} {
+		if !strings.Contains(issue.Description, want) {
+			t.Errorf("description lacks %q:\n%s", want, issue.Description)
+		}
+	}
+	var creates int
+	for _, r := range d.Requests() {
+		if r.Method == "POST" && r.Path == "/rest/api/2/issue" {
+			creates++
+		}
+	}
+	if creates != 2 {
+		t.Errorf("%d create requests, want 2 (a 429, then the retry)", creates)
+	}
+	if got := eventsOf(t, session.ID); got != "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,breakglass.ticketed/started,breakglass.ticketed/succeeded" {
+		t.Errorf("records %s", got)
+	}
+
+	// A later patch joins the session and comments on the same ticket;
+	// the secret it sets never reaches Jira.
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"DB_PASSWORD","value":"` + dbPassword + `"}]}]}}}}`
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "tk-loop", "deployment/web", "--patch", patch, "--reason", "rotate", "-y")
+	if !strings.Contains(errOut, "add --join") {
+		t.Errorf("a second breakglass without --join: %q", errOut)
+	}
+	out, _ = mustRun(t, oncall, 0, "breakglass", "tk-loop", "deployment/web", "--patch", patch, "--reason", "rotate", "--join", "-y")
+	if !strings.Contains(out, "within session "+session.ID) {
+		t.Errorf("--join output: %s", out)
+	}
+	issue = d.Issues()[0]
+	if len(d.Issues()) != 1 || len(issue.Comments) != 1 || !strings.Contains(issue.Comments[0], "Another break-glass patch in session") || !strings.Contains(issue.Comments[0], audit.Redacted) {
+		t.Fatalf("the later patch did not comment on %s: %d issues, comments %q", issue.Key, len(d.Issues()), issue.Comments)
+	}
+	if s := sessionOf(t, "tk-loop"); len(s.Patches) != 2 || string(s.SavedSyncPolicy) != string(session.SavedSyncPolicy) {
+		t.Errorf("joined session: %d patches, saved policy %s", len(s.Patches), s.SavedSyncPolicy)
+	}
+	out, _ = mustRun(t, oncall, 0, "status", "tk-loop")
+	if !strings.Contains(out, issue.Key) {
+		t.Errorf("status does not show the ticket: %s", out)
+	}
+
+	// Restore closes the loop in Jira.
+	out, _ = mustRun(t, oncall, 0, "restore", "tk-loop", "--force", "--reason", "fix abandoned", "-y")
+	if !strings.Contains(out, "ticket "+issue.Key+" commented and closed") {
+		t.Errorf("restore output: %s", out)
+	}
+	issue = d.Issues()[0]
+	if issue.Status != "Done" || len(issue.Comments) != 2 || !strings.Contains(issue.Comments[1], "with --force") || !strings.Contains(issue.Comments[1], "fix abandoned") {
+		t.Errorf("after restore: status %s, comments %q", issue.Status, issue.Comments)
+	}
+	last := sessionRecords(t, session.ID)
+	if r := last[len(last)-1]; r.Event != audit.EventForced || r.Outcome.Status != audit.StatusSucceeded || r.Ticket == nil || r.Ticket.Key != issue.Key {
+		t.Errorf("the forced record does not carry the closed ticket: %+v", r)
+	}
+	assertNoSecretsSent(t, d)
+}
+
+func TestTicketQueuedWhileJiraIsDownIsFiledOnce(t *testing.T) {
+	deployApp(t, "tk-down")
+	ctx := context.Background()
+	down := newUser(t, env.Oncall.Name, jiraEnv(unreachableURL(t), jiraToken)...)
+	out, errOut := mustRun(t, down, 0, "breakglass", "tk-down", "deployment/web", "--replicas", "4", "--reason", "load", "-y")
+	if !strings.Contains(errOut, "warning: ticket queued: jira is unreachable") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("breakglass with Jira down should warn once:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+	if n := replicasIn(ctx, t, "tk-down"); n != 4 {
+		t.Fatalf("the break-glass did not happen with Jira down: replicas %d", n)
+	}
+	session := sessionOf(t, "tk-down")
+	if got := eventsOf(t, session.ID); got != "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,breakglass.ticketed/started,ticket.queued/queued" {
+		t.Errorf("records %s", got)
+	}
+	if out, _ := mustRun(t, down, 0, "status", "tk-down"); !strings.Contains(out, "queued") {
+		t.Errorf("status does not show the queued ticket: %s", out)
+	}
+
+	d := startJira(t)
+	wrong := newUser(t, env.Oncall.Name, jiraEnv(d.URL, "not-the-token-123")...)
+	_, errOut = mustRun(t, wrong, 1, "ticket", "sync")
+	if !strings.Contains(errOut, "401 Unauthorized") || !strings.Contains(errOut, "check JIRA_USER and JIRA_API_TOKEN") || strings.Contains(errOut, "not-the-token") {
+		t.Errorf("ticket sync with a wrong token: %q", errOut)
+	}
+	if len(d.Issues()) != 0 {
+		t.Fatalf("filed with a wrong token")
+	}
+
+	// Two runs at once file the ticket once.
+	up := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken)...)
+	outs := make([]string, 2)
+	codes := make([]int, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			outs[i], _, codes[i] = up.run("kubectl", "gitops", "ticket", "sync")
+		}(i)
+	}
+	wg.Wait()
+	if codes[0] != 0 || codes[1] != 0 {
+		t.Fatalf("concurrent ticket sync: exit codes %v, output %q", codes, outs)
+	}
+	// Other tests' sessions ran without Jira and are queued too: they are
+	// filed alongside, each once.
+	issues := sessionIssues(d, session.ID)
+	if len(issues) != 1 {
+		t.Fatalf("%d tickets filed by two concurrent runs, want 1 (output %q)", len(issues), outs)
+	}
+	if !strings.Contains(outs[0]+outs[1], "tk-down session "+session.ID+": "+issues[0].Key+" filed") {
+		t.Errorf("neither run says it filed %s: %q", issues[0].Key, outs)
+	}
+	filed := len(d.Issues())
+	if out, _ := mustRun(t, up, 0, "ticket", "sync"); !strings.Contains(out, "no queued tickets") {
+		t.Errorf("a third run found work: %s", out)
+	}
+	if len(d.Issues()) != filed {
+		t.Errorf("a later run filed again")
+	}
+	if s := sessionOf(t, "tk-down"); s.Ticket != issues[0].Key || s.TicketPending != "" {
+		t.Errorf("the open session did not learn its ticket: %+v", s)
+	}
+
+	// Jira goes down again for the restore: the close is queued, then synced.
+	downAgain := newUser(t, env.Oncall.Name, jiraEnv(unreachableURL(t), jiraToken)...)
+	_, errOut = mustRun(t, downAgain, 0, "restore", "tk-down", "--force", "--reason", "load gone", "-y")
+	if !strings.Contains(errOut, "warning: ticket queued") {
+		t.Errorf("restore with Jira down: %q", errOut)
+	}
+	out, _ = mustRun(t, up, 0, "ticket", "sync")
+	closed := sessionIssues(d, session.ID)[0]
+	if !strings.Contains(out, issues[0].Key+" closed") || closed.Status != "Done" {
+		t.Errorf("sync after the restore: %s, status %s", out, closed.Status)
+	}
+	if len(closed.Comments) != 1 || !strings.Contains(closed.Comments[0], "load gone") {
+		t.Errorf("comments %q, want only the forced restore's comment", closed.Comments)
+	}
+	if _, _, code := up.run("kubectl", "gitops", "audit", "verify"); code != 0 {
+		t.Errorf("audit chain broken")
+	}
+	assertNoSecretsSent(t, d)
+}
+
+// sessionIssues are the double's issues labelled for session.
+func sessionIssues(d *jiradouble.Server, session string) []jiradouble.Issue {
+	var out []jiradouble.Issue
+	for _, i := range d.Issues() {
+		for _, l := range i.Labels {
+			if l == ticket.SessionLabel(session) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+func TestTicketFlagAttachesToAnExistingIssue(t *testing.T) {
+	deployApp(t, "tk-attach")
+	d := startJira(t)
+	key := d.AddIssue("INC-9: web is down")
+	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken)...)
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "tk-attach", "deployment/web", "--replicas", "3", "--reason", "load", "--ticket", "OPS-404", "-y")
+	if !strings.Contains(errOut, "--ticket OPS-404") || !strings.Contains(errOut, "Issue does not exist") {
+		t.Errorf("--ticket of a missing issue: %q", errOut)
+	}
+	if a, err := appsClient(t).Get(context.Background(), "tk-attach", metav1.GetOptions{}); err != nil || a.GetAnnotations()[breakglass.SessionAnnotation] != "" {
+		t.Fatalf("a missing --ticket opened a session")
+	}
+	mustRun(t, oncall, 2, "breakglass", "tk-attach", "deployment/web", "--replicas", "3", "--reason", "load", "--ticket", "not a key", "-y")
+
+	mustRun(t, oncall, 0, "breakglass", "tk-attach", "deployment/web", "--replicas", "3", "--reason", "load", "--ticket", key, "-y")
+	issues := d.Issues()
+	if len(issues) != 1 || len(issues[0].Comments) != 1 || !strings.Contains(issues[0].Comments[0], "Bring Git up to the live state") {
+		t.Fatalf("--ticket should comment the details on %s, not file another: %+v", key, issues)
+	}
+	if s := sessionOf(t, "tk-attach"); s.Ticket != key {
+		t.Errorf("session ticket %q, want %s", s.Ticket, key)
+	}
+}
