@@ -41,7 +41,7 @@ type Session struct {
 	Ticket        string `json:"ticket,omitempty"`
 	TicketURL     string `json:"ticketURL,omitempty"`
 	TicketPending string `json:"ticketPending,omitempty"`
-	GitRevision     string          `json:"gitRevision,omitempty"`
+	GitRevision   string `json:"gitRevision,omitempty"`
 	// TerminatedSync is when the sync operation this session terminated
 	// before patching had started; empty when none was running.
 	TerminatedSync string `json:"terminatedSync,omitempty"`
