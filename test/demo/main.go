@@ -1,6 +1,7 @@
 // Command demo runs the break-glass story on a real test environment for a
-// newcomer (`make demo`): a self-healing Application, a live fix, Git
-// catching up, and sync restored, narrating each step. It leaves the
+// newcomer (`make demo`): a self-healing Application, a live fix and its
+// Jira ticket (filed in a local Jira test double), Git catching up, sync
+// restored and the ticket closed, narrating each step. It leaves the
 // environment running, with a KUBECONFIG to explore, until Ctrl-C.
 package main
 
@@ -22,7 +23,31 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
 )
+
+// demoJira reports a request the Jira double does not implement.
+type demoJira struct{}
+
+func (demoJira) Helper() {}
+func (demoJira) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "jira double: "+format+"\n", args...)
+}
+
+// showTicket prints what the Jira double holds for the demo's ticket.
+func showTicket(jira *jiradouble.Server) {
+	for _, i := range jira.Issues() {
+		fmt.Printf("Jira %s [%s] %s\n", i.Key, i.Status, i.Summary)
+		for _, line := range strings.Split(i.Description, "\n") {
+			if strings.HasPrefix(line, "kustomize edit") || strings.HasPrefix(line, "||Reason") {
+				fmt.Println("  " + line)
+			}
+		}
+		for _, c := range i.Comments {
+			fmt.Println("  comment: " + c)
+		}
+	}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -98,9 +123,12 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	jira := jiradouble.Start(demoJira{}, jiradouble.Options{Project: "OPS", User: "oncall@example.com", Token: "demo-token"})
+	defer jira.Close()
+	jiraVars := []string{"JIRA_URL=" + jira.URL, "JIRA_PROJECT=OPS", "JIRA_USER=oncall@example.com", "JIRA_API_TOKEN=demo-token"}
 	bin, _ := filepath.Abs("bin")
-	sh := demoShell{env: append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KUBECONFIG="+e.Kubeconfig(env.Oncall.Name), "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext", "NO_COLOR=1")}
+	sh := demoShell{env: append(append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+e.Kubeconfig(env.Oncall.Name), "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext", "NO_COLOR=1"), jiraVars...)}
 	if err := sh.showImage(); err != nil {
 		return err
 	}
@@ -115,7 +143,7 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("…back to the image in Git: the fix silently never happened.")
 
-	step(3, "The break-glass: pause sync keeping the policy, patch, audit")
+	step(3, "The break-glass: pause sync keeping the policy, patch, audit, file a Jira ticket")
 	if err := sh.run("kubectl", "gitops", "breakglass", "web", "deployment/web", "--image", "web=registry.example/web:1.0.1-hotfix",
 		"--reason", "5xx spike after 1.0.0", "--incident", "INC-1", "--yes"); err != nil {
 		return err
@@ -124,7 +152,8 @@ func run(ctx context.Context) error {
 	if err := sh.showImage(); err != nil {
 		return err
 	}
-	fmt.Println("…the fix stays.")
+	fmt.Println("…the fix stays. The ticket says how to bring Git up to the live state:")
+	showTicket(jira)
 
 	step(4, "Has Git caught up? Not yet")
 	if err := sh.run("kubectl", "gitops", "status"); err != nil {
@@ -144,10 +173,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	step(6, "Restore: the exact saved policy comes back, self-heal included")
+	step(6, "Restore: the exact saved policy comes back, self-heal included, and the ticket is closed")
 	if err := sh.run("kubectl", "gitops", "restore", "web", "--wait"); err != nil {
 		return err
 	}
+	showTicket(jira)
 	if err := sh.run("kubectl", "-n", "argocd", "get", "application", "web", "-o", "jsonpath={.spec.syncPolicy}{\"\\n\"}"); err != nil {
 		return err
 	}
@@ -161,8 +191,8 @@ func run(ctx context.Context) error {
 	}
 
 	envFile := filepath.Join(dir, "env.sh")
-	exports := fmt.Sprintf("export KUBECONFIG=%s PATH=%s:$PATH\nexport ARGOCD_SERVER=%s ARGOCD_OPTS=--plaintext ARGOCD_AUTH_TOKEN=%s\n",
-		e.Kubeconfig(env.Oncall.Name), bin, e.ArgoServerAddr, token)
+	exports := fmt.Sprintf("export KUBECONFIG=%s PATH=%s:$PATH\nexport ARGOCD_SERVER=%s ARGOCD_OPTS=--plaintext ARGOCD_AUTH_TOKEN=%s\nexport %s\n",
+		e.Kubeconfig(env.Oncall.Name), bin, e.ArgoServerAddr, token, strings.Join(jiraVars, " "))
 	if err := os.WriteFile(envFile, []byte(exports), 0o600); err != nil {
 		return err
 	}

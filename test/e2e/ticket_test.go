@@ -65,10 +65,10 @@ func eventsOf(t *testing.T, session string) string {
 	return strings.Join(events, ",")
 }
 
-func assertNoSecretsSent(t *testing.T, d *jiradouble.Server) {
+func assertNoSecretsSent(t *testing.T, d *jiradouble.Server, more ...string) {
 	t.Helper()
 	for _, r := range d.Requests() {
-		for _, secret := range []string{jiraToken, dbPassword} {
+		for _, secret := range append([]string{jiraToken, dbPassword}, more...) {
 			if strings.Contains(r.Body, secret) || strings.Contains(r.Query.Encode(), secret) {
 				t.Errorf("%s %s carried a secret in its body or query", r.Method, r.Path)
 			}
@@ -80,7 +80,12 @@ func TestTicketFollowsTheSessionFromBreakglassToRestore(t *testing.T) {
 	e := environment(t)
 	deployApp(t, "tk-loop")
 	d := startJira(t)
-	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken)...)
+	argoToken, err := e.ArgoToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken,
+		"ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+argoToken, "ARGOCD_OPTS=--plaintext")...)
 	// Jira is busy at first: it asks to come back in a second.
 	d.Inject(jiradouble.Fault{Method: "POST", PathPrefix: "/rest/api/2/issue", Status: 429, RetryAfter: "1", Times: 1})
 	out, _ := mustRun(t, oncall, 0, "breakglass", "tk-loop", "deployment/web", "--image", "web=registry.example/web:hotfix",
@@ -117,6 +122,9 @@ func TestTicketFollowsTheSessionFromBreakglassToRestore(t *testing.T) {
 		if !strings.Contains(issue.Description, want) {
 			t.Errorf("description lacks %q:\n%s", want, issue.Description)
 		}
+	}
+	if want := "http://" + e.ArgoServerAddr + "/applications/argocd/tk-loop"; len(issue.RemoteLinks) != 1 || issue.RemoteLinks[0] != want {
+		t.Errorf("remote links %v, want the Argo CD page %s", issue.RemoteLinks, want)
 	}
 	var creates int
 	for _, r := range d.Requests() {
@@ -167,7 +175,7 @@ func TestTicketFollowsTheSessionFromBreakglassToRestore(t *testing.T) {
 	if r := last[len(last)-1]; r.Event != audit.EventForced || r.Outcome.Status != audit.StatusSucceeded || r.Ticket == nil || r.Ticket.Key != issue.Key {
 		t.Errorf("the forced record does not carry the closed ticket: %+v", r)
 	}
-	assertNoSecretsSent(t, d)
+	assertNoSecretsSent(t, d, argoToken)
 }
 
 func TestTicketQueuedWhileJiraIsDownIsFiledOnce(t *testing.T) {
