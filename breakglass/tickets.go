@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -147,18 +148,7 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
 		warnings = append(warnings, "could not record the ticket in the session: "+err.Error())
 	}
-	return joinWarnings(warnings)
-}
-
-func joinWarnings(ws []string) string {
-	out := ""
-	for i, w := range ws {
-		if i > 0 {
-			out += "; "
-		}
-		out += w
-	}
-	return out
+	return strings.Join(warnings, "; ")
 }
 
 // closeTicket comments on the session's ticket and moves it to done, at

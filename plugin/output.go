@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -16,16 +17,7 @@ func outputFlag(cmd *cobra.Command, target *string, formats ...string) {
 	cmd.Flags().StringVarP(target, "output", "o", formats[0], fmt.Sprintf("output format, one of: %s", joinFormats(formats)))
 }
 
-func joinFormats(formats []string) string {
-	s := ""
-	for i, f := range formats {
-		if i > 0 {
-			s += "|"
-		}
-		s += f
-	}
-	return s
-}
+func joinFormats(formats []string) string { return strings.Join(formats, "|") }
 
 // validateOutput reports a usage error when format is not one of formats.
 func validateOutput(format string, formats ...string) error {

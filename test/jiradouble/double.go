@@ -316,6 +316,20 @@ func (s *Server) decodeStrict(body []byte, v any) (answer, bool) {
 	return answer{}, true
 }
 
+// issueRequest decodes a request body about issue key, answering as Jira
+// does for a member it does not know or an issue that does not exist.
+func (s *Server) issueRequest(key string, body []byte, v any) (*Issue, *answer) {
+	if a, ok := s.decodeStrict(body, v); !ok {
+		return nil, &a
+	}
+	i := s.find(key)
+	if i == nil {
+		a := notFound()
+		return nil, &a
+	}
+	return i, nil
+}
+
 type named struct {
 	Name string `json:"name"`
 	Key  string `json:"key,omitempty"`
@@ -445,13 +459,10 @@ func (s *Server) addComment(key string, body []byte) answer {
 		Body       string         `json:"body"`
 		Visibility map[string]any `json:"visibility"`
 	}
-	if a, ok := s.decodeStrict(body, &in); !ok {
-		return a
-	}
-	i := s.find(key)
+	i, failed := s.issueRequest(key, body, &in)
 	switch {
-	case i == nil:
-		return notFound()
+	case failed != nil:
+		return *failed
 	case strings.TrimSpace(in.Body) == "":
 		return fieldErrors(map[string]string{"comment": "Comment body can not be empty!"})
 	case utf8.RuneCountInString(in.Body) > 32767:
@@ -500,12 +511,9 @@ func (s *Server) doTransition(key string, body []byte) answer {
 		Update map[string]json.RawMessage `json:"update"`
 		Fields map[string]json.RawMessage `json:"fields"`
 	}
-	if a, ok := s.decodeStrict(body, &in); !ok {
-		return a
-	}
-	i := s.find(key)
-	if i == nil {
-		return notFound()
+	i, failed := s.issueRequest(key, body, &in)
+	if failed != nil {
+		return *failed
 	}
 	if len(in.Update) > 0 || len(in.Fields) > 0 {
 		return fieldErrors(map[string]string{"fields": "this workflow's transitions have no screen: fields and update cannot be set"})
@@ -528,13 +536,10 @@ func (s *Server) addRemoteLink(key string, body []byte) answer {
 			Title string `json:"title"`
 		} `json:"object"`
 	}
-	if a, ok := s.decodeStrict(body, &in); !ok {
-		return a
-	}
-	i := s.find(key)
+	i, failed := s.issueRequest(key, body, &in)
 	switch {
-	case i == nil:
-		return notFound()
+	case failed != nil:
+		return *failed
 	case in.Object == nil || in.Object.URL == "" || in.Object.Title == "":
 		return fieldErrors(map[string]string{"object": "'object' with 'url' and 'title' is required"})
 	}
