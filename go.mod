@@ -5,6 +5,7 @@ go 1.24.6
 require (
 	github.com/andygrunwald/go-jira v1.16.1
 	github.com/charmbracelet/huh v1.0.0
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/crypto v0.37.0
 	k8s.io/api v0.31.0

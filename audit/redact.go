@@ -125,3 +125,23 @@ func isContainer(v any) bool {
 	}
 	return false
 }
+
+// RedactObject returns a redacted copy of a Kubernetes object of kind t, for
+// showing it: all data of a Secret, and what Redact removes from patches.
+func RedactObject(t Target, obj map[string]any) map[string]any {
+	var c map[string]any
+	b, err := json.Marshal(obj)
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return map[string]any{}
+	}
+	if t.Kind == "Secret" && t.Group == "" {
+		for _, field := range []string{"data", "stringData"} {
+			if m, ok := c[field].(map[string]any); ok {
+				for k := range m {
+					m[k] = Redacted
+				}
+			}
+		}
+	}
+	return redactValue(c).(map[string]any)
+}

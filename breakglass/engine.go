@@ -84,7 +84,8 @@ type Plan struct {
 	Target    audit.Target
 	PatchType string
 	PatchBody []byte
-	Changes   []audit.Change
+	// Changes are the changed fields, redacted like the audit log.
+	Changes []audit.Change
 	// SyncPolicy is the Application's spec.syncPolicy now and after the pause.
 	SyncPolicyBefore, SyncPolicyAfter any
 	Revision                          string
@@ -102,6 +103,9 @@ type Plan struct {
 	Ticket *audit.Ticket
 	// Warnings are what the checks found worth saying but not refusing.
 	Warnings []string
+	// Live and Patched are the target now and after the patch (from the
+	// server-side dry run), redacted and without bookkeeping, for a diff.
+	Live, Patched map[string]any
 
 	parents []*unstructured.Unstructured
 
@@ -250,7 +254,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %v", ErrPatchInvalid, target, err)
 	}
-	changes := Diff(live.Object, dry.Object)
+	changes := redactedChanges(target, Diff(live.Object, dry.Object))
 	if len(changes) == 0 {
 		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
 	}
@@ -276,6 +280,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
 		Join: join, Source: source(app), Ticket: ticketRef,
+		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
 		gvr: gvr,
 	}
 	if warning != "" {
@@ -441,8 +446,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, p, session, err, withPatch)
 	}
 	session.State = StatePatched
-	patch := SessionPatch{Target: p.Target, Type: p.PatchType, Changes: redactedChanges(p.Target, p.Changes), At: time.Now().UTC()}
-	session.Patches = append(session.Patches, patch)
+	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Changes: p.Changes, At: time.Now().UTC()})
 	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
 		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
 	}

@@ -19,3 +19,14 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// maxArgs allows up to one positional argument per name, naming them in the
+// error.
+func maxArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > len(names) {
+			return usageErrorf("%s takes at most %d argument(s): %v, got %d (see %s -h)", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}

@@ -8,11 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -33,7 +36,7 @@ type BreakglassOptions struct {
 func NewCmdBreakglass(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &BreakglassOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:   "breakglass APP TARGET",
+		Use:   "breakglass [APP [TARGET]]",
 		Short: "Pause an Application's sync, keeping its policy, and patch a live resource",
 		Long: `Pause the Argo CD Application APP's automated sync (its exact policy is saved in
 the session), apply an emergency patch to TARGET (KIND/NAME, one of APP's
@@ -41,7 +44,10 @@ managed resources), and write an audit record before and after each change.
 
 TARGET lives in -n NAMESPACE, else in the Application's destination namespace.
 Nothing changes until every check passed and a server-side dry run of the patch
-succeeded; --dry-run stops there and prints the plan.`,
+succeeded; --dry-run stops there and prints the plan and the diff.
+
+In a terminal, whatever is missing is asked for: leave out APP and TARGET to
+pick them from the Applications and their managed resources.`,
 		Example: `  # Roll the web container back to the last good image
   kubectl gitops breakglass web deployment/web --image web=registry.example/web:1.2.2 \
     --reason "5xx spike after 1.2.3" --incident INC-42 --yes
@@ -52,7 +58,7 @@ succeeded; --dry-run stops there and prints the plan.`,
   # Any patch kubectl patch would take
   kubectl gitops breakglass web deployment/web --type json \
     --patch '[{"op":"replace","path":"/spec/replicas","value":4}]' --reason "load" -y`,
-		Args: exactArgs("APP", "TARGET"),
+		Args: maxArgs("APP", "TARGET"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
 				return err
@@ -83,7 +89,12 @@ succeeded; --dry-run stops there and prints the plan.`,
 
 // Complete fills the request from arguments, files and the namespace flag.
 func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
-	o.Request.App, o.Request.Target = args[0], args[1]
+	if len(args) > 0 {
+		o.Request.App = args[0]
+	}
+	if len(args) > 1 {
+		o.Request.Target = args[1]
+	}
 	if ns, explicit, err := o.configFlags.ToRawKubeConfigLoader().Namespace(); err == nil && explicit {
 		o.Request.Namespace = ns
 	}
@@ -124,7 +135,7 @@ func (o *BreakglassOptions) Validate() error {
 	if o.Request.Ticket != "" && !breakglass.TicketKey.MatchString(o.Request.Ticket) {
 		return usageErrorf("--ticket %q is not a Jira issue key: use the key, e.g. --ticket OPS-42", o.Request.Ticket)
 	}
-	if kind, name, ok := strings.Cut(o.Request.Target, "/"); !ok || kind == "" || name == "" {
+	if kind, name, ok := strings.Cut(o.Request.Target, "/"); o.Request.Target != "" && (!ok || kind == "" || name == "") {
 		return usageErrorf("TARGET %q: use KIND/NAME, e.g. deployment/web", o.Request.Target)
 	}
 	if !o.DryRun && !o.Yes && !isTerminal(o.In) {
@@ -146,14 +157,17 @@ func (o *BreakglassOptions) interactive() bool {
 
 // Run plans, confirms and executes.
 func (o *BreakglassOptions) Run(ctx context.Context) error {
-	if o.missingInput() != "" {
-		if err := o.askMissing(); err != nil {
-			return err
-		}
-	}
 	engine, err := o.engine()
 	if err != nil {
 		return err
+	}
+	if o.missingInput() != "" {
+		if err := o.pickTarget(ctx, engine); err != nil {
+			return err
+		}
+		if err := o.askMissing(); err != nil {
+			return err
+		}
 	}
 	plan, err := engine.Plan(ctx, o.Request)
 	if err != nil {
@@ -167,7 +181,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 	}
 	if o.DryRun {
 		if o.Output != "text" {
-			return printStructured(o.Out, o.Output, plan)
+			return printStructured(o.Out, o.Output, newPlanView(plan))
 		}
 		fmt.Fprintln(o.Out, "dry run: nothing was changed")
 		return nil
@@ -217,7 +231,11 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	if p.Ticket != nil {
 		fmt.Fprintf(o.Out, "Ticket:      %s (existing; gets the details as a comment)\n", p.Ticket.Key)
 	}
-	fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
+	if p.Join != nil {
+		fmt.Fprintf(o.Out, "Sync policy: %s, stays paused (the session saved the original)\n", before)
+	} else {
+		fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
+	}
 	for _, parent := range p.Parents {
 		fmt.Fprintf(o.Out, "Also pauses: parent application %s, which self-heals %s and would undo the pause (restored together)\n", parent, p.App.Name)
 	}
@@ -227,4 +245,65 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 		a, _ := json.Marshal(c.After)
 		fmt.Fprintf(o.Out, "  %s: %s -> %s\n", c.Path, b, a)
 	}
+	fmt.Fprintln(o.Out, "Diff:")
+	color := isTerminal(o.Out) && os.Getenv("NO_COLOR") == ""
+	for _, line := range strings.SplitAfter(unifiedDiff(p.Live, p.Patched), "\n") {
+		switch {
+		case line == "":
+		case color && strings.HasPrefix(line, "+") && !strings.HasPrefix(line, "+++"):
+			fmt.Fprint(o.Out, "\033[32m"+strings.TrimSuffix(line, "\n")+"\033[0m\n")
+		case color && strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "---"):
+			fmt.Fprint(o.Out, "\033[31m"+strings.TrimSuffix(line, "\n")+"\033[0m\n")
+		default:
+			fmt.Fprint(o.Out, line)
+		}
+	}
+}
+
+// unifiedDiff is the YAML diff of the target before and after the patch.
+func unifiedDiff(live, patched map[string]any) string {
+	a, _ := yaml.Marshal(live)
+	b, _ := yaml.Marshal(patched)
+	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
+		FromFile: "live", ToFile: "patched", Context: 3,
+	})
+	return text
+}
+
+// planView is what --dry-run -o json|yaml prints: the checked plan, with
+// secrets redacted as in the audit log.
+type planView struct {
+	Application audit.AppRef      `json:"application"`
+	Cluster     string            `json:"cluster"`
+	Target      audit.Target      `json:"target"`
+	Actor       audit.Actor       `json:"actor"`
+	Reason      string            `json:"reason"`
+	Incident    string            `json:"incident,omitempty"`
+	Patch       *audit.Patch      `json:"patch"`
+	Changes     []audit.Change    `json:"changes"`
+	SyncPolicy  *audit.SyncPolicy `json:"syncPolicy"`
+	Revision    string            `json:"revision"`
+	Parents     []string          `json:"pausesParents,omitempty"`
+	Joins       string            `json:"joinsSession,omitempty"`
+	Ticket      *audit.Ticket     `json:"ticket,omitempty"`
+	Warnings    []string          `json:"warnings,omitempty"`
+}
+
+func newPlanView(p *breakglass.Plan) planView {
+	r := &audit.Record{
+		Reason: p.Request.Reason, Incident: p.Request.Incident, Target: &p.Target,
+		Patch: &audit.Patch{Type: p.PatchType, Body: string(p.PatchBody)}, Changes: p.Changes,
+		SyncPolicy: &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter},
+	}
+	audit.Redact(r)
+	v := planView{
+		Application: p.App, Cluster: p.Cluster, Target: p.Target, Actor: p.Actor,
+		Reason: r.Reason, Incident: r.Incident, Patch: r.Patch, Changes: r.Changes, SyncPolicy: r.SyncPolicy,
+		Revision: p.Revision, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings,
+	}
+	if p.Join != nil {
+		v.Joins = p.Join.ID
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,12 +16,64 @@ import (
 // nothing.
 func (o *BreakglassOptions) missingInput() string {
 	switch {
+	case o.Request.App == "" || o.Request.Target == "":
+		return "missing APP and TARGET: kubectl gitops breakglass APP KIND/NAME (in a terminal, leave them out to pick them)"
 	case o.Request.Patch.Empty():
 		return "no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file"
 	case strings.TrimSpace(o.Request.Reason) == "":
 		return "--reason is required: say why, e.g. --reason \"5xx spike after 1.2.3\""
 	}
 	return ""
+}
+
+// pickTarget asks for the Application and then for one of its managed
+// resources, when they were not given.
+func (o *BreakglassOptions) pickTarget(ctx context.Context, engine *breakglass.Engine) error {
+	if o.Request.App == "" {
+		candidates, err := engine.Candidates(ctx)
+		if err != nil {
+			return err
+		}
+		if len(candidates) == 0 {
+			return fmt.Errorf("no applications in namespace %s: set --app-namespace to where Applications live", engine.AppNamespace)
+		}
+		var options []huh.Option[string]
+		for _, c := range candidates {
+			label := fmt.Sprintf("%s  (project %s, %s, %s)", c.Name, dash(c.Project), dash(c.Sync), dash(c.Health))
+			if c.Session != "" {
+				label += "  session " + c.Session + " open"
+			}
+			options = append(options, huh.NewOption(label, c.Name))
+		}
+		pick := huh.NewSelect[string]().Title("Which Application? (/ filters)").Options(options...).Height(12).Value(&o.Request.App)
+		if err := o.runForm(pick); err != nil {
+			return err
+		}
+	}
+	if o.Request.Target == "" {
+		resources, err := engine.ManagedResources(ctx, o.Request.App)
+		if err != nil {
+			return err
+		}
+		var options []huh.Option[int]
+		for i, r := range resources {
+			options = append(options, huh.NewOption(fmt.Sprintf("%s %s/%s  (%s, %s)", r.Target.Kind, dash(r.Target.Namespace), r.Target.Name, dash(r.Sync), dash(r.Health)), i))
+		}
+		var chosen int
+		pick := huh.NewSelect[int]().Title("Which resource of " + o.Request.App + "? (/ filters)").Options(options...).Height(12).Value(&chosen)
+		if err := o.runForm(pick); err != nil {
+			return err
+		}
+		o.Request.Target, o.Request.Namespace = resources[chosen].Arg(), resources[chosen].Target.Namespace
+	}
+	return nil
+}
+
+func (o *BreakglassOptions) runForm(fields ...huh.Field) error {
+	if err := huh.NewForm(huh.NewGroup(fields...)).WithInput(o.In).WithOutput(o.Out).Run(); err != nil {
+		return fmt.Errorf("the form was not completed (%v): nothing was changed", err)
+	}
+	return nil
 }
 
 // askMissing fills the change, the reason and the incident with a form on
@@ -63,8 +116,8 @@ func (o *BreakglassOptions) askMissing() error {
 	if len(fields) == 0 {
 		return nil
 	}
-	if err := huh.NewForm(huh.NewGroup(fields...)).WithInput(o.In).WithOutput(o.Out).Run(); err != nil {
-		return fmt.Errorf("the form was not completed: %w", err)
+	if err := o.runForm(fields...); err != nil {
+		return err
 	}
 	if value != "" {
 		spec, err := changeFrom(kind, value)
@@ -99,8 +152,8 @@ func changeFrom(kind, value string) (breakglass.PatchSpec, error) {
 func (o *BreakglassOptions) confirm(app string) error {
 	var typed string
 	input := huh.NewInput().Title(fmt.Sprintf("Type the Application name (%s) to go ahead", app)).Value(&typed)
-	if err := huh.NewForm(huh.NewGroup(input)).WithInput(o.In).WithOutput(o.Out).Run(); err != nil {
-		return fmt.Errorf("not confirmed (%v): nothing was changed", err)
+	if err := o.runForm(input); err != nil {
+		return fmt.Errorf("not confirmed: %w", err)
 	}
 	if strings.TrimSpace(typed) != app {
 		return fmt.Errorf("not confirmed: you typed %q, not %q; nothing was changed", typed, app)

@@ -228,7 +228,7 @@ func TestBreakglassBadInputChangesNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			headBefore, _ := store.Head(ctx)
+			headBefore := headSeq(t, store)
 			depBefore, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-bad").Get(ctx, "web", metav1.GetOptions{})
 			args := append([]string{"gitops", "breakglass"}, tt.args...)
 			if !contains(tt.args, "--reason") {
@@ -240,7 +240,7 @@ func TestBreakglassBadInputChangesNothing(t *testing.T) {
 			}
 			app, _ := appsClient(t).Get(ctx, "bg-bad", metav1.GetOptions{})
 			depAfter, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-bad").Get(ctx, "web", metav1.GetOptions{})
-			headAfter, _ := store.Head(ctx)
+			headAfter := headSeq(t, store)
 			if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; open {
 				t.Errorf("a session was opened")
 			}
@@ -252,11 +252,24 @@ func TestBreakglassBadInputChangesNothing(t *testing.T) {
 			if depAfter.ResourceVersion != depBefore.ResourceVersion {
 				t.Errorf("the Deployment was written (resourceVersion %s -> %s)", depBefore.ResourceVersion, depAfter.ResourceVersion)
 			}
-			if headAfter.Seq != headBefore.Seq {
-				t.Errorf("audit records were written: head %d -> %d", headBefore.Seq, headAfter.Seq)
+			if headAfter != headBefore {
+				t.Errorf("audit records were written: head %d -> %d", headBefore, headAfter)
 			}
 		})
 	}
+}
+
+// headSeq is the audit log's newest sequence number, 0 while it is empty.
+func headSeq(t *testing.T, store *audit.ConfigMapStore) uint64 {
+	t.Helper()
+	head, err := store.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head == nil {
+		return 0
+	}
+	return head.Seq
 }
 
 func contains(list []string, s string) bool {
@@ -272,26 +285,47 @@ func TestBreakglassDryRunChangesNothing(t *testing.T) {
 	deployApp(t, "bg-dry")
 	ctx := context.Background()
 	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
-	headBefore, _ := store.Head(ctx)
+	headBefore := headSeq(t, store)
 	appBefore, _ := appsClient(t).Get(ctx, "bg-dry", metav1.GetOptions{})
 	depBefore, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-dry").Get(ctx, "web", metav1.GetOptions{})
 
 	out, _ := mustRun(t, newUser(t, env.Oncall.Name), 0, "breakglass", "bg-dry", "deploy/web", "--replicas", "5", "--reason", "capacity", "--dry-run")
-	for _, want := range []string{"Target:      deployment.apps/web in namespace bg-dry", "/spec/replicas: 2 -> 5", `-> {"retry":`, "dry run: nothing was changed"} {
+	for _, want := range []string{"Target:      deployment.apps/web in namespace bg-dry", "/spec/replicas: 2 -> 5", `-> {"retry":`,
+		"--- live\n+++ patched\n", "-  replicas: 2\n+  replicas: 5\n", "dry run: nothing was changed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry-run output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "managedFields") || strings.Contains(out, "resourceVersion") {
+		t.Errorf("the diff shows bookkeeping fields:\n%s", out)
+	}
+	// A secret value in the patch reaches neither the plan nor the diff.
+	const secret = "s3cr3t-value-never-printed"
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"API_TOKEN","value":"` + secret + `"}]}]}}}}`
+	for _, format := range []string{"text", "json"} {
+		out, _ := mustRun(t, newUser(t, env.Oncall.Name), 0, "breakglass", "bg-dry", "deploy/web", "--patch", patch, "--reason", "rotate", "--dry-run", "-o", format)
+		if strings.Contains(out, secret) || !strings.Contains(out, audit.Redacted) {
+			t.Errorf("-o %s dry run shows the secret or no redaction:\n%s", format, out)
+		}
+	}
+	out, _ = mustRun(t, newUser(t, env.Oncall.Name), 0, "breakglass", "bg-dry", "deploy/web", "--replicas", "5", "--reason", "capacity", "--dry-run", "-o", "json")
+	var view struct {
+		Target  audit.Target   `json:"target"`
+		Changes []audit.Change `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(out), &view); err != nil || view.Target.Name != "web" || len(view.Changes) != 1 || view.Changes[0].Path != "/spec/replicas" {
+		t.Errorf("dry run -o json: %v\n%s", err, out)
+	}
 	appAfter, _ := appsClient(t).Get(ctx, "bg-dry", metav1.GetOptions{})
 	depAfter, _ := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-dry").Get(ctx, "web", metav1.GetOptions{})
-	headAfter, _ := store.Head(ctx)
+	headAfter := headSeq(t, store)
 	// The controller may rewrite the Application's status; its spec and
 	// annotations must be untouched.
 	if !reflect.DeepEqual(appAfter.Object["spec"], appBefore.Object["spec"]) || appAfter.GetAnnotations()[breakglass.SessionAnnotation] != "" {
 		t.Errorf("dry run changed the Application")
 	}
-	if depAfter.ResourceVersion != depBefore.ResourceVersion || headAfter.Seq != headBefore.Seq {
-		t.Errorf("dry run wrote: deployment %s -> %s, audit head %d -> %d", depBefore.ResourceVersion, depAfter.ResourceVersion, headBefore.Seq, headAfter.Seq)
+	if depAfter.ResourceVersion != depBefore.ResourceVersion || headAfter != headBefore {
+		t.Errorf("dry run wrote: deployment %s -> %s, audit head %d -> %d", depBefore.ResourceVersion, depAfter.ResourceVersion, headBefore, headAfter)
 	}
 }
 

@@ -112,3 +112,35 @@ func TestBreakglassFormRefusesAWrongConfirmation(t *testing.T) {
 		t.Errorf("replicas %d after a refused confirmation", n)
 	}
 }
+
+func TestBreakglassFormPicksTheApplicationAndResource(t *testing.T) {
+	deployApp(t, "bg-pick")
+	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass")
+	term.waitFor("Which Application?")
+	term.keys("/", "bg-pick", "Enter")
+	term.waitFor("Which resource of bg-pick?")
+	if screen := term.screen(); !strings.Contains(screen, "Deployment bg-pick/web") || !strings.Contains(screen, "ConfigMap bg-pick/") {
+		t.Fatalf("the resource picker does not list bg-pick's managed resources:\n%s", screen)
+	}
+	term.keys("/", "Deployment", "Enter")
+	term.waitFor("What change?")
+	term.keys("Down", "Enter")
+	term.waitFor("Replicas")
+	term.keys("3", "Enter")
+	term.waitFor("Reason")
+	term.keys("picked in the form", "Enter")
+	term.waitFor("Incident")
+	term.keys("Enter")
+	term.waitFor("Type the Application name (bg-pick)")
+	if screen := term.screen(); !strings.Contains(screen, "-  replicas: 2") || !strings.Contains(screen, "+  replicas: 3") {
+		t.Errorf("the plan shows no diff before the confirmation:\n%s", screen)
+	}
+	term.keys("bg-pick", "Enter")
+	term.waitFor("EXIT=")
+	if screen := term.screen(); !strings.Contains(screen, "EXIT=0") {
+		t.Fatalf("the picked break-glass did not succeed:\n%s", screen)
+	}
+	if n := replicasIn(context.Background(), t, "bg-pick"); n != 3 {
+		t.Fatalf("replicas after the form: %d, want 3", n)
+	}
+}

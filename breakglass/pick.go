@@ -1,0 +1,93 @@
+package breakglass
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// Candidate is an Application a break-glass may start from, for a picker.
+type Candidate struct {
+	Name    string
+	Project string
+	Sync    string
+	Health  string
+	// Session is the id of the open session, "" when none is open.
+	Session string
+}
+
+// Candidates lists the Applications of the engine's namespace by name.
+func (e *Engine) Candidates(ctx context.Context) ([]Candidate, error) {
+	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing applications in %s: %w", e.AppNamespace, err)
+	}
+	out := make([]Candidate, 0, len(list.Items))
+	for _, a := range list.Items {
+		c := Candidate{Name: a.GetName()}
+		c.Project, _, _ = unstructured.NestedString(a.Object, "spec", "project")
+		c.Sync, _, _ = unstructured.NestedString(a.Object, "status", "sync", "status")
+		c.Health, _, _ = unstructured.NestedString(a.Object, "status", "health", "status")
+		if s, err := ParseSession(a.GetAnnotations()[SessionAnnotation]); err == nil {
+			c.Session = s.ID
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ManagedResource is one of an Application's resources as Argo CD last
+// reported it.
+type ManagedResource struct {
+	Target audit.Target
+	Sync   string
+	Health string
+}
+
+// Arg spells the resource as breakglass's TARGET argument.
+func (r ManagedResource) Arg() string { return r.Target.String() }
+
+// ManagedResources lists app's resources from its status.
+func (e *Engine) ManagedResources(ctx context.Context, app string) ([]ManagedResource, error) {
+	a, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, app, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading application %s: %w", app, err)
+	}
+	resources, _, _ := unstructured.NestedSlice(a.Object, "status", "resources")
+	var out []ManagedResource
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		health, _, _ := unstructured.NestedString(m, "health", "status")
+		out = append(out, ManagedResource{
+			Target: audit.Target{Group: str("group"), Version: str("version"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")},
+			Sync:   str("status"), Health: health,
+		})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: application %s reports no managed resources yet", ErrNotFound, app)
+	}
+	return out, nil
+}
+
+// cleanForDiff is the object as a reader compares it: no managedFields,
+// status or bookkeeping that every write changes, and secrets redacted.
+func cleanForDiff(t audit.Target, obj map[string]any) map[string]any {
+	c := audit.RedactObject(t, obj)
+	delete(c, "status")
+	if meta, ok := c["metadata"].(map[string]any); ok {
+		for _, k := range []string{"managedFields", "resourceVersion", "generation", "uid", "creationTimestamp"} {
+			delete(meta, k)
+		}
+		if ann, ok := meta["annotations"].(map[string]any); ok {
+			delete(ann, "kubectl.kubernetes.io/last-applied-configuration")
+		}
+	}
+	return c
+}
