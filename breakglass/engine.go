@@ -33,8 +33,8 @@ const FieldManager = "kubectl-gitops"
 var ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
 
 // Engine carries out break-glass sessions. Its clients talk to the Argo CD
-// cluster; the target resource lives there too (destination
-// https://kubernetes.default.svc).
+// cluster, where Applications and the audit log live; targets of other
+// destination clusters are reached through Clusters.
 type Engine struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -51,6 +51,9 @@ type Engine struct {
 	// ArgoUI is the Argo CD web UI's base URL that tickets link to; "" for
 	// no link.
 	ArgoUI string
+	// Clusters reaches destination clusters other than the Argo CD
+	// cluster; nil refuses them.
+	Clusters Clusters
 	// AfterPause runs right after the pause is recorded. Tests use it to
 	// stop as a crash would, or to make the patch fail; nil otherwise.
 	AfterPause func(ctx context.Context) error
@@ -73,6 +76,9 @@ type Request struct {
 	// Ticket attaches the session to this existing Jira issue instead of
 	// filing a new one.
 	Ticket string
+	// TargetContext is the kubeconfig context of the destination cluster;
+	// "" finds it by the destination's server.
+	TargetContext string
 }
 
 // Plan is a checked break-glass, ready to execute: nothing has changed yet.
@@ -106,6 +112,11 @@ type Plan struct {
 	// Live and Patched are the target now and after the patch (from the
 	// server-side dry run), redacted and without bookkeeping, for a diff.
 	Live, Patched map[string]any
+	// TargetContext is the kubeconfig context that reaches the target; ""
+	// when it lives in the Argo CD cluster.
+	TargetContext string
+
+	cluster *Cluster
 
 	parents []*unstructured.Unstructured
 
@@ -130,20 +141,6 @@ var (
 	ErrNotSupported = errors.New("not supported")
 	ErrSyncRunning  = errors.New("a sync operation is running")
 )
-
-// InClusterServer is how an Application names the cluster Argo CD runs in.
-const InClusterServer = "https://kubernetes.default.svc"
-
-func inCluster(dest map[string]string) bool {
-	return dest["server"] == InClusterServer || (dest["server"] == "" && dest["name"] == "in-cluster")
-}
-
-func destinationName(dest map[string]string) string {
-	if dest["server"] != "" {
-		return dest["server"]
-	}
-	return "cluster " + dest["name"]
-}
 
 func (e *Engine) controllerWait() time.Duration {
 	if e.ControllerWait == 0 {
@@ -202,18 +199,19 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
 	}
-	gr := schema.ParseGroupResource(kindArg)
-	gvr, err := e.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
-	if err != nil {
-		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", ErrNotFound, kindArg, kindArg)
-	}
-	gvk, err := e.Mapper.KindFor(gvr)
+	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	cluster, err := e.targetCluster(req.App, dest, req.TargetContext)
 	if err != nil {
 		return nil, err
 	}
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	if !inCluster(dest) {
-		return nil, fmt.Errorf("%w: application %s deploys to %s, not to the Argo CD cluster; break-glass on other destination clusters (--target-context) is not supported yet", ErrNotSupported, req.App, destinationName(dest))
+	gr := schema.ParseGroupResource(kindArg)
+	gvr, err := cluster.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", ErrNotFound, kindArg, kindArg)
+	}
+	gvk, err := cluster.Mapper.KindFor(gvr)
+	if err != nil {
+		return nil, err
 	}
 	namespace := req.Namespace
 	if namespace == "" {
@@ -225,7 +223,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
 			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
 	}
-	if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
 	var parents []*unstructured.Unstructured
@@ -236,16 +234,16 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	var parentNames []string
 	for _, parent := range parents {
-		if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, parent.GetName()); err != nil {
+		if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, parent.GetName()); err != nil {
 			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
 		}
 		parentNames = append(parentNames, parent.GetName())
 	}
-	if err := e.allowed(ctx, gvr, namespace, name); err != nil {
+	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
 		return nil, err
 	}
 
-	client := e.Dynamic.Resource(gvr).Namespace(namespace)
+	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
 	live, err := client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", target, err)
@@ -271,16 +269,21 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		after, revision = before, join.GitRevision
 	}
 	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
+	server := dest["server"]
+	if server == "" {
+		server = cluster.Server
+	}
 	plan := &Plan{
 		Request: req, Actor: actor,
 		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
-		Cluster: dest["server"], Target: target,
+		Cluster: server, Target: target,
 		PatchType: patchType, PatchBody: body, Changes: changes,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
 		Join: join, Source: source(app), Ticket: ticketRef,
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
+		TargetContext: cluster.Context, cluster: cluster,
 		gvr: gvr,
 	}
 	if warning != "" {
@@ -360,12 +363,13 @@ func managedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool
 	return "", false
 }
 
-// allowed checks with a SelfSubjectAccessReview that the caller may patch.
-func (e *Engine) allowed(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
+// allowed checks with a SelfSubjectAccessReview, in the cluster of kube,
+// that the caller may patch.
+func allowed(ctx context.Context, kube kubernetes.Interface, gvr schema.GroupVersionResource, namespace, name string) error {
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Group: gvr.Group, Resource: gvr.Resource, Namespace: namespace, Name: name},
 	}}
-	res, err := e.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("checking your permissions: %w", err)
 	}
@@ -441,7 +445,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		res.Warnings = append(res.Warnings, warning)
 	}
 
-	_, err := e.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err := p.cluster.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, e.abort(ctx, p, session, err, withPatch)
 	}

@@ -67,7 +67,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if req.DryRun {
 		return st, nil
 	}
-	if err := e.allowed(ctx, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return st, err
 	}
 	event, reason := audit.EventRestored, st.Session.Reason

@@ -78,6 +78,7 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
 	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log and put on the ticket")
 	f.StringVar(&o.Request.Ticket, "ticket", "", "attach to this existing Jira issue (KEY-123) instead of filing a new one")
+	f.StringVar(&o.Request.TargetContext, "target-context", "", "kubeconfig context of the destination cluster, when it is not Argo CD's (default: the context whose server is the destination's)")
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
 	o.addAppNamespace(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
@@ -224,6 +225,9 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	after, _ := json.Marshal(p.SyncPolicyAfter)
 	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, revision %.12s)\n", p.App.Namespace, p.App.Name, p.App.Project, p.Revision)
 	fmt.Fprintf(o.Out, "Target:      %s in namespace %s\n", p.Target, p.Target.Namespace)
+	if p.TargetContext != "" {
+		fmt.Fprintf(o.Out, "Cluster:     %s (kubeconfig context %s)\n", p.Cluster, p.TargetContext)
+	}
 	fmt.Fprintf(o.Out, "Actor:       %s\n", p.Actor.Username)
 	if p.Join != nil {
 		fmt.Fprintf(o.Out, "Joins:       session %s by %s since %s (ticket %s)\n", p.Join.ID, p.Join.OpenedBy, p.Join.OpenedAt.Format(time.RFC3339), dash(p.Join.Ticket))

@@ -50,6 +50,7 @@ func (f *engineFlags) engine() (*breakglass.Engine, error) {
 		return nil, err
 	}
 	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AppNamespace), AppNamespace: f.AppNamespace}
+	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets, e.TicketsOff = jira()
 	if argo := argoServer(); argo != nil {
 		e.ArgoUI = argo.URL()

@@ -30,6 +30,12 @@ var fullPolicy = map[string]any{
 // Application for it and waits until Argo CD has synced it.
 func deployApp(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
+	return deployAppTo(t, name, breakglass.InClusterServer)
+}
+
+// deployAppTo is deployApp with the Application's destination server.
+func deployAppTo(t *testing.T, name, server string) *unstructured.Unstructured {
+	t.Helper()
 	e := environment(t)
 	ctx := context.Background()
 	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
@@ -39,6 +45,9 @@ func deployApp(t *testing.T, name string) *unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
+	if err := unstructured.SetNestedField(app.Object, server, "spec", "destination", "server"); err != nil {
+		t.Fatal(err)
+	}
 	apps := appsClient(t)
 	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -329,7 +338,7 @@ func TestBreakglassDryRunChangesNothing(t *testing.T) {
 	}
 }
 
-func TestBreakglassRefusesOtherDestinationClusters(t *testing.T) {
+func TestBreakglassRefusesDestinationsNoContextReaches(t *testing.T) {
 	e := environment(t)
 	app := e.Application("bg-remote", env.FixtureApp, "demo", nil)
 	app.Object["spec"].(map[string]any)["destination"] = map[string]any{"server": "https://prod.example.invalid:6443", "namespace": "demo"}
@@ -337,7 +346,7 @@ func TestBreakglassRefusesOtherDestinationClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut := mustRun(t, newUser(t, env.Oncall.Name), 1, "breakglass", "bg-remote", "deployment/web", "--replicas", "3", "--reason", "remote", "-y")
-	if !strings.Contains(errOut, "deploys to https://prod.example.invalid:6443, not to the Argo CD cluster") {
+	if !strings.Contains(errOut, "application bg-remote deploys to https://prod.example.invalid:6443: no kubeconfig context reaches https://prod.example.invalid:6443: pass --target-context") {
 		t.Errorf("breakglass on a remote destination: %q", errOut)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // DemoNamespace is where the fixture application's resources live.
@@ -370,4 +371,39 @@ func (e *Env) ArgoToken(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return out.Token, nil
+}
+
+// RegisterCluster registers the environment's API server with Argo CD a
+// second time, as a destination cluster called name at its own URL
+// (e.Server) with the admin's certificate, the way `argocd cluster add`
+// does. Applications deploying to that URL go through Argo CD's remote
+// cluster path. It returns the URL.
+func (e *Env) RegisterCluster(ctx context.Context, name string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(e.Kubeconfig(Admin.Name))
+	if err != nil {
+		return "", err
+	}
+	auth, cluster := cfg.AuthInfos[Admin.Name], cfg.Clusters[ContextName]
+	config, err := json.Marshal(map[string]any{"tlsClientConfig": map[string]any{
+		"caData": cluster.CertificateAuthorityData, "certData": auth.ClientCertificateData, "keyData": auth.ClientKeyData,
+	}})
+	if err != nil {
+		return "", err
+	}
+	admin, err := e.RESTConfig(Admin.Name)
+	if err != nil {
+		return "", err
+	}
+	kube, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return "", err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name, Namespace: e.ArgoNamespace, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"}},
+		StringData: map[string]string{"name": name, "server": e.Server, "config": string(config)},
+	}
+	if _, err := kube.CoreV1().Secrets(e.ArgoNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	return e.Server, nil
 }

@@ -1,0 +1,62 @@
+package breakglass
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Cluster is where a target lives: the clients that reach it, and the
+// kubeconfig context they came from.
+type Cluster struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Mapper  meta.RESTMapper
+	// Context is the kubeconfig context; "" for the Argo CD cluster.
+	Context string
+	// Server is the cluster's API server URL as the kubeconfig has it.
+	Server string
+}
+
+// Clusters finds the clients of an Application's destination cluster when
+// it is not the Argo CD cluster.
+type Clusters interface {
+	// Destination returns the clients for the cluster an Application
+	// deploys to (destination.server, or destination.name when the server is
+	// not given), through kubeContext when it is set.
+	Destination(server, name, kubeContext string) (*Cluster, error)
+}
+
+// InClusterServer is how an Application names the cluster Argo CD runs in.
+const InClusterServer = "https://kubernetes.default.svc"
+
+func inCluster(dest map[string]string) bool {
+	return dest["server"] == InClusterServer || (dest["server"] == "" && dest["name"] == "in-cluster")
+}
+
+func destinationName(dest map[string]string) string {
+	if dest["server"] != "" {
+		return dest["server"]
+	}
+	return "cluster " + dest["name"]
+}
+
+// targetCluster is where the Application's resources live: the Argo CD
+// cluster for in-cluster destinations, else what Clusters finds.
+func (e *Engine) targetCluster(app string, dest map[string]string, kubeContext string) (*Cluster, error) {
+	switch {
+	case inCluster(dest) && kubeContext != "":
+		return nil, fmt.Errorf("%w: application %s deploys to the Argo CD cluster itself; drop --target-context", ErrPatchInvalid, app)
+	case inCluster(dest):
+		return &Cluster{Kube: e.Kube, Dynamic: e.Dynamic, Mapper: e.Mapper}, nil
+	case e.Clusters == nil:
+		return nil, fmt.Errorf("%w: application %s deploys to %s, not to the Argo CD cluster, and no kubeconfig reaches it", ErrNotSupported, app, destinationName(dest))
+	}
+	c, err := e.Clusters.Destination(dest["server"], dest["name"], kubeContext)
+	if err != nil {
+		return nil, fmt.Errorf("application %s deploys to %s: %w", app, destinationName(dest), err)
+	}
+	return c, nil
+}

@@ -1,0 +1,55 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+func TestContextFor(t *testing.T) {
+	raw := clientcmdapi.Config{
+		CurrentContext: "hub",
+		Clusters: map[string]*clientcmdapi.Cluster{
+			"hub":    {Server: "https://hub.example:6443"},
+			"prod":   {Server: "https://prod.example:6443/"},
+			"stage":  {Server: "https://stage.example:6443"},
+			"stage2": {Server: "https://STAGE.example:6443"},
+		},
+		Contexts: map[string]*clientcmdapi.Context{
+			"hub":          {Cluster: "hub"},
+			"prod-oncall":  {Cluster: "prod"},
+			"stage-a":      {Cluster: "stage"},
+			"stage-b":      {Cluster: "stage2"},
+			"prod-cluster": {Cluster: "prod"},
+		},
+	}
+	tests := []struct {
+		name, server, clusterName string
+		current                   string
+		want, wantErr             string
+	}{
+		{name: "by server, trailing slash ignored", server: "https://prod.example:6443", current: "hub", wantErr: "several kubeconfig contexts reach https://prod.example:6443 (prod-cluster, prod-oncall)"},
+		{name: "several, the current one wins", server: "https://prod.example:6443", current: "prod-oncall", want: "prod-oncall"},
+		{name: "host case ignored", server: "https://stage.example:6443", current: "hub", wantErr: "(stage-a, stage-b)"},
+		{name: "one match", server: "https://hub.example:6443/", current: "hub", want: "hub"},
+		{name: "none", server: "https://dr.example:6443", current: "hub", wantErr: "no kubeconfig context reaches https://dr.example:6443: pass --target-context"},
+		{name: "by name", clusterName: "stage-a", current: "hub", want: "stage-a"},
+		{name: "name unknown", clusterName: "dr", current: "hub", wantErr: `no kubeconfig context is named "dr"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw.CurrentContext = tt.current
+			got, err := contextFor(raw, tt.server, tt.clusterName)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
