@@ -117,6 +117,8 @@ type Plan struct {
 	TargetContext string
 
 	cluster *Cluster
+	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
+	disableAutomated bool
 
 	parents []*unstructured.Unstructured
 
@@ -261,7 +263,10 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
-	after := pausedPolicy(before)
+	// Argo CD ≥ 3.1 can turn automated sync off and keep its settings;
+	// removing automated is the fallback every version honours.
+	_, disable, _ := e.AutomatedSchema()
+	after := pausedPolicy(before, disable)
 	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
 	if join != nil {
 		// Already paused: the policy stays as it is, and Git is compared
@@ -283,7 +288,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Parents: parentNames, parents: parents,
 		Join: join, Source: source(app), Ticket: ticketRef,
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
-		TargetContext: cluster.Context, cluster: cluster,
+		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
 		gvr: gvr,
 	}
 	if warning != "" {
@@ -328,22 +333,6 @@ func source(app *unstructured.Unstructured) ticket.Source {
 	}
 	str := func(k string) string { v, _ := src[k].(string); return v }
 	return ticket.Source{RepoURL: str("repoURL"), Path: str("path"), TargetRevision: str("targetRevision")}
-}
-
-// pausedPolicy is the sync policy with automated sync removed, which is how
-// Argo CD 2.x is paused. Everything else (syncOptions, retry) stays.
-func pausedPolicy(policy any) any {
-	m, ok := policy.(map[string]any)
-	if !ok {
-		return policy
-	}
-	paused := map[string]any{}
-	for k, v := range m {
-		if k != "automated" {
-			paused[k] = v
-		}
-	}
-	return paused
 }
 
 // managedStatus finds target among the Application's managed resources and
@@ -485,7 +474,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	session.State = StatePaused
 	var warnings []string
 	for _, parent := range p.parents {
-		paused, err := e.pauseParent(ctx, parent, p.App.Name, session)
+		paused, err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated)
 		if err != nil {
 			undoErr := e.restoreParents(ctx, p.App.Name, session)
 			outcome := audit.Outcome{Status: audit.StatusFailed, Error: "pausing parent " + parent.GetName() + ": " + err.Error()}
@@ -504,7 +493,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			r.Target = nil
 			var before any
 			_ = json.Unmarshal(paused.SavedSyncPolicy, &before)
-			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before)}
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
 		}); err != nil {
 			return nil, err
 		}

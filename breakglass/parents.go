@@ -54,7 +54,7 @@ func (e *Engine) selfHealingParents(ctx context.Context, app *unstructured.Unstr
 			return nil, fmt.Errorf("reading %s, the parent Application of %s: %w", name, child.GetName(), err)
 		}
 		selfHeal, _, _ := unstructured.NestedBool(parent.Object, "spec", "syncPolicy", "automated", "selfHeal")
-		if selfHeal && !ignoresChildSyncPolicy(parent, child.GetName()) {
+		if selfHeal && syncsAutomatically(parent) && !ignoresChildSyncPolicy(parent, child.GetName()) {
 			parents = append(parents, parent)
 		}
 		child = parent
@@ -82,7 +82,7 @@ func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) boo
 }
 
 // pauseParent pauses parent for session, keeping its policy.
-func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session) (PausedParent, error) {
+func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) (PausedParent, error) {
 	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
 	saved, err := json.Marshal(policy)
 	if err != nil {
@@ -100,7 +100,7 @@ func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructu
 	}, func(app *unstructured.Unstructured) map[string]any {
 		return map[string]any{
 			"metadata": map[string]any{"annotations": map[string]any{PausedByAnnotation: child + "/" + session.ID, RefreshAnnotation: "normal"}},
-			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy))},
+			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy, disable))},
 		}
 	})
 	return PausedParent{Name: name, SavedSyncPolicy: saved}, err

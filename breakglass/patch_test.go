@@ -137,15 +137,44 @@ func TestCompareFields(t *testing.T) {
 
 func TestPausedPolicyKeepsEverythingButAutomated(t *testing.T) {
 	policy := decode(t, `{"automated":{"prune":true,"selfHeal":true},"syncOptions":["A=true"],"retry":{"limit":2}}`)
-	got := pausedPolicy(policy).(map[string]any)
+	got := pausedPolicy(policy, false).(map[string]any)
 	if _, ok := got["automated"]; ok || !reflect.DeepEqual(got["retry"], policy["retry"]) || !reflect.DeepEqual(got["syncOptions"], policy["syncOptions"]) {
 		t.Errorf("pausedPolicy = %v", got)
 	}
-	if _, ok := policy["automated"]; !ok {
+	disabled := pausedPolicy(policy, true).(map[string]any)
+	want := map[string]any{"prune": true, "selfHeal": true, "enabled": false}
+	if !reflect.DeepEqual(disabled["automated"], want) || !reflect.DeepEqual(disabled["retry"], policy["retry"]) {
+		t.Errorf("pausedPolicy with enabled = %v, want automated %v", disabled, want)
+	}
+	if _, ok := policy["automated"].(map[string]any)["enabled"]; ok {
 		t.Errorf("pausedPolicy changed its input")
 	}
-	if pausedPolicy(nil) != nil {
+	if _, ok := pausedPolicy(decode(t, `{"syncOptions":["A=true"]}`), true).(map[string]any)["automated"]; ok {
+		t.Errorf("a manual policy gained automated")
+	}
+	if pausedPolicy(nil, true) != nil {
 		t.Errorf("no policy should stay no policy")
+	}
+}
+
+func TestAutomatedInSchema(t *testing.T) {
+	doc := func(automated string) []byte {
+		return []byte(`{"components":{"schemas":{"io.argoproj.v1alpha1.ApplicationList":{},"io.argoproj.v1alpha1.Application":{"properties":{"spec":{"properties":{"syncPolicy":{"properties":{"automated":` + automated + `}}}}}}}}}`)
+	}
+	for _, tt := range []struct {
+		name             string
+		doc              []byte
+		found, withField bool
+	}{
+		{"Argo CD 2.x", doc(`{"properties":{"prune":{},"selfHeal":{},"allowEmpty":{}}}`), true, false},
+		{"Argo CD 3.1", doc(`{"properties":{"enabled":{},"prune":{},"selfHeal":{}}}`), true, true},
+		{"no syncPolicy schema", []byte(`{"components":{"schemas":{"io.argoproj.v1alpha1.Application":{"properties":{"spec":{}}}}}}`), false, false},
+		{"not JSON", []byte(`<html>`), false, false},
+	} {
+		found, enabled := automatedInSchema(tt.doc)
+		if found != tt.found || enabled != tt.withField {
+			t.Errorf("%s: found %v enabled %v, want %v %v", tt.name, found, enabled, tt.found, tt.withField)
+		}
 	}
 }
 

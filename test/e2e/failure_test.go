@@ -172,3 +172,13 @@ func TestTwoBreakglassAtOnceOneWins(t *testing.T) {
 		t.Errorf("session after the race: %+v %v", session, err)
 	}
 }
+
+func TestAutomatedSchemaIsReadFromTheAPIServer(t *testing.T) {
+	// The pinned Argo CD 2.14 CRD has automated but not automated.enabled,
+	// so the pause removes automated; finding automated at all proves the
+	// probe walks the real schema.
+	found, enabled, err := engineAs(t, env.Oncall.Name).AutomatedSchema()
+	if err != nil || !found || enabled {
+		t.Errorf("AutomatedSchema as oncall = found %v, enabled %v, %v; want true, false", found, enabled, err)
+	}
+}
