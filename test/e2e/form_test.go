@@ -68,17 +68,27 @@ func (s *tmuxSession) keys(keys ...string) {
 	}
 }
 
+// fillChange answers the change form: set replicas, the reason and the
+// incident ("" leaves it empty).
+func (s *tmuxSession) fillChange(replicas, reason, incident string) {
+	s.t.Helper()
+	s.waitFor("What change?")
+	s.keys("Down", "Enter")
+	s.waitFor("Replicas")
+	s.keys(replicas, "Enter")
+	s.waitFor("Reason")
+	s.keys(reason, "Enter")
+	s.waitFor("Incident")
+	if incident != "" {
+		s.keys(incident)
+	}
+	s.keys("Enter")
+}
+
 func TestBreakglassInteractiveForm(t *testing.T) {
 	deployApp(t, "bg-form")
 	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass bg-form deployment/web")
-	term.waitFor("What change?")
-	term.keys("Down", "Enter")
-	term.waitFor("Replicas")
-	term.keys("5", "Enter")
-	term.waitFor("Reason")
-	term.keys("typed in the form", "Enter")
-	term.waitFor("Incident")
-	term.keys("INC-9", "Enter")
+	term.fillChange("5", "typed in the form", "INC-9")
 	term.waitFor("Type the Application name (bg-form)")
 	term.keys("bg-form", "Enter")
 	term.waitFor("EXIT=")
@@ -123,14 +133,7 @@ func TestBreakglassFormPicksTheApplicationAndResource(t *testing.T) {
 		t.Fatalf("the resource picker does not list bg-pick's managed resources:\n%s", screen)
 	}
 	term.keys("/", "Deployment", "Enter")
-	term.waitFor("What change?")
-	term.keys("Down", "Enter")
-	term.waitFor("Replicas")
-	term.keys("3", "Enter")
-	term.waitFor("Reason")
-	term.keys("picked in the form", "Enter")
-	term.waitFor("Incident")
-	term.keys("Enter")
+	term.fillChange("3", "picked in the form", "")
 	term.waitFor("Type the Application name (bg-pick)")
 	if screen := term.screen(); !strings.Contains(screen, "-  replicas: 2") || !strings.Contains(screen, "+  replicas: 3") {
 		t.Errorf("the plan shows no diff before the confirmation:\n%s", screen)
