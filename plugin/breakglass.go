@@ -57,7 +57,19 @@ pick them from the Applications and their managed resources.`,
 
   # Any patch kubectl patch would take
   kubectl gitops breakglass web deployment/web --type json \
-    --patch '[{"op":"replace","path":"/spec/replicas","value":4}]' --reason "load" -y`,
+    --patch '[{"op":"replace","path":"/spec/replicas","value":4}]' --reason "load" -y
+
+  # A second fix in the open session; its ticket gets a comment
+  kubectl gitops breakglass web deployment/web --replicas 8 --reason "still hot" --join -y
+
+  # Track it on the incident's existing Jira issue instead of a new one
+  kubectl gitops breakglass web deployment/web --replicas 6 --reason "load" --ticket OPS-42 -y
+
+  # An Application deploying to another cluster, through that cluster's context
+  kubectl gitops breakglass web deployment/web --replicas 6 --reason "load" --target-context prod-eu -y
+
+  # In a terminal: pick the Application and resource, answer the rest
+  kubectl gitops breakglass`,
 		Args: maxArgs("APP", "TARGET"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
@@ -82,7 +94,7 @@ pick them from the Applications and their managed resources.`,
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
 	o.addAppNamespace(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
-	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan; change nothing")
+	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan and the diff; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
