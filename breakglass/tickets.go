@@ -269,13 +269,24 @@ func (e *Engine) SyncTickets(ctx context.Context) ([]SyncedTicket, error) {
 		return nil, err
 	}
 	out := []SyncedTicket{}
-	for _, pt := range pending {
-		out = append(out, e.syncTicket(ctx, actor, pt))
+	for i, pt := range pending {
+		synced, err := e.syncTicket(ctx, actor, pt)
+		out = append(out, synced)
+		// The same credentials or the same outage would fail every other
+		// session too, each after its own timeouts and audit records.
+		if errors.Is(err, ticket.ErrAuth) || errors.Is(err, ticket.ErrUnreachable) {
+			for _, rest := range pending[i+1:] {
+				out = append(out, SyncedTicket{Session: rest.Session, App: rest.App, Error: "not attempted: " + err.Error()})
+			}
+			break
+		}
 	}
 	return out, nil
 }
 
-func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingTicket) SyncedTicket {
+// syncTicket does one session's queued work; the error is Jira's, for the
+// caller to tell an outage from a refusal.
+func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingTicket) (SyncedTicket, error) {
 	first := pt.Patches[0]
 	p := &Plan{Request: Request{App: pt.App.Name, Reason: first.Reason, Incident: first.Incident}, Actor: actor, App: pt.App}
 	if first.Target != nil {
@@ -292,18 +303,18 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 	claim, err := e.record(ctx, p, pt.Session, audit.EventFiled, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))
 	if err != nil {
 		res.Error = err.Error()
-		return res
+		return res, nil
 	}
 	if holder, err := e.claimHolder(ctx, pt, claim); err != nil {
 		res.Error = err.Error()
-		return res
+		return res, nil
 	} else if holder.ID != claim.ID {
 		res.Skipped = fmt.Sprintf("ticket sync by %s (audit record %s) is doing it; if that run died, run again after %s",
 			holder.Actor.Username, holder.ID, holder.Time.Add(claimStale).Local().Format("15:04:05"))
 		if _, err := e.record(ctx, p, pt.Session, audit.EventFiled, audit.Outcome{Status: audit.StatusSkipped, Error: res.Skipped}, withTicket(ref)); err != nil {
 			res.Error = err.Error()
 		}
-		return res
+		return res, nil
 	}
 
 	rc := ticket.Reconcile{Patches: pt.Patches, Source: e.appSource(ctx, pt.App), Restore: RestoreCommand(pt.App)}
@@ -345,7 +356,7 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 	if err != nil {
 		res.Error = err.Error()
 		e.recordTicketTrouble(ctx, p, pt.Session, ref, err)
-		return res
+		return res, err
 	}
 	if _, err := e.record(ctx, p, pt.Session, audit.EventFiled, audit.Outcome{Status: audit.StatusSucceeded}, withTicket(ref)); err != nil {
 		res.Error = err.Error()
@@ -355,7 +366,7 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 			res.Error = "the ticket is filed but the open session could not learn it: " + err.Error()
 		}
 	}
-	return res
+	return res, nil
 }
 
 // claimHolder returns the claim that does pt's work: the earliest

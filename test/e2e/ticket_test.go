@@ -199,7 +199,11 @@ func TestTicketQueuedWhileJiraIsDownIsFiledOnce(t *testing.T) {
 
 	d := startJira(t)
 	wrong := newUser(t, env.Oncall.Name, jiraEnv(d.URL, "not-the-token-123")...)
+	failedBefore := countEvents(t, audit.EventFailed)
 	_, errOut = mustRun(t, wrong, 1, "ticket", "sync")
+	if n := countEvents(t, audit.EventFailed) - failedBefore; n != 1 {
+		t.Errorf("a sync with a wrong token recorded %d ticket.failed records; after the first 401 it should stop", n)
+	}
 	if !strings.Contains(errOut, "401 Unauthorized") || !strings.Contains(errOut, "check JIRA_USER and JIRA_API_TOKEN") || strings.Contains(errOut, "not-the-token") {
 		t.Errorf("ticket sync with a wrong token: %q", errOut)
 	}
@@ -261,6 +265,16 @@ func TestTicketQueuedWhileJiraIsDownIsFiledOnce(t *testing.T) {
 		t.Errorf("audit chain broken")
 	}
 	assertNoSecretsSent(t, d)
+}
+
+func countEvents(t *testing.T, event audit.Event) int {
+	n := 0
+	for _, r := range allRecords(t) {
+		if r.Event == event {
+			n++
+		}
+	}
+	return n
 }
 
 // sessionIssues are the double's issues labelled for session.
