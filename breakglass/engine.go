@@ -332,7 +332,8 @@ func source(app *unstructured.Unstructured) ticket.Source {
 		}
 	}
 	str := func(k string) string { v, _ := src[k].(string); return v }
-	return ticket.Source{RepoURL: str("repoURL"), Path: str("path"), TargetRevision: str("targetRevision")}
+	kind, _, _ := unstructured.NestedString(app.Object, "status", "sourceType")
+	return ticket.Source{RepoURL: str("repoURL"), Path: str("path"), TargetRevision: str("targetRevision"), Type: kind}
 }
 
 // managedStatus finds target among the Application's managed resources and

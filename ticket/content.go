@@ -20,6 +20,9 @@ type Source struct {
 	RepoURL        string `json:"repoURL,omitempty"`
 	Path           string `json:"path,omitempty"`
 	TargetRevision string `json:"targetRevision,omitempty"`
+	// Type is how Argo CD renders it: Kustomize, Helm, Directory, Plugin
+	// ("" when unknown).
+	Type string `json:"type,omitempty"`
 }
 
 // Reconcile is what a ticket says about a session: its stored (already
@@ -156,8 +159,8 @@ func gitSection(src Source, patches []*audit.Record) string {
 }
 
 // containerImage matches a container's image in a pod template, as Diff
-// names the path.
-var containerImage = regexp.MustCompile(`/(initContainers|containers)/[^/]+/image$`)
+// names the path, capturing the container's name.
+var containerImage = regexp.MustCompile(`/(?:initContainers|containers)/([^/]+)/image$`)
 
 // suggestion says how to change Git: the kustomize line for an image, else
 // each path and its live value.
@@ -170,7 +173,15 @@ func suggestion(src Source, changes []audit.Change) string {
 		case after == audit.Redacted:
 			values = append(values, fmt.Sprintf("* %s: a secret value (redacted here): set it in Git from your secret store", Escape(c.Path)))
 		case isString && containerImage.MatchString(c.Path) && before != "":
-			images = append(images, fmt.Sprintf("kustomize edit set image %s=%s", noformat(imageName(before)), noformat(after)))
+			container := containerImage.FindStringSubmatch(c.Path)[1]
+			switch src.Type {
+			case "Directory":
+				values = append(values, fmt.Sprintf("* container %s: image: %s", Escape(container), Escape(after)))
+			case "Helm":
+				values = append(values, fmt.Sprintf("* the chart renders container %s's image: set its values (such as image.repository and image.tag) so it renders %s", Escape(container), Escape(after)))
+			default:
+				images = append(images, fmt.Sprintf("kustomize edit set image %s=%s", noformat(imageName(before)), noformat(after)))
+			}
 		default:
 			values = append(values, fmt.Sprintf("* %s = %s", Escape(c.Path), Escape(jsonText(c.After))))
 		}

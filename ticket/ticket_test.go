@@ -340,6 +340,18 @@ func TestSuggestion(t *testing.T) {
 			t.Errorf("imageName(%q) = %q, want %q", tt.ref, got, tt.name)
 		}
 	}
+	image := []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.0.0", After: "registry.example/web:0.9.8"}}
+	for _, tt := range []struct{ kind, want string }{
+		{"Kustomize", "kustomize edit set image registry.example/web=registry.example/web:0.9.8"},
+		{"", "kustomize edit set image registry.example/web=registry.example/web:0.9.8"},
+		{"Directory", "under apps/web:\n* container web: image: registry.example/web:0.9.8"},
+		{"Helm", "* the chart renders container web's image: set its values"},
+	} {
+		s := suggestion(Source{Path: "apps/web", Type: tt.kind}, image)
+		if !strings.Contains(s, tt.want) || (tt.kind == "Directory" || tt.kind == "Helm") && strings.Contains(s, "kustomize") {
+			t.Errorf("%q source: suggestion\n%s\nwant %q", tt.kind, s, tt.want)
+		}
+	}
 	if s := suggestion(Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
 		t.Errorf("secret suggestion: %s", s)
 	}

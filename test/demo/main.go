@@ -39,7 +39,7 @@ func showTicket(jira *jiradouble.Server) {
 	for _, i := range jira.Issues() {
 		fmt.Printf("Jira %s [%s] %s\n", i.Key, i.Status, i.Summary)
 		for _, line := range strings.Split(i.Description, "\n") {
-			if strings.HasPrefix(line, "kustomize edit") || strings.HasPrefix(line, "||Reason") {
+			if strings.HasPrefix(line, "* container") || strings.HasPrefix(line, "kustomize edit") || strings.HasPrefix(line, "||Reason") {
 				fmt.Println("  " + line)
 			}
 		}

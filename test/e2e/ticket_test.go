@@ -115,7 +115,8 @@ func TestTicketFollowsTheSessionFromBreakglassToRestore(t *testing.T) {
 		`||Incident|INC\-7|`,
 		"* Repository: " + strings.ReplaceAll(e.Git.URL(), "-", `\-`),
 		"* Path: apps/tk\\-loop",
-		"cd apps/tk-loop\nkustomize edit set image registry.example/web=registry.example/web:hotfix",
+		// The fixture is a plain directory of manifests, as Argo CD reports.
+		"Set these values in the manifests under apps/tk\\-loop:\n* container web: image: registry.example/web:hotfix",
 		`|/spec/template/spec/containers/web/image|"registry.example/web:1.0.0"|"registry.example/web:hotfix"|`,
 		"kubectl gitops restore tk-loop",
 	} {
