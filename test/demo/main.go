@@ -152,7 +152,7 @@ func run(ctx context.Context) error {
 	if err := sh.showImage(); err != nil {
 		return err
 	}
-	fmt.Println("…the fix stays. The ticket says how to bring Git up to the live state:")
+	fmt.Println("…the fix stays. The ticket says how to bring Git up to the live state (shown as stored, in Jira wiki markup):")
 	showTicket(jira)
 
 	step(4, "Has Git caught up? Not yet")
