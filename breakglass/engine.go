@@ -263,15 +263,17 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
-	// Argo CD ≥ 3.1 can turn automated sync off and keep its settings;
-	// removing automated is the fallback every version honours.
-	_, disable, _ := e.AutomatedSchema()
-	after := pausedPolicy(before, disable)
-	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
+	after, revision, disable := before, "", false
 	if join != nil {
 		// Already paused: the policy stays as it is, and Git is compared
 		// with the revision the session opened at.
-		after, revision = before, join.GitRevision
+		revision = join.GitRevision
+	} else {
+		// Argo CD ≥ 3.1 can turn automated sync off and keep its settings;
+		// removing automated is the fallback every version honours.
+		_, disable, _ = e.AutomatedSchema()
+		after = pausedPolicy(before, disable)
+		revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
 	}
 	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
 	server := dest["server"]

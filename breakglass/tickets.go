@@ -87,7 +87,7 @@ func withTicket(t *audit.Ticket) func(*audit.Record) {
 // Either way `ticket sync` retries it. It returns the warning to show.
 func (e *Engine) recordTicketTrouble(ctx context.Context, p *Plan, session string, ref *audit.Ticket, cause error) string {
 	event, status := audit.EventQueued, audit.StatusQueued
-	if !errors.Is(cause, ticket.ErrUnreachable) && !errors.Is(cause, ticket.ErrNotConfigured) && e.Tickets != nil {
+	if e.Tickets != nil && !errors.Is(cause, ticket.ErrUnreachable) {
 		event, status = audit.EventFailed, audit.StatusFailed
 	}
 	warning := "ticket " + status + ": " + cause.Error()
