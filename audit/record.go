@@ -116,10 +116,13 @@ func (t Target) String() string {
 	return kind + "/" + t.Name
 }
 
-// Patch is the patch applied to the target, redacted.
+// Patch is the patch applied to the target: its body re-serialised with
+// secret values redacted, and the SHA-256 (hex) of the body exactly as the
+// user gave it, so that whoever holds the original can prove it matches.
 type Patch struct {
-	Type string `json:"type"`
-	Body string `json:"body"`
+	Type   string `json:"type"`
+	Body   string `json:"body"`
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Change is one field the patch changed, with its values before and after.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // GitState says whether Git has caught up with a session's live patch.
@@ -141,21 +142,22 @@ func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, a
 
 // compareFields applies the field-level rule: every patched path must hold
 // the patched value in Git's target state, and Argo CD must report Synced.
+// Values are compared by digest: the session keeps no values.
 func compareFields(p SessionPatch, desired map[string]any, resource string) (GitState, string) {
 	if desired == nil {
 		return GitDiverged, "Git no longer contains this resource: restoring would prune or revert it"
 	}
-	for _, c := range p.Changes {
-		got, _ := lookup(desired, c.Path)
-		switch {
-		case c.After == audit.Redacted:
-			return GitWaiting, c.Path + " holds a secret value that cannot be compared: restore --force once Git has it"
-		case equalJSON(got, c.After):
+	for _, f := range p.Fields {
+		got, _ := lookup(desired, f.Path)
+		switch sum := digest(got); {
+		case f.Secret:
+			return GitWaiting, f.Path + " holds a secret value that cannot be compared: restore --force once Git has it"
+		case sum == f.After:
 			continue
-		case equalJSON(got, c.Before):
-			return GitWaiting, fmt.Sprintf("Git still has %s at %s (live: %s)", jsonText(got), c.Path, jsonText(c.After))
+		case sum == f.Before:
+			return GitWaiting, fmt.Sprintf("Git still has the value from before the patch at %s (%s)", f.Path, jsonText(redact.At(f.Path, got)))
 		default:
-			return GitDiverged, fmt.Sprintf("Git has %s at %s, the live fix is %s: restoring would revert the fix", jsonText(got), c.Path, jsonText(c.After))
+			return GitDiverged, fmt.Sprintf("Git has %s at %s, which is not the live fix: restoring would revert the fix", jsonText(redact.At(f.Path, got)), f.Path)
 		}
 	}
 	if resource != "Synced" {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -89,7 +90,12 @@ type Plan struct {
 	Cluster   string
 	Target    audit.Target
 	PatchType string
-	PatchBody []byte
+	// PatchBody is the patch as sent to the API server; never show or
+	// store it: PatchRedacted is its redacted form, PatchSHA256 the digest
+	// of the patch as the user gave it.
+	PatchBody     []byte
+	PatchRedacted string
+	PatchSHA256   string
 	// Changes are the changed fields, redacted like the audit log.
 	Changes []audit.Change
 	// SyncPolicy is the Application's spec.syncPolicy now and after the pause.
@@ -117,6 +123,10 @@ type Plan struct {
 	TargetContext string
 
 	cluster *Cluster
+	// fields are the changed paths with digests of their values, for the
+	// session; redactor knows the secret values of this patch.
+	fields   []PatchedField
+	redactor *redact.Redactor
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
 
@@ -250,14 +260,24 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", target, err)
 	}
+	if len(req.Patch.Images) > 0 {
+		if body, err = req.Patch.imagePatch(target, live.Object); err != nil {
+			return nil, err
+		}
+	}
+	red, err := redactPatch(target, patchType, body, live.Object)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
+	}
 	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
 	if err != nil {
-		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %v", ErrPatchInvalid, target, err)
+		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %s", ErrPatchInvalid, target, red.redactor.Text(err.Error()))
 	}
-	changes := redactedChanges(target, Diff(live.Object, dry.Object))
-	if len(changes) == 0 {
+	diff := Diff(live.Object, dry.Object)
+	if len(diff) == 0 {
 		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
 	}
+	changes := red.changes(target, diff, live.Object)
 	ticketRef, warning, err := e.checkTicket(ctx, req, join)
 	if err != nil {
 		return nil, err
@@ -284,7 +304,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Request: req, Actor: actor,
 		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
 		Cluster: server, Target: target,
-		PatchType: patchType, PatchBody: body, Changes: changes,
+		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
+		Changes: changes, fields: patchedFields(target, diff, live.Object), redactor: red.redactor,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
@@ -295,6 +316,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	if warning != "" {
 		plan.Warnings = append(plan.Warnings, warning)
+	}
+	if err := plan.checkSize(); err != nil {
+		return nil, err
 	}
 	return plan, nil
 }
@@ -385,13 +409,14 @@ func clientInfo() audit.Client {
 func (e *Engine) record(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
 	r := &audit.Record{
 		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
-		Reason: p.Request.Reason, Incident: p.Request.Incident,
+		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 		Application: &p.App, Cluster: &audit.Cluster{Server: p.Cluster}, Target: &p.Target,
 		Git: &audit.Git{Revision: p.Revision}, Outcome: outcome,
 	}
 	if edit != nil {
 		edit(r)
 	}
+	r.Outcome.Error = p.Redact(r.Outcome.Error)
 	if err := e.Audit.Append(ctx, r); err != nil {
 		return nil, fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
 	}
@@ -403,7 +428,7 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 // records breakglass.aborted.
 func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	withPatch := func(r *audit.Record) {
-		r.Patch = &audit.Patch{Type: p.PatchType, Body: string(p.PatchBody)}
+		r.Patch = &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, SHA256: p.PatchSHA256}
 		r.Changes = p.Changes
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 	}
@@ -412,7 +437,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		now := time.Now().UTC()
 		session = &Session{
 			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
-			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Request.Reason, Incident: p.Request.Incident,
+			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: redact.Text(p.Request.Reason), Incident: redact.Text(p.Request.Incident),
 			GitRevision: p.Revision,
 		}
 		saved, err := json.Marshal(p.SyncPolicyBefore)
@@ -439,10 +464,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 
 	_, err := p.cluster.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
-		return nil, e.abort(ctx, p, session, err, withPatch)
+		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
 	session.State = StatePatched
-	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Changes: p.Changes, At: time.Now().UTC()})
+	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC()})
 	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
 		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
 	}
@@ -624,14 +649,6 @@ func (e *Engine) explainConflict(ctx context.Context, name string, conflict erro
 		return fmt.Errorf("%w on %s: session %s by %s started first; nothing was changed by this command", ErrSessionOpen, name, s.ID, s.OpenedBy)
 	}
 	return conflict
-}
-
-// redactedChanges keeps secret values out of the session annotation, as the
-// audit log does.
-func redactedChanges(t audit.Target, changes []audit.Change) []audit.Change {
-	r := &audit.Record{Target: &t, Changes: append([]audit.Change(nil), changes...)}
-	audit.Redact(r)
-	return r.Changes
 }
 
 // updateSession rewrites the session annotation (and requests a refresh),

@@ -31,6 +31,14 @@ var PatchTypes = map[string]types.PatchType{
 	"json":      types.JSONPatchType,
 }
 
+// MaxPatchBytes bounds a patch as given (--patch or --patch-file): far
+// more than any emergency change needs, far less than what would stall the
+// command or overflow an audit record.
+const MaxPatchBytes = 1 << 20
+
+// ErrPatchTooLarge is a patch over MaxPatchBytes.
+var ErrPatchTooLarge = errors.New("the patch is over the 1 MiB limit")
+
 // Empty reports whether no change was given at all.
 func (p PatchSpec) Empty() bool {
 	return len(p.Images) == 0 && p.Replicas == nil && strings.TrimSpace(p.Body) == ""
@@ -68,6 +76,9 @@ func (p PatchSpec) Build() (string, []byte, error) {
 	}
 	if p.Empty() {
 		return "", nil, errors.New("no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file")
+	}
+	if len(p.Body) > MaxPatchBytes {
+		return "", nil, fmt.Errorf("%w (%d KiB): an emergency patch changes a few fields; patch in smaller steps", ErrPatchTooLarge, len(p.Body)>>10)
 	}
 	typ := p.Type
 	if typ == "" {

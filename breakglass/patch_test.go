@@ -108,7 +108,11 @@ func TestLookupFollowsDiffPaths(t *testing.T) {
 }
 
 func TestCompareFields(t *testing.T) {
-	patch := SessionPatch{Changes: []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "w:1", After: "w:hotfix"}}}
+	patch := SessionPatch{Fields: patchedFields(audit.Target{Kind: "Deployment", Group: "apps"},
+		[]audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "w:1", After: "w:hotfix"}}, nil)}
+	if f := patch.Fields[0]; f.Secret || f.After == "" || strings.Contains(f.After+f.Before, "hotfix") {
+		t.Fatalf("the session field should keep digests only: %+v", f)
+	}
 	git := func(image string) map[string]any {
 		return decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"`+image+`"}]}}}}`)
 	}
@@ -129,9 +133,21 @@ func TestCompareFields(t *testing.T) {
 			t.Errorf("%s: %s (%s), want %s", tt.name, got, detail, tt.want)
 		}
 	}
-	secret := SessionPatch{Changes: []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}}
+	secret := SessionPatch{Fields: patchedFields(audit.Target{Kind: "ConfigMap"}, []audit.Change{{Path: "/data/password", Before: "old", After: "x"}}, nil)}
+	if f := secret.Fields[0]; !f.Secret || f.After != "" || f.Before != "" {
+		t.Fatalf("a secret field kept a digest: %+v", f)
+	}
 	if got, _ := compareFields(secret, decode(t, `{"data":{"password":"x"}}`), "Synced"); got != GitWaiting {
-		t.Errorf("a redacted value counted as caught up: %s", got)
+		t.Errorf("a secret value counted as caught up: %s", got)
+	}
+	// A readable name that only contains a secret-looking fragment is
+	// compared like any other field (it used to be redacted, so it could
+	// never catch up).
+	proxy := SessionPatch{Fields: patchedFields(audit.Target{Kind: "Deployment", Group: "apps"},
+		[]audit.Change{{Path: "/spec/template/spec/containers/oauth2-proxy/image", Before: "p:1", After: "p:2"}}, nil)}
+	desired := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"oauth2-proxy","image":"p:2"}]}}}}`)
+	if got, detail := compareFields(proxy, desired, "Synced"); got != GitCaughtUp {
+		t.Errorf("oauth2-proxy's image: %s (%s), want caught-up", got, detail)
 	}
 }
 

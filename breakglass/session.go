@@ -47,18 +47,30 @@ type Session struct {
 	TerminatedSync string `json:"terminatedSync,omitempty"`
 }
 
-// SessionPatch is one patch of the session: what it changed, with the
-// values before and after (redacted like the audit log), which the catch-up
-// check compares with Git.
+// SessionPatch is one patch of the session: which fields it changed, with
+// digests of their values, never the values (those live in the audit
+// record), so the annotation stays small whatever the patch.
 type SessionPatch struct {
-	Target  audit.Target   `json:"target"`
-	Type    string         `json:"type"`
-	Changes []audit.Change `json:"changes"`
-	At      time.Time      `json:"at"`
+	Target audit.Target   `json:"target"`
+	Type   string         `json:"type"`
+	Fields []PatchedField `json:"fields"`
+	At     time.Time      `json:"at"`
 	// ArgoSawPatch is whether Argo CD flagged the patched resource
 	// OutOfSync after the patch; nil until known. When false, the patch only
 	// added fields Git never set and resource-level Synced proves nothing.
 	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
+}
+
+// PatchedField is one field a patch changed: its path (list items by
+// name, as Diff spells it) and the SHA-256 digests of its canonical JSON
+// value before and after, which the catch-up check compares with Git. A
+// secret field keeps no digests: a digest of a short password can be
+// guessed.
+type PatchedField struct {
+	Path   string `json:"path"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+	Secret bool   `json:"secret,omitempty"`
 }
 
 // ParseSession decodes the session annotation.

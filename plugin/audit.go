@@ -249,7 +249,7 @@ func writeAuditTable(o *AuditLogOptions, records []*audit.Record, wide bool) err
 			}
 			row = append(row, dash(r.Session), dash(ticket), dash(oneLine(r.Reason, 60)), r.Hash[:min(12, len(r.Hash))])
 		}
-		fmt.Fprintln(w, strings.Join(row, "\t"))
+		writeRow(w, row...)
 	}
 	return w.Flush()
 }
@@ -295,6 +295,9 @@ func writeAuditCSV(o *AuditLogOptions, records []*audit.Record) error {
 		}
 		row := []string{r.ID, strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339Nano), string(r.Event), r.Session, r.Actor.Username,
 			appName(r), project, cluster, targetName(r), r.Reason, r.Incident, ticket, rev, r.Outcome.Status, r.Outcome.Error, r.Prev, r.Hash}
+		for i := range row {
+			row[i] = csvCell(row[i])
+		}
 		if err := w.Write(row); err != nil {
 			return err
 		}
@@ -433,7 +436,7 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.Out, "chain intact: %d records, newest %d (hash %.12s)\n", rep.Records, rep.Tip.Seq, rep.Tip.Hash)
 	} else {
 		for _, b := range rep.Breaks {
-			fmt.Fprintln(o.Out, b.String())
+			fmt.Fprintln(o.Out, printable(b.String()))
 		}
 		fmt.Fprintf(o.Out, "chain broken: %d problem(s) in %d records\n", len(rep.Breaks), rep.Records)
 	}

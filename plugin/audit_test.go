@@ -2,9 +2,11 @@ package plugin
 
 import (
 	"context"
+	"encoding/csv"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +178,48 @@ func entriesOf(t *testing.T, jsonl string) []audit.Entry {
 		t.Fatal(err)
 	}
 	return es
+}
+
+// TestHostileTextIsNeutralised: a reason written to attack a spreadsheet or a
+// terminal is stored as typed, but exported as an inert CSV cell and
+// printed without its escape sequences.
+func TestHostileTextIsNeutralised(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	store := &audit.FileStore{Path: path}
+	hostile := []string{"=HYPERLINK(\"http://evil.example\",\"x\")", "+1+cmd", "-2-3", "@SUM(A1)", "\tTAB", "\rCR", "ok \x1b]0;pwned\x07 \x1b[31mred\x1b[0m \u202etxt\x9b"}
+	for i, reason := range hostile {
+		r := audit.Record{Event: audit.EventPlanned, Reason: reason, Actor: audit.Actor{Username: "oncall"},
+			Application: &audit.AppRef{Namespace: "argocd", Name: "web"}, Time: time.Date(2026, 12, 2, 3, 15, i, 0, time.UTC),
+			Outcome: audit.Outcome{Status: audit.StatusStarted}}
+		if err := store.Append(context.Background(), &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runPlugin(t, "audit", "log", "--file", path, "-o", "csv")
+	if code != 0 {
+		t.Fatalf("csv: exit %d: %s", code, errOut)
+	}
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := slices.Index(auditCSVColumns, "reason")
+	for _, row := range rows[1:] {
+		cell := row[reason]
+		if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+			t.Errorf("CSV cell %q would be evaluated by a spreadsheet", cell)
+		}
+		if strings.ContainsAny(cell, "\x1b\x07") {
+			t.Errorf("CSV cell %q carries control characters", cell)
+		}
+	}
+	if !strings.Contains(out, `'=HYPERLINK`) {
+		t.Errorf("the formula should be kept, quoted: %s", out)
+	}
+	for _, format := range []string{"table", "wide"} {
+		code, out, _ := runPlugin(t, "audit", "log", "--file", path, "-o", format)
+		if code != 0 || strings.ContainsAny(out, "\x1b\x07\u202e\u009b") {
+			t.Errorf("-o %s: exit %d, raw control characters in %q", format, code, out)
+		}
+	}
 }

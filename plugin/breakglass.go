@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -115,9 +116,9 @@ func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
 		if o.Request.Patch.Body != "" {
 			return usageErrorf("--patch and --patch-file cannot both be set: use one")
 		}
-		data, err := os.ReadFile(o.PatchFile)
+		data, err := readPatchFile(o.PatchFile)
 		if err != nil {
-			return usageErrorf("--patch-file: %v", err)
+			return usageErrorf("--patch-file %s: %v", o.PatchFile, err)
 		}
 		o.Request.Patch.Body = string(data)
 	}
@@ -157,6 +158,24 @@ func (o *BreakglassOptions) Validate() error {
 	return nil
 }
 
+// readPatchFile reads at most breakglass.MaxPatchBytes: a patch file that
+// is larger (or endless, like /dev/zero) is refused, never read to the end.
+func readPatchFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, breakglass.MaxPatchBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > breakglass.MaxPatchBytes {
+		return nil, fmt.Errorf("%w: patch in smaller steps", breakglass.ErrPatchTooLarge)
+	}
+	return data, nil
+}
+
 func isTerminal(stream any) bool {
 	f, ok := stream.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
@@ -190,7 +209,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 		o.printPlan(plan)
 	}
 	for _, w := range plan.Warnings {
-		fmt.Fprintln(o.ErrOut, "warning: "+w)
+		warn(o.ErrOut, w)
 	}
 	if o.DryRun {
 		if o.Output != "text" {
@@ -209,7 +228,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 		return err
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintln(o.ErrOut, "warning: "+w)
+		warn(o.ErrOut, w)
 	}
 	if o.Output != "text" {
 		return printStructured(o.Out, o.Output, res.Session)
@@ -259,11 +278,11 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	for _, c := range p.Changes {
 		b, _ := json.Marshal(c.Before)
 		a, _ := json.Marshal(c.After)
-		fmt.Fprintf(o.Out, "  %s: %s -> %s\n", c.Path, b, a)
+		fmt.Fprintf(o.Out, "  %s: %s -> %s\n", printable(c.Path), printable(p.Redact(string(b))), printable(p.Redact(string(a))))
 	}
 	fmt.Fprintln(o.Out, "Diff:")
 	color := isTerminal(o.Out) && os.Getenv("NO_COLOR") == ""
-	for _, line := range strings.SplitAfter(unifiedDiff(p.Live, p.Patched), "\n") {
+	for _, line := range strings.SplitAfter(printableLines(p.Redact(unifiedDiff(p.Live, p.Patched))), "\n") {
 		switch {
 		case line == "":
 		case color && strings.HasPrefix(line, "+") && !strings.HasPrefix(line, "+++"):
@@ -308,8 +327,9 @@ type planView struct {
 
 func newPlanView(p *breakglass.Plan) planView {
 	r := &audit.Record{
-		Reason: p.Request.Reason, Incident: p.Request.Incident, Target: &p.Target,
-		Patch: &audit.Patch{Type: p.PatchType, Body: string(p.PatchBody)}, Changes: p.Changes,
+		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident), Target: &p.Target,
+		Patch:      &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, SHA256: p.PatchSHA256},
+		Changes:    p.Changes,
 		SyncPolicy: &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter},
 	}
 	audit.Redact(r)

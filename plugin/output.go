@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // outputFlag registers -o/--output with the formats a command accepts; the
@@ -45,4 +47,65 @@ func printStructured(w io.Writer, format string, v any) error {
 		return err
 	}
 	return fmt.Errorf("unknown structured output format %q", format)
+}
+
+// printable makes one line of text safe for a terminal: user and server
+// text may carry escape sequences (ESC, OSC, CSI as C1 codes) that would
+// recolour, retitle or rewrite the screen. Line breaks and tabs become
+// spaces; other control and bidi-override characters are shown escaped.
+func printable(s string) string {
+	return safeText(s, false)
+}
+
+// printableLines is printable for text that keeps its line breaks.
+func printableLines(s string) string {
+	return safeText(s, true)
+}
+
+func safeText(s string, keepLines bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' && keepLines:
+			b.WriteRune(r)
+		case r == '\n' || r == '\t' || r == '\r':
+			b.WriteByte(' ')
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// writeRow writes one tab-separated table row, each cell made printable.
+func writeRow(w io.Writer, cells ...string) {
+	for i, c := range cells {
+		cells[i] = printable(c)
+	}
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
+}
+
+// warn prints a warning on stderr, redacted and printable: warnings often
+// carry a server's words, which may echo a value.
+func warn(w io.Writer, msg string) {
+	fmt.Fprintln(w, "warning: "+printable(redact.Text(msg)))
+}
+
+// note prints an informational line on stderr, redacted and printable.
+func note(w io.Writer, format string, args ...any) {
+	fmt.Fprintln(w, printable(redact.Text(fmt.Sprintf(format, args...))))
+}
+
+// csvCell neutralises a cell a spreadsheet would evaluate as a formula
+// (OWASP's CSV injection advice): a leading =, +, -, @, tab or carriage
+// return gets a single quote in front. Control characters are escaped.
+func csvCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		s = "'" + s
+	}
+	return safeText(s, true)
 }

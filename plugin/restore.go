@@ -97,7 +97,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		return err
 	}
 	for _, w := range st.Warnings {
-		fmt.Fprintln(o.ErrOut, "warning: "+w)
+		warn(o.ErrOut, w)
 	}
 	if o.Output != "text" {
 		return printStructured(o.Out, o.Output, st)
@@ -107,12 +107,12 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.Out, "restore of %s would go ahead: Git is %s at %.12s (dry run: nothing was changed)\n", o.Request.App, st.Git, st.Revision)
 		return nil
 	case st.Ready:
-		fmt.Fprintf(o.Out, "restored the saved sync policy of %s: Git caught up at %.12s; session %s closed\n", o.Request.App, st.Revision, st.Session.ID)
+		fmt.Fprintf(o.Out, "restored the saved sync policy of %s: Git caught up at %.12s; session %s closed\n", o.Request.App, st.Revision, printable(st.Session.ID))
 	default:
-		fmt.Fprintf(o.Out, "forced restore of %s (Git %s); session %s closed and recorded as forced\n", o.Request.App, st.Git, st.Session.ID)
+		fmt.Fprintf(o.Out, "forced restore of %s (Git %s); session %s closed and recorded as forced\n", o.Request.App, st.Git, printable(st.Session.ID))
 	}
 	if st.Session.Ticket != "" && len(st.Warnings) == 0 {
-		fmt.Fprintf(o.Out, "ticket %s commented and closed\n", st.Session.Ticket)
+		fmt.Fprintf(o.Out, "ticket %s commented and closed\n", printable(st.Session.Ticket))
 	}
 	if o.Wait {
 		return o.waitSynced(ctx, engine)

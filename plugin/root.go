@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // Exit codes shared by every command (DESIGN §2).
@@ -74,7 +76,7 @@ func Execute(ctx context.Context, cmd *cobra.Command, streams genericiooptions.I
 	} else if isCobraUsageError(err) {
 		code = ExitUsage
 	}
-	fmt.Fprintln(streams.ErrOut, "error: "+lowerFirst(err.Error()))
+	fmt.Fprintln(streams.ErrOut, "error: "+printable(redact.Text(lowerFirst(err.Error()))))
 	return code
 }
 

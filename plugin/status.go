@@ -97,7 +97,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 				return &ExitError{Code: ExitFailure, Err: fmt.Errorf("not caught up after %s", o.Timeout)}
 			}
 			for _, s := range statuses {
-				fmt.Fprintf(o.ErrOut, "%s %s: %s\n", time.Now().Format("15:04:05"), s.App.Name, summary(s))
+				note(o.ErrOut, "%s %s: %s", time.Now().Format("15:04:05"), s.App.Name, summary(s))
 			}
 		case o.Watch:
 			o.print(statuses)
@@ -186,14 +186,14 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, fmt.Sprintf("%.12s", s.Revision), strings.Join(strings.Fields(summary(s)), " "))
 		}
-		fmt.Fprintln(w, strings.Join(row, "\t"))
+		writeRow(w, row...)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	for _, s := range statuses {
 		for _, n := range s.Notes {
-			fmt.Fprintf(o.ErrOut, "note: %s: %s\n", s.App.Name, n)
+			note(o.ErrOut, "note: %s: %s", s.App.Name, n)
 		}
 	}
 	return nil

@@ -104,7 +104,7 @@ func (o *TicketSyncOptions) print(synced []breakglass.SyncedTicket) {
 		}
 		switch {
 		case s.Error != "":
-			fmt.Fprintf(o.ErrOut, "%s session %s: %s\n", s.App.Name, s.Session, s.Error)
+			note(o.ErrOut, "%s session %s: %s", s.App.Name, s.Session, s.Error)
 		case s.Skipped != "":
 			fmt.Fprintf(o.Out, "%s session %s: skipped, %s\n", s.App.Name, s.Session, s.Skipped)
 		default:

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // MaxFieldLength is Jira's limit for a text field such as the description
@@ -54,7 +55,7 @@ func Summary(rc Reconcile) string {
 	if n := len(rc.Patches) - 1; n > 0 {
 		s += fmt.Sprintf(" (+%d more)", n)
 	}
-	return truncate(stripControl(s, false), 255, "…")
+	return truncate(stripControl(s), 255, "…")
 }
 
 // Labels are the issue's labels: breakglass, the application, the session
@@ -229,7 +230,11 @@ func patchSection(r *audit.Record) string {
 	if r.Patch == nil {
 		return ""
 	}
-	return fmt.Sprintf("h3. The patch (%s)\n{noformat}\n%s\n{noformat}\n\n", Escape(r.Patch.Type), noformat(r.Patch.Body))
+	text := fmt.Sprintf("h3. The patch (%s, secret values redacted)\n{noformat}\n%s\n{noformat}\n", Escape(r.Patch.Type), noformat(r.Patch.Body))
+	if r.Patch.SHA256 != "" {
+		text += fmt.Sprintf("SHA-256 of the patch as given: %s\n", Escape(r.Patch.SHA256))
+	}
+	return text + "\n"
 }
 
 // wikiSpecial are the characters Jira's wiki renderer gives meaning to
@@ -240,7 +245,7 @@ const wikiSpecial = `\*_-+^~?{}[]|!#()`
 // Escape makes user text literal in Jira wiki markup: control characters
 // (newlines included) become spaces and markup characters are escaped.
 func Escape(s string) string {
-	s = stripControl(s, false)
+	s = stripControl(redact.Text(s))
 	var b strings.Builder
 	for _, r := range s {
 		if strings.ContainsRune(wikiSpecial, r) {
@@ -251,22 +256,18 @@ func Escape(s string) string {
 	return b.String()
 }
 
-// noformat makes text safe inside a {noformat} block: control characters
-// other than newline and tab are dropped, and the closing tag is broken.
+// noformat makes user text safe inside a {noformat} block: it stays on one
+// line (control characters, newlines included, become spaces), and the
+// closing tag is broken.
 func noformat(s string) string {
-	s = stripControl(s, true)
+	s = stripControl(redact.Text(s))
 	return strings.ReplaceAll(s, "{noformat}", "{noformat\u200b}")
 }
 
-func stripControl(s string, keepLines bool) string {
+// stripControl turns control characters (newlines included) into spaces.
+func stripControl(s string) string {
 	return strings.Map(func(r rune) rune {
-		switch {
-		case keepLines && (r == '\n' || r == '\t'):
-			return r
-		case r == utf8.RuneError || unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
-			if keepLines {
-				return -1
-			}
+		if r == utf8.RuneError || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return ' '
 		}
 		return r

@@ -101,7 +101,7 @@ func TestCreateFilesTheTicketFieldByField(t *testing.T) {
 		"cd apps/web\nkustomize edit set image registry.example/web=registry.example/web:0.9.8\n",
 		"* /spec/replicas = 6",
 		"|/spec/template/spec/containers/web/image|\"registry.example/web:1.0.0\"|\"registry.example/web:0.9.8\"|",
-		"h3. The patch (strategic)\n{noformat}\n{\"spec\"",
+		"h3. The patch (strategic, secret values redacted)\n{noformat}\n{\"spec\"",
 		"kubectl gitops restore web",
 		"kubectl gitops audit show 20261202\\-031502\\-abcdef",
 	} {

@@ -1,0 +1,82 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+var deployment = audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
+
+func TestImagePatchRefusesUnknownContainers(t *testing.T) {
+	live := decode(t, `{"spec":{"template":{"spec":{"initContainers":[{"name":"migrate","image":"m:1"}],"containers":[{"name":"web","image":"w:1"},{"name":"oauth2-proxy","image":"p:1"}]}}}}`)
+	_, err := PatchSpec{Images: map[string]string{"wbe": "w:2"}}.imagePatch(deployment, live)
+	if !errors.Is(err, ErrPatchInvalid) || !strings.Contains(err.Error(), "wbe") || !strings.Contains(err.Error(), "web, oauth2-proxy") || !strings.Contains(err.Error(), "migrate (init)") {
+		t.Fatalf("unknown container: %v", err)
+	}
+	body, err := PatchSpec{Images: map[string]string{"web": "w:2", "migrate": "m:2"}}.imagePatch(deployment, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"spec":{"template":{"spec":{"containers":[{"image":"w:2","name":"web"}],"initContainers":[{"image":"m:2","name":"migrate"}]}}}}`
+	if string(body) != want {
+		t.Errorf("image patch = %s, want %s", body, want)
+	}
+	cron := decode(t, `{"spec":{"jobTemplate":{"spec":{"template":{"spec":{"containers":[{"name":"job","image":"j:1"}]}}}}}}`)
+	if body, err := (PatchSpec{Images: map[string]string{"job": "j:2"}}).imagePatch(audit.Target{Group: "batch", Kind: "CronJob", Name: "c"}, cron); err != nil || !strings.Contains(string(body), "jobTemplate") {
+		t.Errorf("cronjob image patch = %s, %v", body, err)
+	}
+	if _, err := (PatchSpec{Images: map[string]string{"x": "y"}}).imagePatch(audit.Target{Kind: "ConfigMap", Name: "c"}, decode(t, `{"data":{}}`)); !errors.Is(err, ErrPatchInvalid) {
+		t.Errorf("--image on a ConfigMap: %v", err)
+	}
+}
+
+func TestRedactPatchAgainstTheLiveObject(t *testing.T) {
+	live := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"DB_PASSWORD","value":"old-secret-1"}]}]}}}}`)
+	body := []byte(`[{"op":"replace","path":"/spec/template/spec/containers/0/env/0/value","value":"canary-by-index"}]`)
+	red, err := redactPatch(deployment, "json", body, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(red.body, "canary") {
+		t.Errorf("redacted body kept the value: %s", red.body)
+	}
+	patched := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"DB_PASSWORD","value":"canary-by-index"}]}]}}}}`)
+	changes := red.changes(deployment, Diff(live, patched), live)
+	out, _ := json.Marshal(changes)
+	if strings.Contains(string(out), "canary") || strings.Contains(string(out), "old-secret-1") {
+		t.Errorf("changes kept a value: %s", out)
+	}
+	if got := red.redactor.Text(`Invalid value: "canary-by-index"`); strings.Contains(got, "canary") {
+		t.Errorf("a server error echoing the value: %s", got)
+	}
+	fields := patchedFields(deployment, Diff(live, patched), live)
+	if len(fields) != 1 || !fields[0].Secret || fields[0].After != "" {
+		t.Errorf("session fields of a secret change: %+v", fields)
+	}
+}
+
+func TestCheckSizeRefusesWhatCannotBeStored(t *testing.T) {
+	big := strings.Repeat("x", MaxRecordBytes)
+	p := &Plan{Target: deployment, PatchType: "merge", PatchRedacted: `{"metadata":{"annotations":{"a":"` + big + `"}}}`,
+		Changes: []audit.Change{{Path: "/metadata/annotations/a", After: big}},
+		fields:  []PatchedField{{Path: "/metadata/annotations/a", After: digest(big)}}}
+	if err := p.checkSize(); !errors.Is(err, ErrPatchInvalid) || !strings.Contains(err.Error(), "too large to record") {
+		t.Errorf("an oversized record: %v", err)
+	}
+	var many []PatchedField
+	for i := 0; i < 2000; i++ {
+		many = append(many, PatchedField{Path: "/metadata/labels/l" + strings.Repeat("x", 20), After: digest(i)})
+	}
+	p = &Plan{Target: deployment, PatchRedacted: "{}", fields: many}
+	if err := p.checkSize(); !errors.Is(err, ErrPatchInvalid) || !strings.Contains(err.Error(), "session annotation") {
+		t.Errorf("a session too large: %v", err)
+	}
+	p = &Plan{Target: deployment, PatchRedacted: `{"spec":{"replicas":3}}`, fields: []PatchedField{{Path: "/spec/replicas", After: digest(3)}}}
+	if err := p.checkSize(); err != nil {
+		t.Errorf("a small patch: %v", err)
+	}
+}

@@ -1,0 +1,218 @@
+// Package redact is the one layer that keeps secret values and hostile text
+// out of everything kubectl gitops stores or shows: audit records, the
+// session annotation, Jira content, and what commands print. Audit records
+// are immutable, so a secret that reaches one is there for good; every sink
+// goes through this package.
+//
+// A value is judged by the field it resolves to (the key, or the name of the
+// list item it sits in, such as an env var), never by fragments of a path,
+// and by its own shape (credentials in URLs, secret-looking --flags, headers,
+// private keys, token formats). Nothing here modifies the values it is given:
+// every function returns a copy, because the engine acts on the originals.
+package redact
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Redacted replaces every secret value.
+const Redacted = "[REDACTED]"
+
+// secretWords are the words of a name that say its value is a credential.
+var secretWords = map[string]bool{
+	"password": true, "passwd": true, "pwd": true, "pass": true, "passphrase": true,
+	"secret": true, "token": true, "credential": true, "credentials": true, "creds": true,
+	"apikey": true, "privatekey": true, "auth": true, "authorization": true, "bearer": true,
+	"dsn": true, "cookie": true, "jwt": true, "pat": true, "otp": true, "sessionkey": true,
+	"connectionstring": true, "connstr": true, "accesskey": true, "secretkey": true,
+}
+
+// keyQualifiers make "key" a credential when they come right before it:
+// API_KEY, AWS_SECRET_ACCESS_KEY, tls.key, signingKey. A bare "key" (as in
+// tolerations or secretKeyRef) is a field name, not a secret.
+var keyQualifiers = map[string]bool{
+	"api": true, "access": true, "secret": true, "private": true, "signing": true, "encryption": true,
+	"ssh": true, "tls": true, "client": true, "master": true, "account": true, "license": true,
+	"session": true, "hmac": true, "gpg": true, "pgp": true, "rsa": true, "service": true, "auth": true,
+	"storage": true, "sas": true, "crypt": true, "ed25519": true, "ecdsa": true, "webhook": true,
+}
+
+// notSecretLast are final words that make a name describe a credential
+// rather than hold one: PASSWORD_FILE is a path, secretName and
+// tokenSecretRef are references, TOKEN_TTL is a duration.
+var notSecretLast = map[string]bool{
+	"name": true, "names": true, "ref": true, "refs": true, "path": true, "file": true, "filename": true,
+	"dir": true, "mount": true, "namespace": true, "url": true, "uri": true, "endpoint": true, "host": true,
+	"port": true, "type": true, "kind": true, "ttl": true, "expiry": true, "expiration": true, "expires": true,
+	"enabled": true, "mode": true, "policy": true, "version": true, "count": true, "timeout": true,
+	"duration": true, "format": true, "length": true, "id": true, "issuer": true, "audience": true,
+	"provider": true, "method": true, "strategy": true, "rotation": true, "selector": true,
+}
+
+// Name reports whether a key, variable or flag name says its value is a
+// credential. It looks at whole words, so oauth2-proxy, cert-manager.io/x
+// and author stay readable.
+func Name(name string) bool {
+	words := Words(name)
+	if len(words) == 0 || notSecretLast[words[len(words)-1]] {
+		return false
+	}
+	for i, w := range words {
+		if secretWords[w] || (i+1 < len(words) && secretWords[w+words[i+1]]) {
+			return true
+		}
+		if (w == "key" || w == "keys") && i > 0 && keyQualifiers[words[i-1]] {
+			return true
+		}
+	}
+	return false
+}
+
+// Words splits a name into lowercase words at punctuation and at camelCase
+// boundaries: "DBPassword" is db, password; "tls.key" is tls, key.
+func Words(name string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	runes := []rune(name)
+	for i, r := range runes {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush()
+			continue
+		}
+		if unicode.IsUpper(r) && len(cur) > 0 {
+			prev := runes[i-1]
+			nextLower := i+1 < len(runes) && unicode.IsLower(runes[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
+				flush()
+			}
+		}
+		cur = append(cur, r)
+	}
+	flush()
+	return words
+}
+
+var (
+	pemPrivateKey = regexp.MustCompile(`(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|$)`)
+	secretHeader  = regexp.MustCompile(`(?i)\b(authorization|proxy-authorization|x-api-key|x-auth-token|x-access-token|private-token|api-key|set-cookie|cookie)(\s*:\s*)[^\r\n]*`)
+	urlUserinfo   = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']*):([^\s@/"']+)@`)
+	// flagKey is "--flag=" or "--flag " and keyKey is "key=" or "key: "
+	// (quoted keys too, as in JSON text): what follows is the value.
+	flagKey    = regexp.MustCompile(`(--?)([A-Za-z][A-Za-z0-9_.\-]*)(=|\s+)`)
+	keyKey     = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[=:]\s*)`)
+	authScheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=\-]{8,}`)
+	// tokenFormats are the shapes of well-known credentials.
+	tokenFormats = regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*` +
+		`|\b(ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{8,}|\bgithub_pat_[A-Za-z0-9_]{8,}|\bgl(pat|rt|dt|ptt)-[A-Za-z0-9_\-]{8,}` +
+		`|\bxox[abposre]-[A-Za-z0-9\-]{8,}|\bxapp-[A-Za-z0-9\-]{8,}|\b[spr]k_(live|test)_[A-Za-z0-9]{8,}|\bsk-[A-Za-z0-9_\-]{16,}` +
+		`|\b(AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{12,}|\bAIza[A-Za-z0-9_\-]{20,}|\bnpm_[A-Za-z0-9]{20,}|\bpypi-[A-Za-z0-9_\-]{20,}` +
+		`|\bdop_v1_[a-f0-9]{20,}|\bshp(at|ss|ca|pa)_[a-fA-F0-9]{16,}|\bhv[sbr]\.[A-Za-z0-9_\-]{20,}|\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}` +
+		`|\bya29\.[A-Za-z0-9_\-]{20,}|\bdckr_pat_[A-Za-z0-9_\-]{16,}|\bAccountKey=[A-Za-z0-9+/=]{16,}`)
+	// tokenCandidate is a run that may be a random credential; highEntropy
+	// decides.
+	tokenCandidate = regexp.MustCompile(`[A-Za-z0-9+_\-]{20,}={0,2}`)
+)
+
+// Text redacts credential-shaped parts of free text: private keys,
+// authorization-style headers, passwords in URLs, secret-looking --flags and
+// key=value pairs, known token formats, and long random-looking strings.
+func Text(s string) string {
+	if s == "" {
+		return s
+	}
+	s = pemPrivateKey.ReplaceAllString(s, Redacted)
+	s = secretHeader.ReplaceAllString(s, "${1}${2}"+Redacted)
+	s = urlUserinfo.ReplaceAllString(s, "${1}:"+Redacted+"@")
+	s = redactAfterKeys(s, flagKey, 2)
+	s = redactAfterKeys(s, keyKey, 1)
+	s = authScheme.ReplaceAllString(s, "${1}${2}"+Redacted)
+	s = tokenFormats.ReplaceAllString(s, Redacted)
+	return tokenCandidate.ReplaceAllStringFunc(s, func(m string) string {
+		if highEntropy(m) {
+			return Redacted
+		}
+		return m
+	})
+}
+
+// redactAfterKeys redacts the value after each match of re whose group
+// name is a secret-looking name. Matches are found without their values,
+// so a harmless key (like https:) never swallows a secret one after it.
+func redactAfterKeys(s string, re *regexp.Regexp, name int) string {
+	matches := re.FindAllStringSubmatchIndex(s, -1)
+	for i := len(matches) - 1; i >= 0; i-- {
+		m := matches[i]
+		if !Name(s[m[2*name]:m[2*name+1]]) {
+			continue
+		}
+		start := m[1]
+		end := valueEnd(s, start)
+		v := s[start:end]
+		if end == start || strings.Trim(v, `"'`) == Redacted {
+			continue
+		}
+		repl := Redacted
+		if q := v[0]; q == '"' || q == '\'' {
+			repl = string(q) + Redacted + string(q)
+		}
+		s = s[:start] + repl + s[end:]
+	}
+	return s
+}
+
+// valueEnd finds where a value starting at start ends: at its closing quote
+// when quoted, else at white space or a separator.
+func valueEnd(s string, start int) int {
+	if start >= len(s) {
+		return start
+	}
+	if q := s[start]; q == '"' || q == '\'' {
+		if end := strings.IndexByte(s[start+1:], q); end >= 0 {
+			return start + end + 2
+		}
+		return len(s)
+	}
+	if end := strings.IndexAny(s[start:], " \t\r\n\"',;&}]"); end >= 0 {
+		return start + end
+	}
+	return len(s)
+}
+
+// highEntropy is true for a string that looks machine-generated: upper and
+// lower case letters and digits, and about four bits of entropy or more
+// per character. Names, paths, image references, Git revisions and UUIDs
+// (one case only) stay readable.
+func highEntropy(s string) bool {
+	var upper, lower, digit bool
+	counts := map[rune]int{}
+	for _, r := range s {
+		switch {
+		case unicode.IsUpper(r):
+			upper = true
+		case unicode.IsLower(r):
+			lower = true
+		case unicode.IsDigit(r):
+			digit = true
+		}
+		counts[r]++
+	}
+	if !upper || !lower || !digit {
+		return false
+	}
+	n := float64(len(s))
+	var h float64
+	for _, c := range counts {
+		p := float64(c) / n
+		h -= p * math.Log2(p)
+	}
+	return h >= 3.9
+}

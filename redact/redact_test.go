@@ -1,0 +1,230 @@
+package redact
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestName(t *testing.T) {
+	secret := []string{"password", "DB_PASSWORD", "dbPassword", "DBPassword", "db-pass", "api_key", "apiKey", "X-Api-Key",
+		"AWS_SECRET_ACCESS_KEY", "tls.key", "client-secret", "GITHUB_TOKEN", "vault.io/token", "auth", "BASIC_AUTH",
+		"authorization", "SENTRY_DSN", "connectionString", "private-key", "privateKey", "signing_key", "credentials", "passwd"}
+	readable := []string{"oauth2-proxy", "cert-manager.io/issuer", "author", "key", "keys", "secretName", "tokenSecretRef",
+		"PASSWORD_FILE", "TOKEN_TTL", "image", "replicas", "name", "value", "secretKeyRef", "monkey", "passenger", "tokenizer",
+		"bypass", "compass", "AUTH_URL", "cache-key-prefix", "partition_key_name", "", "authentication.k8s.io/x"}
+	for _, n := range secret {
+		if !Name(n) {
+			t.Errorf("Name(%q) = false, want true", n)
+		}
+	}
+	for _, n := range readable {
+		if Name(n) {
+			t.Errorf("Name(%q) = true, want false", n)
+		}
+	}
+}
+
+func TestWords(t *testing.T) {
+	for in, want := range map[string][]string{
+		"DBPassword":        {"db", "password"},
+		"oauth2Proxy":       {"oauth2", "proxy"},
+		"tls.key":           {"tls", "key"},
+		"AWS_SECRET_KEY":    {"aws", "secret", "key"},
+		"cert-manager.io/x": {"cert", "manager", "io", "x"},
+	} {
+		if got := Words(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("Words(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestText(t *testing.T) {
+	tests := []struct {
+		in, secret string
+	}{
+		{"postgres://app:S3cretPassw0rd@db.internal:5432/orders", "S3cretPassw0rd"},
+		{"--db-password=hunter2hunter2", "hunter2hunter2"},
+		{"run with --api-key abcdefgh12 please", "abcdefgh12"},
+		{"Authorization: Bearer abc.def.ghi-jkl", "abc.def.ghi-jkl"},
+		{"x-api-key: zzz-yyy-xxx", "zzz-yyy-xxx"},
+		{"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEA"},
+		{"-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE (cut off)", "b3BlbnNzaC1rZXktdjE"},
+		{"token ghp_abcdefghij1234567890", "ghp_abcdefghij1234567890"},
+		{"leaked glpat-Ab3dEfGh", "glpat-Ab3dEfGh"},
+		{"key AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"},
+		{"jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4", "eyJhbGciOiJIUzI1"},
+		{"reason with password=hunter2 inside", "hunter2"},
+		{`{"password":"hunter2"}`, "hunter2"},
+		{"see https://x.example/cb?token=abcdef123&x=1", "abcdef123"},
+		{"random Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb", "Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb"},
+		{"slack xoxb-1234-abcdefgh", "xoxb-1234-abcdefgh"},
+	}
+	for _, tt := range tests {
+		got := Text(tt.in)
+		if strings.Contains(got, tt.secret) || !strings.Contains(got, Redacted) {
+			t.Errorf("Text(%q) = %q: %q survived", tt.in, got, tt.secret)
+		}
+	}
+	for _, keep := range []string{
+		"5xx spike after 1.0.0, rolling back to registry.example/web:0.9.8",
+		"revision 4f6c1d2e9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d",
+		"image sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+		"uid 123e4567-e89b-12d3-a456-426614174000",
+		"/spec/template/spec/containers/oauth2-proxy/image",
+		"cert-manager.io/cluster-issuer: letsencrypt",
+		"INC-42: OPS-7 https://argocd.example/applications/argocd/web",
+		"/spec/template/spec/containers/WebServer2/env/LOG_LEVEL/value",
+	} {
+		if got := Text(keep); got != keep {
+			t.Errorf("Text(%q) = %q, want it unchanged", keep, got)
+		}
+	}
+}
+
+func decode(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestValueDoesNotChangeItsInput(t *testing.T) {
+	in := decode(t, `{"env":[{"name":"DB_PASSWORD","value":"hunter2"}],"password":"x","args":["--token","abc"]}`)
+	before, _ := json.Marshal(in)
+	out, _ := json.Marshal(Value(in))
+	after, _ := json.Marshal(in)
+	if string(before) != string(after) {
+		t.Fatalf("Value changed its input: %s", after)
+	}
+	for _, s := range []string{"hunter2", `"x"`, `"abc"`} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("Value kept %s: %s", s, out)
+		}
+	}
+	if !strings.Contains(string(out), "DB_PASSWORD") || !strings.Contains(string(out), "--token") {
+		t.Errorf("Value dropped names: %s", out)
+	}
+}
+
+func TestPatchResolvesJSONPatchPaths(t *testing.T) {
+	live := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"w:1",
+		"env":[{"name":"DB_PASSWORD","value":"old"},{"name":"LOG_LEVEL","value":"info"}],
+		"args":["--serve","--db-password","old"]}]}}}}`).(map[string]any)
+	body := `[{"op":"replace","path":"/spec/template/spec/containers/0/env/0/value","value":"canary-env-index"},
+		{"op":"replace","path":"/spec/template/spec/containers/0/env/1/value","value":"debug"},
+		{"op":"replace","path":"/spec/template/spec/containers/0/args/2","value":"canary-arg-next"},
+		{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"API_TOKEN","value":"canary-env-append"}},
+		{"op":"test","path":"/spec/template/spec/containers/0/env/0/value","value":"canary-test-op"},
+		{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"w:2"}]`
+	out, err := Patch([]byte(body), live, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, canary := range []string{"canary-env-index", "canary-arg-next", "canary-env-append", "canary-test-op"} {
+		if strings.Contains(out, canary) {
+			t.Errorf("%s survived: %s", canary, out)
+		}
+	}
+	for _, keep := range []string{`"debug"`, `"w:2"`, "/spec/template/spec/containers/0/env/0/value"} {
+		if !strings.Contains(out, keep) {
+			t.Errorf("%s was lost: %s", keep, out)
+		}
+	}
+	if got, _ := Resolve(live, "/spec/template/spec/containers/0/env/0/value"); got != "/spec/template/spec/containers/web/env/DB_PASSWORD/value" {
+		t.Errorf("Resolve = %s", got)
+	}
+}
+
+func TestPatchOfASecretKeepsOnlyTheShape(t *testing.T) {
+	out, err := Patch([]byte(`{"stringData":{"username":"canary-user"},"data":{"x":"Y2FuYXJ5"}}`), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "canary") || strings.Contains(out, "Y2FuYXJ5") || !strings.Contains(out, "username") {
+		t.Errorf("secret patch = %s", out)
+	}
+}
+
+func TestRedactorCatchesLearntValuesInErrors(t *testing.T) {
+	r := &Redactor{}
+	r.Learn(decode(t, `{"data":{"password":"plainwords"}}`), decode(t, `{"data":{"password":"[REDACTED]"}}`))
+	msg := `ConfigMap "x" is invalid: data.password: Invalid value: "plainwords": too short; quoted \"plainwords\"`
+	if got := r.Text(msg); strings.Contains(got, "plainwords") {
+		t.Errorf("Redactor.Text = %q", got)
+	}
+	var nilRedactor *Redactor
+	if got := nilRedactor.Text("password=x1"); strings.Contains(got, "x1") {
+		t.Errorf("a nil Redactor must still redact patterns: %q", got)
+	}
+}
+
+func TestPath(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/spec/template/spec/containers/web/env/DB_PASSWORD/value": true,
+		"/data/api-key":                                                       true,
+		"/metadata/annotations/vault.io~1token":                               true,
+		"/spec/template/spec/containers/oauth2-proxy/image":                   false,
+		"/metadata/labels/cert-manager.io~1issuer":                            false,
+		"/spec/template/spec/volumes/creds/secret/secretName":                 false,
+		"/spec/template/spec/containers/web/env/X/valueFrom/secretKeyRef/key": false,
+	} {
+		if got := Path(path); got != want {
+			t.Errorf("Path(%s) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+// FuzzText checks that Text never panics and that a secret placed in the
+// covered shapes never survives, whatever surrounds it.
+func FuzzText(f *testing.F) {
+	f.Add("prefix ", " suffix", "hunter2x9")
+	f.Add("", "", "Zz9")
+	f.Add("\x1b]0;", "\n", "p@ss:word")
+	f.Fuzz(func(t *testing.T, before, after, secret string) {
+		_ = Text(before + secret + after)
+		if len(secret) < 6 || strings.ContainsAny(secret, " \t\r\n\"',;&@/:=}]\\") || strings.Contains(before+after, secret) || strings.Contains(Redacted, secret) {
+			return
+		}
+		for _, shape := range []string{
+			"postgres://user:" + secret + "@db/x",
+			"--db-password=" + secret,
+			"password=" + secret,
+		} {
+			if got := Text(before + " " + shape + " " + after); strings.Contains(got, secret) {
+				t.Errorf("Text kept %q in %q", secret, got)
+			}
+		}
+	})
+}
+
+// FuzzPatch checks that Patch never panics on any body and never keeps a
+// value written to a secret-named env var or key.
+func FuzzPatch(f *testing.F) {
+	f.Add(`[{"op":"replace","path":"/a/0/b","value":1}]`, "canary-1")
+	f.Add(`{"a":[{"name":"x"}]}`, "canary-2")
+	f.Fuzz(func(t *testing.T, body, secret string) {
+		_, _ = Patch([]byte(body), map[string]any{"a": []any{map[string]any{"name": "x"}}}, false)
+		if len(secret) < 4 || strings.Contains(Redacted, secret) {
+			return
+		}
+		v, _ := json.Marshal(secret)
+		sv := string(v)
+		for _, b := range []string{
+			`{"data":{"DB_PASSWORD":` + sv + `}}`,
+			`{"spec":{"containers":[{"name":"w","env":[{"name":"API_TOKEN","value":` + sv + `}]}]}}`,
+			`[{"op":"add","path":"/data/client-secret","value":` + sv + `}]`,
+		} {
+			out, err := Patch([]byte(b), nil, false)
+			if err != nil {
+				t.Fatalf("Patch(%s): %v", b, err)
+			}
+			if strings.Contains(out, strings.Trim(sv, `"`)) {
+				t.Errorf("Patch kept %s: %s", sv, out)
+			}
+		}
+	})
+}

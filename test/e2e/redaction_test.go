@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// canaries are distinct values put through every channel a secret can
+// take into kubectl gitops; none may come out anywhere but the patched
+// objects themselves.
+type canaries struct {
+	values []string
+	n      int
+}
+
+// next returns a new canary; high-entropy ones look like random tokens.
+func (c *canaries) next() string {
+	c.n++
+	v := fmt.Sprintf("cnry%02d-x7Qp", c.n)
+	c.values = append(c.values, v)
+	return v
+}
+
+func (c *canaries) token() string {
+	c.n++
+	v := fmt.Sprintf("Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb%02d", c.n)
+	c.values = append(c.values, v)
+	return v
+}
+
+// out collects every stdout and stderr of the sweep.
+type sweepOutput struct{ all strings.Builder }
+
+func (s *sweepOutput) run(t *testing.T, u *user, want int, args ...string) string {
+	t.Helper()
+	out, errOut, code := u.run("kubectl", append([]string{"gitops"}, args...)...)
+	s.all.WriteString(out)
+	s.all.WriteString(errOut)
+	if code != want {
+		t.Fatalf("kubectl gitops %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out + errOut
+}
+
+// TestCanarySweep puts canary secrets through each patch type, env vars by
+// index and by name, args, URLs, a Secret target, ConfigMap keys named like
+// credentials, the reason, the incident, a --patch-file in YAML, dry runs
+// and a rejected patch, and asserts that none appears in any ConfigMap or
+// Application of the cluster (but the patched ConfigMap itself), in any
+// request Jira received, or in anything the commands printed.
+func TestCanarySweep(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	const app = "rd-sweep"
+	if _, err := e.Git.Commit("secret for "+app, map[string]string{"apps/" + app + "/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: web-secret\n  namespace: " + app + "\nstringData:\n  username: web\n"}); err != nil {
+		t.Fatal(err)
+	}
+	deployApp(t, app)
+	grantOncall(t, app, "configmaps", "secrets")
+	d := startJira(t)
+	token, err := e.ArgoToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken,
+		"ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")...)
+	var c canaries
+	var s sweepOutput
+
+	// 1. A strategic patch from a YAML file: env by name, a URL with a
+	// password, secret args in both spellings; a token-shaped reason and a
+	// password in the incident.
+	patchFile := filepath.Join(t.TempDir(), "patch.yaml")
+	yaml := fmt.Sprintf(`spec:
+  template:
+    spec:
+      containers:
+      - name: web
+        env:
+        - name: DB_PASSWORD
+          value: %s
+        - name: DATABASE_URL
+          value: postgres://app:%s@db.internal:5432/orders
+        - name: LOG_LEVEL
+          value: info
+        args: ["--serve", "--db-password=%s", "--token", "%s"]
+`, c.next(), c.next(), c.next(), c.next())
+	if err := os.WriteFile(patchFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.run(t, oncall, 0, "breakglass", app, "deployment/web", "--patch-file", patchFile,
+		"--reason", "rotating after leak of "+c.token(), "--incident", "INC-9 password="+c.next(), "-y")
+
+	// 2. A JSON patch by list index: the env var named like a password and
+	// the argument after --token, within the same session.
+	jsonPatch := fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/0/env/0/value","value":"%s"},`+
+		`{"op":"replace","path":"/spec/template/spec/containers/0/args/3","value":"%s"},`+
+		`{"op":"replace","path":"/spec/template/spec/containers/0/env/1/value","value":"mysql://root:%s@db/x"}]`, c.next(), c.next(), c.next())
+	for _, format := range []string{"json", "yaml", "text"} {
+		s.run(t, oncall, 0, "breakglass", app, "deployment/web", "--type", "json", "--patch", jsonPatch, "--reason", "dry "+format, "--join", "--dry-run", "-o", format)
+	}
+	s.run(t, oncall, 0, "breakglass", app, "deployment/web", "--type", "json", "--patch", jsonPatch, "--reason", "by index", "--join", "-y")
+
+	// 3. A merge patch of a ConfigMap key named like a credential.
+	clientSecret := c.next()
+	s.run(t, oncall, 0, "breakglass", app, "configmap/web-config", "--type", "merge",
+		"--patch", fmt.Sprintf(`{"data":{"client-secret":"%s","greeting":"hi"}}`, clientSecret), "--reason", "config", "--join", "-y")
+
+	// 4. A Secret target: every value is secret, whatever its key.
+	s.run(t, oncall, 0, "breakglass", app, "secret/web-secret",
+		"--patch", fmt.Sprintf(`{"stringData":{"username":"%s"}}`, c.next()), "--reason", "secret", "--join", "-y")
+
+	// 5. A patch the API server rejects, quoting the value back.
+	rejected := c.next()
+	out := s.run(t, oncall, 1, "breakglass", app, "deployment/web", "--patch", `{"metadata":{"labels":{"api-token":"`+rejected+` !"}}}`, "--reason", "bad", "--join", "-y")
+	if !strings.Contains(out, "server-side dry run") {
+		t.Errorf("the rejection should say the server refused it: %s", out)
+	}
+
+	// What a responder and an auditor read afterwards.
+	for _, args := range [][]string{
+		{"status", app, "-o", "json"}, {"status", app, "-o", "yaml"}, {"status", app, "-o", "wide"},
+		{"audit", "log", "-o", "json"}, {"audit", "log", "-o", "yaml"}, {"audit", "log", "-o", "csv"}, {"audit", "log", "-o", "wide"}, {"audit", "log", "-o", "jsonl"},
+	} {
+		s.run(t, oncall, 0, args...)
+	}
+	auditor := newUser(t, env.Auditor.Name)
+	for _, r := range sessionRecords(t, sessionOf(t, app).ID) {
+		s.run(t, auditor, 0, "audit", "show", r.ID, "-o", "json")
+	}
+
+	// The patched values are live: the sweep would prove nothing otherwise.
+	cm, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(app).Get(ctx, "web-config", metav1.GetOptions{})
+	if err != nil || cm.Data["client-secret"] != clientSecret {
+		t.Fatalf("the ConfigMap patch is not live: %v %v", cm.Data, err)
+	}
+
+	admin := newUser(t, env.Admin.Name)
+	configMaps := admin.kubectl("get", "configmaps", "-A", "-o", "json")
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(configMaps), &list); err != nil {
+		t.Fatal(err)
+	}
+	var stored strings.Builder
+	for _, item := range list.Items {
+		var meta struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		_ = json.Unmarshal(item, &meta)
+		if meta.Metadata.Namespace == app && meta.Metadata.Name == "web-config" {
+			continue // the target itself holds the value it was patched to
+		}
+		stored.Write(item)
+	}
+	stored.WriteString(admin.kubectl("get", "applications.argoproj.io", "-A", "-o", "json"))
+	var jira strings.Builder
+	for _, r := range d.Requests() {
+		jira.WriteString(r.Body + r.Query.Encode())
+	}
+	if len(d.Issues()) != 1 {
+		t.Errorf("%d Jira issues, want 1", len(d.Issues()))
+	}
+	for _, v := range c.values {
+		for where, text := range map[string]string{"a ConfigMap or Application": stored.String(), "a Jira request": jira.String(), "command output": s.all.String()} {
+			if strings.Contains(text, v) {
+				t.Errorf("canary %s reached %s", v, where)
+			}
+		}
+	}
+	if !strings.Contains(s.all.String(), "[REDACTED]") || !strings.Contains(stored.String(), "[REDACTED]") {
+		t.Errorf("no redaction marker: the sweep did not exercise redaction")
+	}
+	// Readable names stay readable, and the digest of the patch file as
+	// given is in its record.
+	data, _ := os.ReadFile(patchFile)
+	if !strings.Contains(stored.String(), sha256Hex(data)) {
+		t.Errorf("no record carries the SHA-256 of the patch file as given")
+	}
+	for _, keep := range []string{"DB_PASSWORD", "LOG_LEVEL", "info", "client-secret"} {
+		if !strings.Contains(s.all.String(), keep) {
+			t.Errorf("%q was redacted too", keep)
+		}
+	}
+}
+
+// TestImageRefusesUnknownContainers: kubectl set image refuses a container
+// the workload does not have; a strategic merge would add one instead.
+func TestImageRefusesUnknownContainers(t *testing.T) {
+	environment(t)
+	deployApp(t, "rd-image")
+	oncall := newUser(t, env.Oncall.Name)
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "rd-image", "deployment/web", "--image", "wbe=registry.example/web:2", "--reason", "typo", "-y")
+	if !strings.Contains(errOut, `container wbe, which deployment.apps/web does not have (it has web)`) {
+		t.Errorf("stderr %q should name the containers that exist", errOut)
+	}
+	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("rd-image").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment changed: %v", err)
+	}
+	if a, _ := appsClient(t).Get(context.Background(), "rd-image", metav1.GetOptions{}); a.GetAnnotations()[breakglass.SessionAnnotation] != "" {
+		t.Errorf("a session was opened")
+	}
+}
+
+// TestLargePatchKeepsTheSessionSmall: a value of a few hundred KB used to
+// overflow the session annotation, losing the patch and letting a plain
+// restore revert the fix. Now the session keeps digests, and a patch too
+// large to record is refused before any change.
+func TestLargePatchKeepsTheSessionSmall(t *testing.T) {
+	environment(t)
+	deployApp(t, "rd-large")
+	grantOncall(t, "rd-large", "configmaps")
+	oncall := newUser(t, env.Oncall.Name)
+	big := strings.Repeat("0123456789abcdef", 300<<10/16)
+	mustRun(t, oncall, 0, "breakglass", "rd-large", "configmap/web-config", "--type", "merge",
+		"--patch-file", writeFile(t, `{"data":{"blob":"`+big+`"}}`), "--reason", "large", "-y")
+	a, err := appsClient(t).Get(context.Background(), "rd-large", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := a.GetAnnotations()[breakglass.SessionAnnotation]
+	if len(value) > 4<<10 {
+		t.Errorf("session annotation is %d bytes", len(value))
+	}
+	session, err := breakglass.ParseSession(value)
+	if err != nil || len(session.Patches) != 1 || len(session.Patches[0].Fields) != 1 || session.Patches[0].Fields[0].Path != "/data/blob" {
+		t.Fatalf("the session lost the patch: %v %+v", err, session)
+	}
+	st := statusJSON(t, oncall, "rd-large")
+	if st.Ready || st.Git == breakglass.GitCaughtUp {
+		t.Errorf("status says ready while Git has not moved: %+v", st)
+	}
+	_, errOut, code := oncall.run("kubectl", "gitops", "restore", "rd-large", "-y")
+	if code != 1 || !strings.Contains(errOut, "git has not caught up") {
+		t.Errorf("a plain restore: exit %d, %s", code, errOut)
+	}
+
+	deployApp(t, "rd-huge")
+	grantOncall(t, "rd-huge", "configmaps")
+	huge := strings.Repeat("0123456789abcdef", 600<<10/16)
+	before := headSeqOf(t)
+	_, errOut = mustRun(t, oncall, 1, "breakglass", "rd-huge", "configmap/web-config", "--type", "merge",
+		"--patch-file", writeFile(t, `{"data":{"blob":"`+huge+`"}}`), "--reason", "huge", "-y")
+	if !strings.Contains(errOut, "too large to record") {
+		t.Errorf("stderr %q should say the record could not be stored", errOut)
+	}
+	if headSeqOf(t) != before {
+		t.Errorf("a refused patch wrote audit records")
+	}
+	if a, _ := appsClient(t).Get(context.Background(), "rd-huge", metav1.GetOptions{}); a.GetAnnotations()[breakglass.SessionAnnotation] != "" {
+		t.Errorf("a refused patch opened a session")
+	}
+}
+
+// grantOncall lets the on-call group patch resources in namespace, as a
+// cluster's own RBAC would for the teams' namespaces.
+func grantOncall(t *testing.T, namespace string, resources ...string) {
+	t.Helper()
+	kube := kubeFor(t, env.Admin.Name)
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "oncall-patch"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: resources, Verbs: []string{"get", "list", "watch", "patch"}}}}
+	if _, err := kube.RbacV1().Roles(namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "oncall-patch"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "oncall-patch"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: env.Oncall.Groups[0]}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// headSeqOf is the audit log's newest sequence number.
+func headSeqOf(t *testing.T) uint64 {
+	t.Helper()
+	return headSeq(t, audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace))
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "patch.json")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
