@@ -44,7 +44,7 @@ func (t *Target) IsSecret() bool {
 // redactBody redacts a JSON patch body; a body that is not JSON is redacted
 // as text, line by line, so a `password: x` line never survives.
 func redactBody(body string, secret bool) string {
-	if out, err := redact.Patch([]byte(body), nil, secret); err == nil {
+	if out, err := redact.Patch([]byte(body), secret); err == nil {
 		return out
 	}
 	if secret {

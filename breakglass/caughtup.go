@@ -147,6 +147,9 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 	if desired == nil {
 		return GitDiverged, "Git no longer contains this resource: restoring would prune or revert it"
 	}
+	if len(p.Fields) == 0 {
+		return GitWaiting, "the session lists no changed fields to compare: check Git by hand, then restore --force"
+	}
 	for _, f := range p.Fields {
 		got, _ := lookup(desired, f.Path)
 		switch sum := digest(got); {

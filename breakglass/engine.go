@@ -265,19 +265,25 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			return nil, err
 		}
 	}
-	red, err := redactPatch(target, patchType, body, live.Object)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
-	}
 	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
 	if err != nil {
+		red, redErr := redactPatch(target, patchType, body, live.Object)
+		if redErr != nil {
+			return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, redErr)
+		}
 		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %s", ErrPatchInvalid, target, red.redactor.Text(err.Error()))
+	}
+	// Judged against the object before and after the patch, so that a
+	// value is redacted if it is secret in either.
+	red, err := redactPatch(target, patchType, body, live.Object, dry.Object)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
 	}
 	diff := Diff(live.Object, dry.Object)
 	if len(diff) == 0 {
 		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
 	}
-	changes := red.changes(target, diff, live.Object)
+	changes := red.changes(target, diff, live.Object, dry.Object)
 	ticketRef, warning, err := e.checkTicket(ctx, req, join)
 	if err != nil {
 		return nil, err
@@ -305,7 +311,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
 		Cluster: server, Target: target,
 		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
-		Changes: changes, fields: patchedFields(target, diff, live.Object), redactor: red.redactor,
+		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redactor: red.redactor,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
@@ -437,7 +443,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		now := time.Now().UTC()
 		session = &Session{
 			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
-			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: redact.Text(p.Request.Reason), Incident: redact.Text(p.Request.Incident),
+			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 			GitRevision: p.Revision,
 		}
 		saved, err := json.Marshal(p.SyncPolicyBefore)

@@ -91,6 +91,10 @@ func (p PatchSpec) Build() (string, []byte, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("the patch is neither JSON nor YAML: %v", err)
 	}
+	if len(body) > MaxPatchBytes {
+		// YAML aliases can expand a small file into a huge patch.
+		return "", nil, fmt.Errorf("%w once YAML aliases are expanded (%d KiB): write the patch out in full", ErrPatchTooLarge, len(body)>>10)
+	}
 	var v any
 	if err := json.Unmarshal(body, &v); err != nil {
 		return "", nil, fmt.Errorf("the patch is not valid JSON: %v", err)

@@ -31,8 +31,8 @@ type patchRedaction struct {
 // redactPatch redacts a patch body against the live object it applies to,
 // learning the secret values so that later text (a server's error) can be
 // cleaned of them too.
-func redactPatch(t audit.Target, patchType string, body []byte, live map[string]any) (*patchRedaction, error) {
-	out, err := redact.Patch(body, live, t.IsSecret())
+func redactPatch(t audit.Target, patchType string, body []byte, objs ...map[string]any) (*patchRedaction, error) {
+	out, err := redact.Patch(body, t.IsSecret(), objs...)
 	if err != nil {
 		return nil, fmt.Errorf("the %s patch: %v", patchType, err)
 	}
@@ -44,14 +44,24 @@ func redactPatch(t audit.Target, patchType string, body []byte, live map[string]
 	return &patchRedaction{body: out, redactor: r}, nil
 }
 
+// afterSecretFlag is whether path is an argument right after a
+// secret-looking --flag in any of objs.
+func afterSecretFlag(path string, objs []map[string]any) bool {
+	for _, obj := range objs {
+		if _, afterFlag := redact.Resolve(obj, path); afterFlag {
+			return true
+		}
+	}
+	return false
+}
+
 // changes redacts the changed fields by the field each path resolves to in
-// live; the secret values found are learnt too.
-func (pr *patchRedaction) changes(t audit.Target, changes []audit.Change, live map[string]any) []audit.Change {
+// objs (before and after the patch); the secret values found are learnt too.
+func (pr *patchRedaction) changes(t audit.Target, changes []audit.Change, objs ...map[string]any) []audit.Change {
 	out := make([]audit.Change, len(changes))
 	for i, c := range changes {
-		_, afterFlag := redact.Resolve(live, c.Path)
 		before, after := redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
-		if t.IsSecret() || afterFlag {
+		if t.IsSecret() || afterSecretFlag(c.Path, objs) {
 			before, after = redact.All(c.Before), redact.All(c.After)
 		}
 		pr.redactor.Learn(c.Before, before)
@@ -62,11 +72,12 @@ func (pr *patchRedaction) changes(t audit.Target, changes []audit.Change, live m
 }
 
 // patchedFields are the session's view of the changes: paths and digests.
-func patchedFields(t audit.Target, changes []audit.Change, live map[string]any) []PatchedField {
+// A field whose value before or after holds anything secret keeps none.
+func patchedFields(t audit.Target, changes []audit.Change, objs ...map[string]any) []PatchedField {
 	out := make([]PatchedField, len(changes))
 	for i, c := range changes {
-		_, afterFlag := redact.Resolve(live, c.Path)
-		if t.IsSecret() || afterFlag || redact.Path(c.Path) || !equalJSON(redact.At(c.Path, c.After), c.After) {
+		if t.IsSecret() || afterSecretFlag(c.Path, objs) || redact.Path(c.Path) ||
+			!equalJSON(redact.At(c.Path, c.After), c.After) || !equalJSON(redact.At(c.Path, c.Before), c.Before) {
 			out[i] = PatchedField{Path: c.Path, Secret: true}
 			continue
 		}

@@ -45,7 +45,7 @@ func TestRedactPatchAgainstTheLiveObject(t *testing.T) {
 		t.Errorf("redacted body kept the value: %s", red.body)
 	}
 	patched := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"DB_PASSWORD","value":"canary-by-index"}]}]}}}}`)
-	changes := red.changes(deployment, Diff(live, patched), live)
+	changes := red.changes(deployment, Diff(live, patched), live, patched)
 	out, _ := json.Marshal(changes)
 	if strings.Contains(string(out), "canary") || strings.Contains(string(out), "old-secret-1") {
 		t.Errorf("changes kept a value: %s", out)
@@ -53,7 +53,7 @@ func TestRedactPatchAgainstTheLiveObject(t *testing.T) {
 	if got := red.redactor.Text(`Invalid value: "canary-by-index"`); strings.Contains(got, "canary") {
 		t.Errorf("a server error echoing the value: %s", got)
 	}
-	fields := patchedFields(deployment, Diff(live, patched), live)
+	fields := patchedFields(deployment, Diff(live, patched), live, patched)
 	if len(fields) != 1 || !fields[0].Secret || fields[0].After != "" {
 		t.Errorf("session fields of a secret change: %+v", fields)
 	}
@@ -78,5 +78,51 @@ func TestCheckSizeRefusesWhatCannotBeStored(t *testing.T) {
 	p = &Plan{Target: deployment, PatchRedacted: `{"spec":{"replicas":3}}`, fields: []PatchedField{{Path: "/spec/replicas", After: digest(3)}}}
 	if err := p.checkSize(); err != nil {
 		t.Errorf("a small patch: %v", err)
+	}
+}
+
+// TestLegacySessionsKeepTheirChanges: a session written by v0.1 kept
+// values, not digests; it must not read as having changed nothing (which
+// would let restore revert the fix).
+func TestLegacySessionsKeepTheirChanges(t *testing.T) {
+	s, err := ParseSession(`{"id":"s","patches":[{"target":{"kind":"Deployment"},"changes":[` +
+		`{"path":"/spec/replicas","before":2,"after":6},{"path":"/data/password","before":"[REDACTED]","after":"[REDACTED]"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Patches[0].Fields
+	if len(f) != 2 || f[0].After != digest(6) || !f[1].Secret || s.Patches[0].LegacyChanges != nil {
+		t.Fatalf("legacy changes became %+v", f)
+	}
+	if got, _ := compareFields(SessionPatch{}, decode(t, `{"spec":{}}`), "Synced"); got != GitWaiting {
+		t.Errorf("a patch with no fields counted as %s", got)
+	}
+}
+
+// TestArgsAfterASecretFlagInThePatchedObject: the flag may only exist
+// after the patch, as when the patch sets all the args.
+func TestArgsAfterASecretFlagInThePatchedObject(t *testing.T) {
+	live := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","args":["--v=2","--verbose"]}]}}}}`)
+	patched := decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","args":["--v=2","--db-password","hunter2xyz"]}]}}}}`)
+	red, err := redactPatch(deployment, "strategic", []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"web","args":["--v=2","--db-password","hunter2xyz"]}]}}}}`), live, patched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, _ := json.Marshal(red.changes(deployment, Diff(live, patched), live, patched))
+	fields := patchedFields(deployment, Diff(live, patched), live, patched)
+	if strings.Contains(string(changes), "hunter2xyz") || strings.Contains(red.body, "hunter2xyz") {
+		t.Errorf("the argument leaked: %s %s", changes, red.body)
+	}
+	for _, f := range fields {
+		if f.Path == "/spec/template/spec/containers/web/args/1" && !f.Secret {
+			t.Errorf("a digest of the argument after --db-password: %+v", f)
+		}
+	}
+	// A secret before the patch keeps no digest either.
+	gone := patchedFields(deployment, Diff(patched, live), patched, live)
+	for _, f := range gone {
+		if f.Path == "/spec/template/spec/containers/web/args/2" && !f.Secret {
+			t.Errorf("a digest of the removed argument: %+v", f)
+		}
 	}
 }

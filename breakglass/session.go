@@ -59,6 +59,9 @@ type SessionPatch struct {
 	// OutOfSync after the patch; nil until known. When false, the patch only
 	// added fields Git never set and resource-level Synced proves nothing.
 	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
+	// LegacyChanges are the values sessions opened by v0.1 kept; ParseSession
+	// turns them into Fields.
+	LegacyChanges []audit.Change `json:"changes,omitempty"`
 }
 
 // PatchedField is one field a patch changed: its path (list items by
@@ -78,6 +81,17 @@ func ParseSession(value string) (*Session, error) {
 	var s Session
 	if err := json.Unmarshal([]byte(value), &s); err != nil {
 		return nil, fmt.Errorf("the %s annotation is not a session: %w", SessionAnnotation, err)
+	}
+	for i := range s.Patches {
+		p := &s.Patches[i]
+		for _, c := range p.LegacyChanges {
+			if c.Before == audit.Redacted || c.After == audit.Redacted {
+				p.Fields = append(p.Fields, PatchedField{Path: c.Path, Secret: true})
+				continue
+			}
+			p.Fields = append(p.Fields, PatchedField{Path: c.Path, Before: digest(c.Before), After: digest(c.After)})
+		}
+		p.LegacyChanges = nil
 	}
 	return &s, nil
 }

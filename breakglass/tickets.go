@@ -132,7 +132,7 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 	}
 	var warnings []string
 	if err != nil {
-		session.TicketPending = err.Error()
+		session.TicketPending = p.Redact(err.Error())
 		warnings = append(warnings, e.recordTicketTrouble(ctx, p, session.ID, ref, err))
 	} else {
 		session.Ticket, session.TicketURL, session.TicketPending = ref.Key, ref.URL, ""

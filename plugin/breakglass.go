@@ -237,13 +237,13 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.Out, "terminated the sync operation that started %s, so it cannot apply Git over the fix\n", res.Session.TerminatedSync)
 	}
 	if plan.Join != nil {
-		fmt.Fprintf(o.Out, "patched %s within session %s (%s stays paused)\n", plan.Target, res.Session.ID, plan.App.Name)
+		fmt.Fprintf(o.Out, "patched %s within session %s (%s stays paused)\n", plan.Target, printable(res.Session.ID), plan.App.Name)
 	} else {
 		fmt.Fprintf(o.Out, "paused %s (saved policy in session %s) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
 	}
 	switch s := res.Session; {
 	case s.Ticket != "" && s.TicketPending == "":
-		fmt.Fprintf(o.Out, "ticket %s: %s\n", s.Ticket, s.TicketURL)
+		fmt.Fprintf(o.Out, "ticket %s: %s\n", printable(s.Ticket), printable(s.TicketURL))
 	case s.TicketPending != "":
 		fmt.Fprintln(o.Out, "ticket queued: `kubectl gitops ticket sync` files it once Jira is configured and reachable")
 	}
@@ -261,7 +261,7 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	}
 	fmt.Fprintf(o.Out, "Actor:       %s\n", p.Actor.Username)
 	if p.Join != nil {
-		fmt.Fprintf(o.Out, "Joins:       session %s by %s since %s (ticket %s)\n", p.Join.ID, p.Join.OpenedBy, p.Join.OpenedAt.Format(time.RFC3339), dash(p.Join.Ticket))
+		fmt.Fprintf(o.Out, "Joins:       session %s by %s since %s (ticket %s)\n", printable(p.Join.ID), printable(p.Join.OpenedBy), p.Join.OpenedAt.Format(time.RFC3339), printable(dash(p.Join.Ticket)))
 	}
 	if p.Ticket != nil {
 		fmt.Fprintf(o.Out, "Ticket:      %s (existing; gets the details as a comment)\n", p.Ticket.Key)

@@ -106,9 +106,9 @@ func (o *TicketSyncOptions) print(synced []breakglass.SyncedTicket) {
 		case s.Error != "":
 			note(o.ErrOut, "%s session %s: %s", s.App.Name, s.Session, s.Error)
 		case s.Skipped != "":
-			fmt.Fprintf(o.Out, "%s session %s: skipped, %s\n", s.App.Name, s.Session, s.Skipped)
+			note(o.Out, "%s session %s: skipped, %s", s.App.Name, s.Session, s.Skipped)
 		default:
-			fmt.Fprintf(o.Out, "%s session %s: %s %s %s\n", s.App.Name, s.Session, key, strings.Join(s.Done, ", "), s.Ticket.URL)
+			note(o.Out, "%s session %s: %s %s %s", s.App.Name, s.Session, key, strings.Join(s.Done, ", "), s.Ticket.URL)
 		}
 	}
 }

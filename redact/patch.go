@@ -9,11 +9,13 @@ import (
 )
 
 // Patch returns a redacted copy of a patch body (the JSON sent to the API
-// server). JSON-patch operation paths are resolved against live, the object
-// the patch applies to, so that /spec/template/spec/containers/0/env/0/value
-// is judged as the env var it names. When secret is set (the object is a
-// Secret) every value is redacted and only the shape stays.
-func Patch(body []byte, live map[string]any, secret bool) (string, error) {
+// server). JSON-patch operation paths are resolved against objs (the object
+// before the patch and, when known, after it), so that
+// /spec/template/spec/containers/0/env/0/value is judged as the env var it
+// names in either; a value whose list index resolves in none of them is
+// redacted whole. When secret is set (the object is a Secret) every value
+// is redacted and only the shape stays.
+func Patch(body []byte, secret bool, objs ...map[string]any) (string, error) {
 	var v any
 	if err := json.Unmarshal(body, &v); err != nil {
 		return "", errors.New("the patch is not JSON")
@@ -21,7 +23,7 @@ func Patch(body []byte, live map[string]any, secret bool) (string, error) {
 	if ops, ok := v.([]any); ok {
 		out := make([]any, len(ops))
 		for i, op := range ops {
-			out[i] = operation(op, live, secret)
+			out[i] = operation(op, secret, objs)
 		}
 		v = out
 	} else if secret {
@@ -35,7 +37,7 @@ func Patch(body []byte, live map[string]any, secret bool) (string, error) {
 
 // operation redacts the value of one RFC 6902 operation by the field its
 // path resolves to.
-func operation(op any, live map[string]any, secret bool) any {
+func operation(op any, secret bool, objs []map[string]any) any {
 	m, ok := op.(map[string]any)
 	if !ok {
 		return All(op)
@@ -49,13 +51,30 @@ func operation(op any, live map[string]any, secret bool) any {
 		return out
 	}
 	path, _ := m["path"].(string)
-	named, afterFlag := Resolve(live, path)
-	switch {
-	case secret || afterFlag:
+	if secret {
 		out["value"] = scalarsRedacted(val)
-	default:
-		out["value"] = At(named, val)
+		return out
 	}
+	// Without objects (a second pass over a stored body) paths are judged
+	// as written; with them, an index found in none is not trusted.
+	strict := len(objs) > 0
+	if !strict {
+		objs = []map[string]any{nil}
+	}
+	redacted, resolved := val, false
+	for _, obj := range objs {
+		named, afterFlag, ok := resolve(obj, path)
+		if afterFlag {
+			out["value"] = scalarsRedacted(val)
+			return out
+		}
+		resolved = resolved || ok
+		redacted = At(named, redacted)
+	}
+	if strict && !resolved {
+		redacted = scalarsRedacted(val)
+	}
+	out["value"] = redacted
 	return out
 }
 
@@ -65,10 +84,17 @@ func operation(op any, live map[string]any, secret bool) any {
 // secret-looking --flag (as in args: ["--password", "…"]). Segments that
 // obj does not have are kept as written.
 func Resolve(obj map[string]any, path string) (string, bool) {
+	named, afterFlag, _ := resolve(obj, path)
+	return named, afterFlag
+}
+
+// resolve is Resolve that also reports whether every list index of the
+// path was found in obj ("-", the end of a list, included).
+func resolve(obj map[string]any, path string) (string, bool, bool) {
 	segs := Segments(path)
 	var cur any = obj
 	out := make([]string, len(segs))
-	afterFlag := false
+	afterFlag, ok := false, true
 	for i, seg := range segs {
 		out[i] = seg
 		switch t := cur.(type) {
@@ -76,12 +102,15 @@ func Resolve(obj map[string]any, path string) (string, bool) {
 			cur = t[seg]
 		case []any:
 			idx, err := strconv.Atoi(seg)
+			if seg == "-" {
+				idx, err = len(t), nil
+			}
 			if err != nil {
 				cur = itemNamed(t, seg)
 				continue
 			}
 			if idx < 0 || idx > len(t) {
-				cur = nil
+				cur, ok = nil, false
 				continue
 			}
 			if i == len(segs)-1 && idx > 0 && flagWantsValue(t[idx-1]) {
@@ -98,10 +127,13 @@ func Resolve(obj map[string]any, path string) (string, bool) {
 				}
 			}
 		default:
+			if _, index := strconv.Atoi(seg); index == nil || seg == "-" {
+				ok = false
+			}
 			cur = nil
 		}
 	}
-	return pointer(out), afterFlag
+	return pointer(out), afterFlag, ok
 }
 
 func itemNamed(list []any, name string) any {

@@ -30,6 +30,10 @@ var secretWords = map[string]bool{
 	"connectionstring": true, "connstr": true, "accesskey": true, "secretkey": true,
 }
 
+// secretSuffixes are secret words long enough to recognise at the end of a
+// run-together name: PGPASSWORD, DBPASS is too short to tell, GITHUBTOKEN.
+var secretSuffixes = []string{"password", "passwd", "passphrase", "secret", "token", "credential", "credentials"}
+
 // keyQualifiers make "key" a credential when they come right before it:
 // API_KEY, AWS_SECRET_ACCESS_KEY, tls.key, signingKey. A bare "key" (as in
 // tolerations or secretKeyRef) is a field name, not a secret.
@@ -61,8 +65,13 @@ func Name(name string) bool {
 		return false
 	}
 	for i, w := range words {
-		if secretWords[w] || (i+1 < len(words) && secretWords[w+words[i+1]]) {
+		if secretWords[w] || secretWords[strings.TrimSuffix(w, "s")] || (i+1 < len(words) && secretWords[w+words[i+1]]) {
 			return true
+		}
+		for _, suffix := range secretSuffixes {
+			if strings.HasSuffix(strings.TrimSuffix(w, "s"), suffix) {
+				return true
+			}
 		}
 		if (w == "key" || w == "keys") && i > 0 && keyQualifiers[words[i-1]] {
 			return true
@@ -107,8 +116,8 @@ var (
 	urlUserinfo   = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']*):([^\s@/"']+)@`)
 	// flagKey is "--flag=" or "--flag " and keyKey is "key=" or "key: "
 	// (quoted keys too, as in JSON text): what follows is the value.
-	flagKey    = regexp.MustCompile(`(--?)([A-Za-z][A-Za-z0-9_.\-]*)(=|\s+)`)
-	keyKey     = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[=:]\s*)`)
+	flagKey    = regexp.MustCompile(`(--?)([A-Za-z][A-Za-z0-9_.\-]*)(=|[ \t]+)`)
+	keyKey     = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.\-]*)(["']?[ \t]*[=:][ \t]*)`)
 	authScheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=\-]{8,}`)
 	// tokenFormats are the shapes of well-known credentials.
 	tokenFormats = regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*` +
@@ -132,9 +141,9 @@ func Text(s string) string {
 	s = pemPrivateKey.ReplaceAllString(s, Redacted)
 	s = secretHeader.ReplaceAllString(s, "${1}${2}"+Redacted)
 	s = urlUserinfo.ReplaceAllString(s, "${1}:"+Redacted+"@")
+	s = authScheme.ReplaceAllString(s, "${1}${2}"+Redacted)
 	s = redactAfterKeys(s, flagKey, 2)
 	s = redactAfterKeys(s, keyKey, 1)
-	s = authScheme.ReplaceAllString(s, "${1}${2}"+Redacted)
 	s = tokenFormats.ReplaceAllString(s, Redacted)
 	return tokenCandidate.ReplaceAllStringFunc(s, func(m string) string {
 		if highEntropy(m) {
@@ -155,6 +164,9 @@ func redactAfterKeys(s string, re *regexp.Regexp, name int) string {
 			continue
 		}
 		start := m[1]
+		if strings.HasPrefix(s[start:], Redacted) || strings.HasPrefix(s[start:], `"`+Redacted) {
+			continue
+		}
 		end := valueEnd(s, start)
 		v := s[start:end]
 		if end == start || strings.Trim(v, `"'`) == Redacted {

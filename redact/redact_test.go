@@ -120,7 +120,7 @@ func TestPatchResolvesJSONPatchPaths(t *testing.T) {
 		{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"API_TOKEN","value":"canary-env-append"}},
 		{"op":"test","path":"/spec/template/spec/containers/0/env/0/value","value":"canary-test-op"},
 		{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"w:2"}]`
-	out, err := Patch([]byte(body), live, false)
+	out, err := Patch([]byte(body), false, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestPatchResolvesJSONPatchPaths(t *testing.T) {
 }
 
 func TestPatchOfASecretKeepsOnlyTheShape(t *testing.T) {
-	out, err := Patch([]byte(`{"stringData":{"username":"canary-user"},"data":{"x":"Y2FuYXJ5"}}`), nil, true)
+	out, err := Patch([]byte(`{"stringData":{"username":"canary-user"},"data":{"x":"Y2FuYXJ5"}}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func FuzzPatch(f *testing.F) {
 	f.Add(`[{"op":"replace","path":"/a/0/b","value":1}]`, "canary-1")
 	f.Add(`{"a":[{"name":"x"}]}`, "canary-2")
 	f.Fuzz(func(t *testing.T, body, secret string) {
-		_, _ = Patch([]byte(body), map[string]any{"a": []any{map[string]any{"name": "x"}}}, false)
+		_, _ = Patch([]byte(body), false, map[string]any{"a": []any{map[string]any{"name": "x"}}})
 		if len(secret) < 4 || strings.Contains(Redacted, secret) {
 			return
 		}
@@ -218,7 +218,7 @@ func FuzzPatch(f *testing.F) {
 			`{"spec":{"containers":[{"name":"w","env":[{"name":"API_TOKEN","value":` + sv + `}]}]}}`,
 			`[{"op":"add","path":"/data/client-secret","value":` + sv + `}]`,
 		} {
-			out, err := Patch([]byte(b), nil, false)
+			out, err := Patch([]byte(b), false)
 			if err != nil {
 				t.Fatalf("Patch(%s): %v", b, err)
 			}
@@ -227,4 +227,43 @@ func FuzzPatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReviewFindings covers shapes an independent review found slipping
+// through the first version of this package.
+func TestReviewFindings(t *testing.T) {
+	live := decode(t, `{"spec":{"containers":[{"name":"web","env":[{"name":"LOG","value":"x"}],"args":["--db-password"]}]}}`).(map[string]any)
+	after := decode(t, `{"spec":{"containers":[{"name":"web","env":[{"name":"LOG","value":"x"},{"name":"DB_PASSWORD","value":"hunter2xyz"}],"args":["--db-password","hunter2abc"]}]}}`).(map[string]any)
+	for _, body := range []string{
+		`[{"op":"add","path":"/spec/containers/0/env/-","value":{"name":"DB_PASSWORD"}},{"op":"add","path":"/spec/containers/0/env/1/value","value":"hunter2xyz"}]`,
+		`[{"op":"add","path":"/spec/containers/0/args/-","value":"hunter2abc"}]`,
+		`[{"op":"add","path":"/spec/containers/0/ports/7/name","value":"hunter2xyz"}]`,
+	} {
+		out, err := Patch([]byte(body), false, live, after)
+		if err != nil || strings.Contains(out, "hunter2") {
+			t.Errorf("Patch(%s) = %s, %v", body, out, err)
+		}
+	}
+	for _, name := range []string{"PGPASSWORD", "ADMINPASSWORD", "GITHUBTOKEN", "DB_PASSWORDS", "API_SECRETS", "tokens"} {
+		if !Name(name) {
+			t.Errorf("Name(%q) = false", name)
+		}
+	}
+	v, _ := json.Marshal(Value(decode(t, `{"password":["hunter2xyz"],"credentials":{"value":"hunter2xyz"},"secret":{"secretName":"db"}}`)))
+	if strings.Contains(string(v), "hunter2") || !strings.Contains(string(v), `"db"`) {
+		t.Errorf("Value = %s", v)
+	}
+	for _, s := range []string{"password=x", "Authorization=Bearer tok123456", "token: abc"} {
+		once := Text(s)
+		if twice := Text(once); twice != once || strings.Contains(once, "tok123456") {
+			t.Errorf("Text(%q) = %q, again %q", s, once, twice)
+		}
+	}
+	if got := Text("auth:\n  rootPassword: x"); !strings.Contains(got, "rootPassword") {
+		t.Errorf("a YAML key after auth: was eaten: %q", got)
+	}
+	sidecar := decode(t, `{"name":"auth-proxy","image":"proxy:1"}`)
+	if got, _ := json.Marshal(At("/spec/template/spec/containers/auth-proxy", sidecar)); !strings.Contains(string(got), "proxy:1") {
+		t.Errorf("a container named auth-proxy was redacted: %s", got)
+	}
 }

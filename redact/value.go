@@ -29,7 +29,7 @@ func value(v any, all bool) any {
 		}
 		for k, val := range t {
 			switch {
-			case all || (secretItem && k == "value") || (Name(k) && !isContainer(val)):
+			case all || (secretItem && k == "value") || (Name(k) && !isReference(val)):
 				out[k] = scalarsRedacted(val)
 			default:
 				out[k] = value(val, false)
@@ -86,6 +86,19 @@ func flagWantsValue(v any) bool {
 	return Name(strings.TrimLeft(s, "-"))
 }
 
+// isReference is true for a map that names a credential kept elsewhere
+// (a volume's secret: {secretName: …}, a {name, key} selector) rather than
+// holding one: its fields are judged one by one.
+func isReference(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, secretName := m["secretName"]
+	_, name := m["name"]
+	return secretName || name
+}
+
 func isContainer(v any) bool {
 	switch v.(type) {
 	case map[string]any, []any:
@@ -124,9 +137,11 @@ func Segments(path string) []string {
 
 // At returns a redacted copy of v, the value found at path: All of it when
 // the path is a credential's, Value otherwise.
+// A map or list at a secret-looking path is judged field by field: the
+// path may end in a list item's name (a container called auth-proxy).
 func At(path string, v any) any {
-	if Path(path) {
-		return scalarsRedacted(v)
+	if Path(path) && !isContainer(v) {
+		return Redacted
 	}
 	return Value(v)
 }
