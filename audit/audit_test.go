@@ -254,3 +254,37 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func TestVerifyChecksStampsLabelsAndSkipsForeignObjects(t *testing.T) {
+	entries := chain(t, 4)
+	for i := range entries {
+		entries[i].Actor = Records([]Entry{entries[i]})[0].Actor.Username
+	}
+	if rep := Verify(entries, headOf(t, entries[3])); !rep.Intact() {
+		t.Fatalf("stamped chain: %v", rep.Breaks)
+	}
+	forged := append([]Entry(nil), entries...)
+	forged[1].Actor = "mallory"
+	rep := Verify(forged, headOf(t, forged[3]))
+	if len(rep.Breaks) != 1 || rep.Breaks[0].Kind != BreakForged || !strings.Contains(rep.Breaks[0].Detail, `created by "mallory"`) {
+		t.Errorf("a record whose actor is not its creator: %v", rep.Breaks)
+	}
+	hidden := append([]Entry(nil), entries...)
+	hidden[2].Unlabelled = true
+	if rep := Verify(hidden, headOf(t, hidden[3])); len(rep.Breaks) != 1 || rep.Breaks[0].Kind != BreakUnlabelled {
+		t.Errorf("a record without its label: %v", rep.Breaks)
+	}
+	// A foreign object took position 3; the appender stepped past it and
+	// linked record 4 to record 2. Only the foreign object is a break.
+	r4 := Records([]Entry{entries[3]})[0]
+	r4.Hash, r4.Prev = "", Records([]Entry{entries[1]})[0].Hash
+	doc, err := seal(r4, 4, r4.Prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jammed := []Entry{entries[0], entries[1], {Slot: 3, Name: RecordName(3), Doc: []byte("not a record")}, {Slot: 4, Name: RecordName(4), Doc: doc}}
+	rep = Verify(jammed, headOf(t, jammed[3]))
+	if len(rep.Breaks) != 1 || rep.Breaks[0].Kind != BreakAltered || rep.Breaks[0].Seq != 3 {
+		t.Errorf("a foreign object stepped past: %v", rep.Breaks)
+	}
+}

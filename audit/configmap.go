@@ -27,6 +27,11 @@ const (
 	LabelApp     = KeyPrefix + "app"
 	LabelSession = KeyPrefix + "session"
 	LabelEvent   = KeyPrefix + "event"
+
+	// AnnotationActor on a record holds the user name of whoever created
+	// it. The shipped admission policy (deploy/policy) makes the API server
+	// refuse any other value, so Verify can hold the record's actor to it.
+	AnnotationActor = KeyPrefix + "actor"
 )
 
 // RecordSelector selects the record ConfigMaps of a namespace.
@@ -61,9 +66,9 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 		if err != nil {
 			return err
 		}
-		tip := HeadState{}
-		if head != nil {
-			tip = *head
+		tip, err := s.startFrom(ctx, head)
+		if err != nil {
+			return err
 		}
 		// The head may lag behind records whose writer stopped before
 		// advancing it: walk forward to the real tip.
@@ -76,8 +81,13 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 				return fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
 			}
 			rec, err := Parse([]byte(cm.Data[docKey]))
-			if err != nil {
-				return fmt.Errorf("audit record %s is unreadable, run `kubectl gitops audit verify`: %w", cm.Name, err)
+			if err != nil || rec.Seq != tip.Seq+1 {
+				// Something that is not the record this position
+				// promises: step past it, linking to the last record,
+				// so one foreign object cannot jam the log. Verify
+				// names it.
+				tip = HeadState{Seq: tip.Seq + 1, Hash: tip.Hash}
+				continue
 			}
 			tip = HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
 		}
@@ -98,14 +108,46 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 	return ErrConflict
 }
 
+// startFrom is where an append starts looking for the tip: the head, when
+// the record it names exists; otherwise (a head moved past the log, by
+// hand) the newest record found by listing, so that a bogus head neither
+// hides new records nor blocks appends.
+func (s *ConfigMapStore) startFrom(ctx context.Context, head *HeadState) (HeadState, error) {
+	if head == nil || head.Seq == 0 {
+		return HeadState{}, nil
+	}
+	_, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, RecordName(head.Seq), metav1.GetOptions{})
+	if err == nil {
+		return *head, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return HeadState{}, fmt.Errorf("reading audit record %d: %w", head.Seq, err)
+	}
+	entries, err := s.Entries(ctx, Filter{})
+	if err != nil {
+		return HeadState{}, err
+	}
+	tip := HeadState{}
+	for _, e := range entries {
+		if e.Slot <= tip.Seq {
+			continue
+		}
+		if rec, err := Parse(e.Doc); err == nil && rec.Seq == e.Slot {
+			tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+		}
+	}
+	return tip, nil
+}
+
 // RecordConfigMap is the immutable ConfigMap that stores sealed record r,
 // whose stored document is doc.
 func RecordConfigMap(namespace string, r *Record, doc []byte) *corev1.ConfigMap {
 	immutable := true
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: RecordName(r.Seq), Namespace: namespace, Labels: recordLabels(r)},
-		Data:       map[string]string{docKey: string(doc)},
-		Immutable:  &immutable,
+		ObjectMeta: metav1.ObjectMeta{Name: RecordName(r.Seq), Namespace: namespace, Labels: recordLabels(r),
+			Annotations: map[string]string{AnnotationActor: r.Actor.Username}},
+		Data:      map[string]string{docKey: string(doc)},
+		Immutable: &immutable,
 	}
 }
 
@@ -205,9 +247,14 @@ func (s *ConfigMapStore) Head(ctx context.Context) (*HeadState, error) {
 	return h, err
 }
 
-// Entries implements Store, listing page by page.
+// Entries implements Store, listing page by page. Without a filter every
+// ConfigMap of the namespace is listed, so that a record whose label was
+// removed is still found by its name (and reported by Verify).
 func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, error) {
-	selector := RecordSelector
+	selector := ""
+	if labelValueOK(filter.App) || labelValueOK(string(filter.Event)) {
+		selector = RecordSelector
+	}
 	if labelValueOK(filter.App) {
 		selector += "," + LabelApp + "=" + filter.App
 	}
@@ -226,8 +273,13 @@ func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, e
 			return nil, fmt.Errorf("listing audit records in namespace %s: %w", s.Namespace, err)
 		}
 		for _, cm := range list.Items {
-			e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey])}
-			if m := recordName.FindStringSubmatch(cm.Name); m != nil {
+			m := recordName.FindStringSubmatch(cm.Name)
+			labelled := cm.Labels[LabelKind] == "record"
+			if m == nil && !labelled {
+				continue // not part of the log (the head, Argo CD's own)
+			}
+			e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey]), Actor: cm.Annotations[AnnotationActor], Unlabelled: !labelled}
+			if m != nil {
 				e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
 			}
 			entries = append(entries, e)

@@ -13,6 +13,13 @@ type Entry struct {
 	Slot uint64
 	Name string
 	Doc  []byte
+	// Actor is the user name the API server let the creator stamp on the
+	// record (the kubectl-gitops.io/actor annotation); "" when the store
+	// has none (a file, or a record older than the stamp).
+	Actor string
+	// Unlabelled is a record ConfigMap found by its name alone: its record
+	// label was removed, which hides it from label-selected listings.
+	Unlabelled bool
 }
 
 // HeadState is the chain head: the sequence number and hash of the newest
@@ -32,6 +39,8 @@ const (
 	BreakReordered    BreakKind = "reordered"
 	BreakInserted     BreakKind = "inserted"
 	BreakHeadMismatch BreakKind = "head-mismatch"
+	BreakForged       BreakKind = "forged"
+	BreakUnlabelled   BreakKind = "unlabelled"
 )
 
 // Break is one place where the chain is not what the tool wrote.
@@ -80,6 +89,9 @@ func Verify(entries []Entry, head *HeadState) Report {
 			continue
 		}
 		rep.Records++
+		if e.Unlabelled {
+			add(BreakUnlabelled, e, "its %s=record label was removed, hiding it from label-selected listings", LabelKind)
+		}
 		if e.Slot > expect {
 			missing := Entry{Slot: expect}
 			if e.Slot-expect == 1 {
@@ -92,9 +104,13 @@ func Verify(entries []Entry, head *HeadState) Report {
 		expect = e.Slot + 1
 		rec, err := Parse(e.Doc)
 		if err != nil {
+			// A foreign object at this position: appends step past it,
+			// so the next record links to the last one before it.
 			add(BreakAltered, e, "unreadable: %v", err)
-			prevKnown = false
 			continue
+		}
+		if e.Actor != "" && rec.Actor.Username != e.Actor {
+			add(BreakForged, e, "the record names %q as its actor, but it was created by %q (stamped by the API server)", rec.Actor.Username, e.Actor)
 		}
 		computed, err := hashDocument(e.Doc)
 		switch {

@@ -397,8 +397,10 @@ func newCmdAuditVerify(flags *genericclioptions.ConfigFlags, streams genericioop
 		Use:   "verify",
 		Short: "Check the audit log's hash chain",
 		Long: `Recompute every record's hash and check the chain links, the sequence and the
-head. Each break is named: missing (deleted), altered, reordered, inserted, or
-head-mismatch.
+head, and that each record's actor is the user the API server let create it
+(its kubectl-gitops.io/actor annotation). Each break is named: missing
+(deleted), altered, reordered, inserted, head-mismatch, forged (another
+person's name on a record) or unlabelled (a record hidden from listings).
 
 Exit status: 0 the chain is intact; 1 tampering found; 2 usage error; 3 the log
 could not be read.`,

@@ -203,6 +203,14 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 			}
 			u.kubectl("-n", ns, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"seq":"4","hash":"`+rec.Hash+`"}}`)
 		}, "head-mismatch: head: the head names record 4 but the log goes on to record 6"},
+		// Where the admission policies are not installed (this namespace),
+		// verify still names what they would have refused.
+		{"strip the label", func(t *testing.T, u *user, ns string) {
+			u.kubectl("-n", ns, "label", "cm", audit.RecordName(5), audit.LabelKind+"-")
+		}, "unlabelled: " + audit.RecordName(5) + ": its kubectl-gitops.io/audit=record label was removed"},
+		{"forge the actor", func(t *testing.T, u *user, ns string) {
+			u.kubectl("-n", ns, "annotate", "cm", audit.RecordName(2), audit.AnnotationActor+"=admin", "--overwrite")
+		}, `forged: ` + audit.RecordName(2) + `: the record names "oncall" as its actor, but it was created by "admin"`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,6 +281,7 @@ func TestAuditRecordsNeverHoldSecrets(t *testing.T) {
 			Reason: "rotate, was Bearer abcdefghijklmnop.qrstuvwx"},
 	}
 	for _, r := range records {
+		r.Actor = audit.Actor{Username: env.Oncall.Name}
 		r.Outcome = audit.Outcome{Status: audit.StatusSucceeded}
 		if err := store.Append(context.Background(), r); err != nil {
 			t.Fatal(err)

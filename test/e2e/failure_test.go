@@ -128,9 +128,7 @@ func TestCrashAfterPauseIsExplainedAndRecoverable(t *testing.T) {
 	if strings.Join(events, ",") != "breakglass.planned,breakglass.paused,breakglass.restored,breakglass.restored" {
 		t.Errorf("records %v: one lost or extra", events)
 	}
-	if _, _, code := oncall.run("kubectl", "gitops", "audit", "verify"); code != 0 {
-		t.Errorf("audit chain broken")
-	}
+	assertChainIntact(t, oncall)
 }
 
 func TestTwoBreakglassAtOnceOneWins(t *testing.T) {

@@ -262,9 +262,7 @@ func TestTicketQueuedWhileJiraIsDownIsFiledOnce(t *testing.T) {
 	if len(closed.Comments) != 1 || !strings.Contains(closed.Comments[0], "load gone") {
 		t.Errorf("comments %q, want only the forced restore's comment", closed.Comments)
 	}
-	if _, _, code := up.run("kubectl", "gitops", "audit", "verify"); code != 0 {
-		t.Errorf("audit chain broken")
-	}
+	assertChainIntact(t, up)
 	assertNoSecretsSent(t, d)
 }
 

@@ -312,28 +312,42 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 	if _, err := kube.RbacV1().RoleBindings(DemoNamespace).Create(ctx, demoConfigMaps, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return applyShippedRBAC(ctx, dyn)
+	if err := applyShipped(ctx, dyn, "rbac"); err != nil {
+		return err
+	}
+	if err := applyShipped(ctx, dyn, "policy"); err != nil {
+		return err
+	}
+	return waitPolicyEnforced(ctx, kube)
 }
 
-// applyShippedRBAC creates the objects of deploy/rbac, so the tests exercise
-// the manifests users install.
-func applyShippedRBAC(ctx context.Context, dyn dynamic.Interface) error {
-	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", "rbac", "*.yaml"))
+// shippedKinds are the kinds deploy/ may hold, with their API resources.
+var shippedKinds = map[string]schema.GroupVersionResource{
+	"Role":                             {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"ClusterRole":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+}
+
+// applyShipped creates the objects of deploy/DIR exactly as shipped, so
+// the tests exercise the manifests users install.
+func applyShipped(ctx context.Context, dyn dynamic.Interface, dir string) error {
+	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no RBAC manifests in deploy/rbac: %v", err)
+		return fmt.Errorf("no manifests in deploy/%s: %v", dir, err)
 	}
-	resources := map[string]string{"Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
 	for _, file := range files {
 		objs, err := readObjects(file)
 		if err != nil {
 			return err
 		}
 		for _, obj := range objs {
-			resource, ok := resources[obj.GetKind()]
+			gvr, ok := shippedKinds[obj.GetKind()]
 			if !ok {
 				return fmt.Errorf("%s: unexpected kind %s", file, obj.GetKind())
 			}
-			gvr := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: resource}
 			var client dynamic.ResourceInterface = dyn.Resource(gvr)
 			if ns := obj.GetNamespace(); ns != "" {
 				client = dyn.Resource(gvr).Namespace(ns)
@@ -406,4 +420,22 @@ func (e *Env) RegisterCluster(ctx context.Context, name string) (string, error) 
 		return "", err
 	}
 	return e.Server, nil
+}
+
+// waitPolicyEnforced waits until the API server enforces the shipped
+// admission policies (they load asynchronously): a record ConfigMap with a
+// name outside the pattern is refused.
+func waitPolicyEnforced(ctx context.Context, kube kubernetes.Interface) error {
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-gitops-audit-probe", Namespace: ArgoNamespace}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := kube.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the admission policies of deploy/policy are not enforced after 30s (probe: %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,0 +1,249 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// planted names the objects the attacks below leave in the shared audit
+// log on purpose; assertChainIntact accepts breaks there and nowhere else.
+var planted struct {
+	sync.Mutex
+	names map[string]bool
+}
+
+func plant(name string) {
+	planted.Lock()
+	defer planted.Unlock()
+	if planted.names == nil {
+		planted.names = map[string]bool{}
+	}
+	planted.names[name] = true
+}
+
+// assertChainIntact runs audit verify as u and fails on any break but
+// those planted by the attack tests.
+func assertChainIntact(t *testing.T, u *user) {
+	t.Helper()
+	out, errOut, code := u.run("kubectl", "gitops", "audit", "verify", "-o", "json")
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code > 1 {
+		t.Fatalf("audit verify: exit %d: %v: %s %s", code, err, out, errOut)
+	}
+	planted.Lock()
+	defer planted.Unlock()
+	for _, b := range rep.Breaks {
+		if !planted.names[b.Name] {
+			t.Errorf("audit chain broken: %s", b)
+		}
+	}
+}
+
+// applyAs creates obj through the real kubectl as u, returning stderr and
+// the exit code.
+func applyAs(t *testing.T, u *user, obj map[string]any) (string, int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "obj.json")
+	data, _ := json.Marshal(obj)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := u.run("kubectl", "create", "-f", path)
+	return errOut, code
+}
+
+// recordObject is a record ConfigMap as an attacker would write it.
+func recordObject(seq uint64, actor, doc string, immutable bool) map[string]any {
+	return map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": audit.RecordName(seq), "namespace": testEnv.ArgoNamespace,
+			"labels":      map[string]any{audit.LabelKind: "record", audit.LabelEvent: "breakglass.patched"},
+			"annotations": map[string]any{audit.AnnotationActor: actor},
+		},
+		"immutable": immutable,
+		"data":      map[string]any{"record": doc},
+	}
+}
+
+// forge seals a record the way the tool does (canonical JSON without
+// hash, SHA-256), as someone who read the README would.
+func forge(t *testing.T, seq uint64, prev, actor string) (string, string) {
+	t.Helper()
+	r := audit.Record{Schema: 1, ID: fmt.Sprintf("forged-%d", seq), Seq: seq, Time: time.Now().UTC(), Event: audit.EventRestored,
+		Actor: audit.Actor{Username: actor}, Reason: "approved", Outcome: audit.Outcome{Status: audit.StatusSucceeded}, Prev: prev}
+	doc, _ := json.Marshal(r)
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "hash")
+	var canon bytes.Buffer
+	enc := json.NewEncoder(&canon)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bytes.TrimSuffix(canon.Bytes(), []byte("\n")))
+	r.Hash = hex.EncodeToString(sum[:])
+	out, _ := json.Marshal(r)
+	return string(out), r.Hash
+}
+
+func head(t *testing.T) audit.HeadState {
+	t.Helper()
+	h, err := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace).Head(context.Background())
+	if err != nil || h == nil {
+		t.Fatalf("reading the head: %v", err)
+	}
+	return *h
+}
+
+// TestAPIServerRefusesTamperingByOncall tries, through real kubectl as the
+// on-call user with the shipped role, what the shipped admission policies
+// must refuse.
+func TestAPIServerRefusesTamperingByOncall(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "tp-refuse")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "tp-refuse", "deployment/web", "--replicas", "3", "--reason", "seed the log", "-y")
+	tip := head(t)
+	doc, _ := forge(t, tip.Seq+1, tip.Hash, "alice")
+
+	for _, tt := range []struct {
+		name string
+		obj  map[string]any
+		want string
+	}{
+		{"another user's name stamped", recordObject(tip.Seq+1, "alice", doc, true), "kubectl-gitops.io/actor set to your user name, oncall"},
+		{"a mutable record", recordObject(tip.Seq+1, "oncall", doc, false), "must be created immutable"},
+		{"a record off the sequence", func() map[string]any {
+			o := recordObject(tip.Seq+1, "oncall", doc, true)
+			o["metadata"].(map[string]any)["name"] = audit.RecordName(tip.Seq+1) + "-approved"
+			return o
+		}(), "is not named kubectl-gitops-audit- followed by a 10-digit sequence number"},
+	} {
+		errOut, code := applyAs(t, oncall, tt.obj)
+		if code == 0 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, %q; want refused with %q", tt.name, code, errOut, tt.want)
+		}
+	}
+
+	record := audit.RecordName(tip.Seq)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"roll the head back", []string{"patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d"}}`, tip.Seq-1)}, "the audit head only moves forward"},
+		{"delete the head", []string{"delete", "cm", audit.HeadName}, "forbidden"},
+		{"repoint the destination", []string{"patch", "application", "tp-refuse", "--type=merge", "-p", `{"spec":{"destination":{"namespace":"kube-system"}}}`}, "may change only spec.syncPolicy"},
+		{"repoint the source", []string{"patch", "application", "tp-refuse", "--type=merge", "-p", `{"spec":{"source":{"path":"elsewhere"}}}`}, "may change only spec.syncPolicy"},
+		{"change the project", []string{"patch", "application", "tp-refuse", "--type=merge", "-p", `{"spec":{"project":"other"}}`}, "may change only spec.syncPolicy"},
+		{"add another annotation", []string{"annotate", "application", "tp-refuse", "team=mallory"}, "only kubectl-gitops.io/ annotations"},
+		{"start a sync", []string{"patch", "application", "tp-refuse", "--type=merge", "-p", `{"operation":{"sync":{"revision":"HEAD"}}}`}, "may not start or change a sync operation"},
+		{"rewrite its status", []string{"patch", "application", "tp-refuse", "--type=merge", "-p", `{"status":{"sync":{"status":"Synced"}}}`}, "only status.operationState.phase"},
+	} {
+		_, errOut, code := oncall.run("kubectl", append([]string{"-n", e.ArgoNamespace}, tt.args...)...)
+		if code == 0 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, %q; want refused with %q", tt.name, code, errOut, tt.want)
+		}
+	}
+	// The on-call role cannot touch records at all (RBAC); the policy also
+	// stops anyone who may write ConfigMaps there, cluster admins included,
+	// from relabelling or re-annotating a record.
+	admin := newUser(t, env.Admin.Name)
+	for _, args := range [][]string{
+		{"label", "cm", record, audit.LabelKind + "-"},
+		{"annotate", "cm", record, audit.AnnotationActor + "=alice", "--overwrite"},
+	} {
+		_, errOut, code := admin.run("kubectl", append([]string{"-n", e.ArgoNamespace}, args...)...)
+		if code == 0 || !strings.Contains(errOut, "cannot be changed: records are written once") {
+			t.Errorf("admin %v: exit %d, %q; want refused", args, code, errOut)
+		}
+	}
+	// What the break-glass itself writes stays allowed.
+	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tp-refuse", "argocd.argoproj.io/refresh=normal", "--overwrite")
+	mustRun(t, oncall, 0, "restore", "tp-refuse", "--force", "--reason", "cleanup", "-y")
+	assertChainIntact(t, oncall)
+}
+
+// TestForgedActorIsNamedByVerify: a record the on-call user writes by hand
+// with a correct hash but another person's name gets past the API server
+// only stamped with the real author, and verify names the forgery.
+func TestForgedActorIsNamedByVerify(t *testing.T) {
+	e := environment(t)
+	oncall := newUser(t, env.Oncall.Name)
+	tip := head(t)
+	doc, hash := forge(t, tip.Seq+1, tip.Hash, "alice")
+	if errOut, code := applyAs(t, oncall, recordObject(tip.Seq+1, "oncall", doc, true)); code != 0 {
+		t.Fatalf("creating the forged record: %s", errOut)
+	}
+	plant(audit.RecordName(tip.Seq + 1))
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d","hash":"%s"}}`, tip.Seq+1, hash))
+	out, _, code := oncall.run("kubectl", "gitops", "audit", "verify")
+	want := fmt.Sprintf(`forged: %s: the record names "alice" as its actor, but it was created by "oncall"`, audit.RecordName(tip.Seq+1))
+	if code != 1 || !strings.Contains(out, want) {
+		t.Errorf("audit verify: exit %d:\n%s\nwant exit 1 and %q", code, out, want)
+	}
+	assertChainIntact(t, oncall)
+}
+
+// TestForeignObjectCannotJamTheLog: one ConfigMap at the next sequence
+// number, passing every policy but holding no record, used to make every
+// later break-glass fail. Now the log records past it and verify names it.
+func TestForeignObjectCannotJamTheLog(t *testing.T) {
+	environment(t)
+	deployApp(t, "tp-jam")
+	oncall := newUser(t, env.Oncall.Name)
+	tip := head(t)
+	if errOut, code := applyAs(t, oncall, recordObject(tip.Seq+1, "oncall", "jammed", true)); code != 0 {
+		t.Fatalf("creating the foreign object: %s", errOut)
+	}
+	plant(audit.RecordName(tip.Seq + 1))
+	mustRun(t, oncall, 0, "breakglass", "tp-jam", "deployment/web", "--replicas", "4", "--reason", "still works", "-y")
+	if replicasIn(context.Background(), t, "tp-jam") != 4 {
+		t.Errorf("the patch is not live")
+	}
+	records := sessionRecords(t, sessionOf(t, "tp-jam").ID)
+	if len(records) == 0 || records[0].Seq != tip.Seq+2 || records[0].Prev != tip.Hash {
+		t.Fatalf("the first record should sit past the foreign object and link to record %d: %+v", tip.Seq, records)
+	}
+	out, _, code := oncall.run("kubectl", "gitops", "audit", "verify")
+	if code != 1 || !strings.Contains(out, "altered: "+audit.RecordName(tip.Seq+1)+": unreadable") {
+		t.Errorf("audit verify: exit %d:\n%s", code, out)
+	}
+	assertChainIntact(t, oncall)
+	mustRun(t, oncall, 0, "restore", "tp-jam", "--force", "--reason", "cleanup", "-y")
+}
+
+// TestRestoreDryRunWritesNothing: a dry run used to request a refresh (a
+// write); an auditor, who may only read Applications, shows it no longer
+// does.
+func TestRestoreDryRunWritesNothing(t *testing.T) {
+	environment(t)
+	deployApp(t, "tp-dry")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "tp-dry", "deployment/web", "--replicas", "5", "--reason", "dry", "-y")
+	auditor := newUser(t, env.Auditor.Name)
+	_, errOut, code := auditor.run("kubectl", "gitops", "restore", "tp-dry", "--dry-run")
+	if code != 1 || strings.Contains(errOut, "could not request a refresh") || !strings.Contains(errOut, "no refresh was requested") {
+		t.Errorf("restore --dry-run as a read-only user: exit %d, %s", code, errOut)
+	}
+	mustRun(t, oncall, 0, "restore", "tp-dry", "--force", "--reason", "cleanup", "-y")
+}
