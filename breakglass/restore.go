@@ -51,9 +51,13 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
 		return nil, fmt.Errorf("%w: no open break-glass session on %s, so there is nothing to restore", ErrNotFound, req.App)
 	}
-	st, err := e.CaughtUp(ctx, app, req.Argo, true)
+	// A dry run writes nothing, not even the refresh request.
+	st, err := e.CaughtUp(ctx, app, req.Argo, !req.DryRun)
 	if err != nil {
 		return nil, err
+	}
+	if req.DryRun {
+		st.Notes = append(st.Notes, "dry run: no refresh was requested, so the state is as of Argo CD's last reconcile")
 	}
 	if !st.Ready && !req.Force {
 		var behind []string

@@ -93,6 +93,11 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		}
 	}
 	st, err := engine.Restore(ctx, o.Request)
+	if st != nil {
+		for _, n := range st.Notes {
+			note(o.ErrOut, "note: %s", n)
+		}
+	}
 	if err != nil {
 		return err
 	}
