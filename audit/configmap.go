@@ -252,8 +252,11 @@ func (s *ConfigMapStore) Head(ctx context.Context) (*HeadState, error) {
 // removed is still found by its name (and reported by Verify).
 func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, error) {
 	selector := ""
-	if labelValueOK(filter.App) || labelValueOK(string(filter.Event)) {
+	if labelValueOK(filter.App) || labelValueOK(string(filter.Event)) || labelValueOK(filter.Session) {
 		selector = RecordSelector
+	}
+	if labelValueOK(filter.Session) {
+		selector += "," + LabelSession + "=" + filter.Session
 	}
 	if labelValueOK(filter.App) {
 		selector += "," + LabelApp + "=" + filter.App

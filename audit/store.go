@@ -21,8 +21,9 @@ type Store interface {
 // in the cluster). Records are filtered again after decoding, so a store may
 // ignore it.
 type Filter struct {
-	App   string
-	Event Event
+	App     string
+	Event   Event
+	Session string
 }
 
 // ErrConflict is returned when Append kept losing races to other writers.
@@ -54,4 +55,22 @@ func VerifyStore(ctx context.Context, s Store) (Report, error) {
 		return Report{}, err
 	}
 	return Verify(entries, head), nil
+}
+
+// Trusted decodes entries like Records, keeping only records whose content
+// matches their hash and whose actor is the user the API server stamped on
+// them (when stamped): what a session may be checked against.
+func Trusted(entries []Entry) []*Record {
+	var out []*Record
+	for _, e := range entries {
+		r, err := Parse(e.Doc)
+		if err != nil || e.Slot == 0 || r.Seq != e.Slot {
+			continue
+		}
+		if sum, err := hashDocument(e.Doc); err != nil || sum != r.Hash || (e.Actor != "" && e.Actor != r.Actor.Username) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }

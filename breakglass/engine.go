@@ -198,6 +198,17 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if join != nil {
+		// A joined patch inherits the session's saved policy and ticket:
+		// only if its audit records agree with the annotation.
+		logged, err := e.sessionFromLog(ctx, req.App, join.ID)
+		if err != nil {
+			return nil, err
+		}
+		if bad := logged.mismatches(join); len(bad) > 0 {
+			return nil, fmt.Errorf("%w on %s: %s; nothing was changed: finish the session with `kubectl gitops restore %s --force --reason …`, which restores what the audit log says", ErrSessionMismatch, req.App, strings.Join(bad, "; "), req.App)
+		}
+	}
 	if join == nil {
 		if err := e.checkApplicationSetOwner(ctx, app); err != nil {
 			return nil, err

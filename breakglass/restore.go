@@ -59,6 +59,24 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if req.DryRun {
 		st.Notes = append(st.Notes, "dry run: no refresh was requested, so the state is as of Argo CD's last reconcile")
 	}
+	// The annotation is a cache anyone with patch rights can edit: what
+	// restore writes back comes from the session's verified audit records.
+	logged, err := e.sessionFromLog(ctx, req.App, st.Session.ID)
+	if err != nil {
+		return st, err
+	}
+	discrepancy := ""
+	if bad := logged.mismatches(st.Session); len(bad) > 0 {
+		discrepancy = fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(bad, "; "))
+		if !req.Force {
+			return st, fmt.Errorf("%w on %s: %s; nothing was changed: compare with `kubectl gitops audit log --app %s`, then `restore --force --reason` restores what the audit log says", ErrSessionMismatch, req.App, strings.Join(bad, "; "), req.App)
+		}
+		if logged.hasPlanned {
+			st.Session = logged.fromLog(st.Session)
+		}
+		st.Ready = false
+		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
+	}
 	if !st.Ready && !req.Force {
 		var behind []string
 		for _, t := range st.Targets {
@@ -90,7 +108,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		p.Target = st.Targets[0].Target
 	}
 	withPolicy := func(r *audit.Record) { r.SyncPolicy = &audit.SyncPolicy{Before: current, After: saved} }
-	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted}, withPolicy); err != nil {
+	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted, Error: discrepancy}, withPolicy); err != nil {
 		return st, err
 	}
 	if err := e.undoPause(ctx, req.App, st.Session); err != nil {
@@ -103,7 +121,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if ticketErr != nil {
 		closed = nil
 	}
-	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusSucceeded, Error: discrepancy}, func(r *audit.Record) {
 		withPolicy(r)
 		withTicket(closed)(r)
 	}); err != nil {

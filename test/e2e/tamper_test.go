@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
@@ -246,4 +248,49 @@ func TestRestoreDryRunWritesNothing(t *testing.T) {
 		t.Errorf("restore --dry-run as a read-only user: exit %d, %s", code, errOut)
 	}
 	mustRun(t, oncall, 0, "restore", "tp-dry", "--force", "--reason", "cleanup", "-y")
+}
+
+// TestEditedSessionIsCheckedAgainstTheLog: emptying the session's patches
+// used to let a plain restore succeed (recorded as restored, not forced),
+// and an edited saved policy was written back. The session's verified
+// audit records are the truth now.
+func TestEditedSessionIsCheckedAgainstTheLog(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "tp-edit")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "tp-edit", "deployment/web", "--replicas", "3", "--reason", "edit me", "-y")
+	s := sessionOf(t, "tp-edit")
+	s.Patches = nil
+	s.SavedSyncPolicy = []byte(`{"automated":{"prune":false,"selfHeal":false}}`)
+	edited, _ := json.Marshal(s)
+	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tp-edit", "--overwrite", breakglass.SessionAnnotation+"="+string(edited))
+
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "tp-edit", "deployment/web", "--replicas", "4", "--reason", "join", "--join", "-y")
+	if !strings.Contains(errOut, "the session annotation disagrees with its audit records") || replicasIn(context.Background(), t, "tp-edit") != 3 {
+		t.Errorf("--join on an edited session: %q", errOut)
+	}
+	_, errOut = mustRun(t, oncall, 1, "restore", "tp-edit", "-y")
+	for _, want := range []string{"the session annotation disagrees with its audit records", "savedSyncPolicy", "patches (annotation 0, audit log 1)", "nothing was changed"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("restore of an edited session: %q lacks %q", errOut, want)
+		}
+	}
+	mustRun(t, oncall, 0, "restore", "tp-edit", "--force", "--reason", "session was edited", "-y")
+	if got := syncPolicyOf(t, "tp-edit"); !equalJSONValues(got, fullPolicy) {
+		t.Errorf("restored policy %v, want the one the audit log saved %v", got, fullPolicy)
+	}
+	records := sessionRecords(t, s.ID)
+	last := records[len(records)-1]
+	if last.Event != audit.EventForced || !strings.Contains(last.Outcome.Error, "disagrees with its audit records") {
+		t.Errorf("the restore was recorded as %s (%q), want forced with the discrepancy", last.Event, last.Outcome.Error)
+	}
+}
+
+func equalJSONValues(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	var na, nb any
+	_ = json.Unmarshal(ja, &na)
+	_ = json.Unmarshal(jb, &nb)
+	return reflect.DeepEqual(na, nb)
 }
