@@ -34,7 +34,7 @@ type auditSource struct {
 }
 
 func (s *auditSource) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&s.Namespace, "audit-namespace", "argocd", "namespace holding the audit log (the Applications' namespace)")
+	cmd.Flags().StringVar(&s.Namespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
 	cmd.Flags().StringVar(&s.File, "file", "", "read a JSONL export (from `audit log -o jsonl`) instead of the cluster")
 }
 

@@ -1,10 +1,16 @@
 package plugin
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
 func TestContextFor(t *testing.T) {
@@ -51,5 +57,29 @@ func TestContextFor(t *testing.T) {
 				t.Errorf("got %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAuditLogStaysInItsNamespace: with apps in any namespace, the audit
+// log must not follow --app-namespace into a namespace app teams control.
+func TestAuditLogStaysInItsNamespace(t *testing.T) {
+	f := &engineFlags{configFlags: genericclioptions.NewConfigFlags(true)}
+	cmd := &cobra.Command{}
+	f.addAppNamespace(cmd)
+	if err := cmd.ParseFlags([]string{"--app-namespace", "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.configFlags.KubeConfig = &kubeconfig
+	e, err := f.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, ok := e.Audit.(*audit.ConfigMapStore)
+	if !ok || store.Namespace != "argocd" || e.AppNamespace != "team-a" {
+		t.Errorf("audit log in %+v for applications in %s; want argocd", e.Audit, e.AppNamespace)
 	}
 }

@@ -16,12 +16,18 @@ import (
 
 // engineFlags are the flags every command that drives the engine shares.
 type engineFlags struct {
-	configFlags  *genericclioptions.ConfigFlags
-	AppNamespace string
+	configFlags    *genericclioptions.ConfigFlags
+	AppNamespace   string
+	AuditNamespace string
 }
 
+// addAppNamespace registers --app-namespace and --audit-namespace. The
+// audit log stays in one namespace whatever --app-namespace says: with
+// Argo CD's apps-in-any-namespace, Applications live where app teams may
+// be able to delete ConfigMaps.
 func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
+	cmd.Flags().StringVar(&f.AuditNamespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
 }
 
 // kubeClient builds a Kubernetes client from the kubeconfig flags.
@@ -35,7 +41,7 @@ func kubeClient(flags *genericclioptions.ConfigFlags) (*rest.Config, kubernetes.
 }
 
 // engine builds the break-glass engine from the kubeconfig flags; the audit
-// log lives beside the Applications.
+// log lives in --audit-namespace.
 func (f *engineFlags) engine() (*breakglass.Engine, error) {
 	config, kube, err := kubeClient(f.configFlags)
 	if err != nil {
@@ -49,7 +55,7 @@ func (f *engineFlags) engine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AppNamespace), AppNamespace: f.AppNamespace}
+	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace), AppNamespace: f.AppNamespace}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets, e.TicketsOff = jira()
 	if argo := argoServer(); argo != nil {
