@@ -33,8 +33,8 @@ func (k kubeconfigClusters) Destination(server, name, kubeContext string) (*brea
 		if kubeContext, err = contextFor(raw, server, name); err != nil {
 			return nil, err
 		}
-	} else if _, ok := raw.Contexts[kubeContext]; !ok {
-		return nil, fmt.Errorf("--target-context %q is not a context of your kubeconfig (contexts: %s)", kubeContext, strings.Join(contextNames(raw), ", "))
+	} else if err := reaches(raw, kubeContext, server); err != nil {
+		return nil, err
 	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
 	if k.flags.Impersonate != nil {
@@ -60,6 +60,24 @@ func (k kubeconfigClusters) Destination(server, name, kubeContext string) (*brea
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	return &breakglass.Cluster{Kube: kube, Dynamic: dyn, Mapper: mapper, Context: kubeContext, Server: config.Host}, nil
+}
+
+// reaches checks that --target-context names a context of the kubeconfig
+// whose cluster is the destination's server: a context for another cluster
+// would patch the wrong cluster while the record names the destination.
+func reaches(raw clientcmdapi.Config, kubeContext, server string) error {
+	c, ok := raw.Contexts[kubeContext]
+	if !ok {
+		return fmt.Errorf("--target-context %q is not a context of your kubeconfig (contexts: %s)", kubeContext, strings.Join(contextNames(raw), ", "))
+	}
+	cluster, ok := raw.Clusters[c.Cluster]
+	if !ok {
+		return fmt.Errorf("--target-context %q names cluster %q, which your kubeconfig does not define", kubeContext, c.Cluster)
+	}
+	if server != "" && !sameServer(cluster.Server, server) {
+		return fmt.Errorf("--target-context %q reaches %s, not the application's destination %s: pass the context of the destination cluster", kubeContext, cluster.Server, server)
+	}
+	return nil
 }
 
 // contextFor finds the kubeconfig context of an Argo CD destination: the one

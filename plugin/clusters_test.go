@@ -83,3 +83,22 @@ func TestAuditLogStaysInItsNamespace(t *testing.T) {
 		t.Errorf("audit log in %+v for applications in %s; want argocd", e.Audit, e.AppNamespace)
 	}
 }
+
+func TestTargetContextMustReachTheDestination(t *testing.T) {
+	raw := clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"prod": {Server: "https://prod.example:6443/"}, "stage": {Server: "https://stage.example:6443"}},
+		Contexts: map[string]*clientcmdapi.Context{"prod": {Cluster: "prod"}, "stage": {Cluster: "stage"}, "broken": {Cluster: "gone"}},
+	}
+	if err := reaches(raw, "prod", "https://PROD.example:6443"); err != nil {
+		t.Errorf("the destination's own context: %v", err)
+	}
+	if err := reaches(raw, "stage", "https://prod.example:6443"); err == nil || !strings.Contains(err.Error(), `--target-context "stage" reaches https://stage.example:6443, not the application's destination https://prod.example:6443`) {
+		t.Errorf("another cluster's context: %v", err)
+	}
+	if err := reaches(raw, "broken", "https://prod.example:6443"); err == nil || !strings.Contains(err.Error(), "does not define") {
+		t.Errorf("a context without its cluster: %v", err)
+	}
+	if err := reaches(raw, "nope", "https://prod.example:6443"); err == nil || !strings.Contains(err.Error(), "is not a context of your kubeconfig") {
+		t.Errorf("an unknown context: %v", err)
+	}
+}

@@ -71,6 +71,12 @@ func TestBreakglassOnAnotherDestinationCluster(t *testing.T) {
 	if !strings.Contains(errOut, `--target-context "dr" is not a context of your kubeconfig (contexts: hub, spoke-nobody, spoke-oncall)`) {
 		t.Errorf("--target-context dr: %q", errOut)
 	}
+	// The hub context reaches the same API server under another name: it is
+	// not the destination the record would name, so it is refused.
+	_, errOut = mustRun(t, u, 1, append(args, "--target-context", "hub")...)
+	if !strings.Contains(errOut, `--target-context "hub" reaches `+strings.Replace(spoke, "127.0.0.1", "localhost", 1)+`, not the application's destination `+spoke) {
+		t.Errorf("--target-context hub: %q", errOut)
+	}
 
 	out, _ := mustRun(t, u, 0, append(args, "--target-context", "spoke-oncall")...)
 	if !strings.Contains(out, "Cluster:     "+spoke+" (kubeconfig context spoke-oncall)") {
