@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
-	"github.com/kubectl-gitops/kubectl-gitops/redact"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -125,8 +124,14 @@ type Plan struct {
 	cluster *Cluster
 	// fields are the changed paths with digests of their values, for the
 	// session; redactor knows the secret values of this patch.
-	fields   []PatchedField
-	redactor *redact.Redactor
+	fields    []PatchedField
+	redaction *patchRedaction
+	// diff is what the dry run said the patch changes, unredacted, and
+	// liveVersion the target's resourceVersion it was computed at: the
+	// real patch must meet the same object or change the same things.
+	diff        []audit.Change
+	liveVersion string
+	liveObject  map[string]any
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
 
@@ -322,7 +327,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
 		Cluster: server, Target: target,
 		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
-		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redactor: red.redactor,
+		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
+		diff: diff, liveVersion: live.GetResourceVersion(), liveObject: live.Object,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
@@ -479,8 +485,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		res.Warnings = append(res.Warnings, warning)
 	}
 
-	_, err := p.cluster.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace).Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{FieldManager: FieldManager})
-	if err != nil {
+	if err := e.patchTarget(ctx, p); err != nil {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
 	session.State = StatePatched

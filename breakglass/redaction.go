@@ -112,7 +112,10 @@ func digestRaw(spec PatchSpec, built []byte) string {
 // Redact cleans text of this plan's secret values and of anything
 // credential-shaped, for errors and warnings that may echo the patch.
 func (p *Plan) Redact(s string) string {
-	return p.redactor.Text(s)
+	if p.redaction == nil {
+		return redact.Text(s)
+	}
+	return p.redaction.redactor.Text(s)
 }
 
 // checkSize refuses, before any change, a patch whose session or audit

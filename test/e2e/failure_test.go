@@ -3,13 +3,16 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -178,5 +181,70 @@ func TestAutomatedSchemaIsReadFromTheAPIServer(t *testing.T) {
 	found, enabled, err := engineAs(t, env.Oncall.Name).AutomatedSchema()
 	if err != nil || !found || enabled {
 		t.Errorf("AutomatedSchema as oncall = found %v, enabled %v, %v; want true, false", found, enabled, err)
+	}
+}
+
+// TestTargetChangedBetweenPlanAndPatch: the patch carries the resourceVersion
+// the plan saw. A change that leaves the patch's effect alone is re-planned
+// and patched; one that makes a list index name another item is refused,
+// never patched by a stale index.
+func TestTargetChangedBetweenPlanAndPatch(t *testing.T) {
+	deployApp(t, "bg-race")
+	ctx := context.Background()
+	deployments := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-race")
+	engine := engineAs(t, env.Oncall.Name)
+	plan := func(patch string) *breakglass.Plan {
+		p, err := engine.Plan(ctx, breakglass.Request{App: "bg-race", Target: "deployment/web", Reason: "race",
+			Patch: breakglass.PatchSpec{Type: "json", Body: patch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// Someone annotates the Deployment meanwhile: same effect, patched.
+	p := plan(`[{"op":"replace","path":"/spec/replicas","value":4}]`)
+	engine.AfterPause = func(ctx context.Context) error {
+		_, err := deployments.Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"note":"meanwhile"}}}`), metav1.PatchOptions{})
+		return err
+	}
+	if _, err := engine.Execute(ctx, p); err != nil {
+		t.Fatalf("a harmless change meanwhile: %v", err)
+	}
+	if replicasIn(ctx, t, "bg-race") != 4 {
+		t.Errorf("the patch is not live")
+	}
+	engine.AfterPause = nil
+	if _, err := engine.Restore(ctx, breakglass.RestoreRequest{App: "bg-race", Force: true, Reason: "next case"}); err != nil {
+		t.Fatal(err)
+	}
+	ctxBack, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	waitFor(ctxBack, t, "self-heal to put Git's replicas back", func() (bool, string) {
+		r := replicasIn(ctx, t, "bg-race")
+		return r == 2, fmt.Sprint(r)
+	})
+
+	// Someone puts a sidecar first meanwhile: containers/0 now names it.
+	p = plan(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/web:hotfix"}]`)
+	engine.AfterPause = func(ctx context.Context) error {
+		_, err := deployments.Patch(ctx, "web", types.JSONPatchType, []byte(`[{"op":"add","path":"/spec/template/spec/containers/0","value":{"name":"sidecar","image":"registry.example/sidecar:1"}}]`), metav1.PatchOptions{})
+		return err
+	}
+	_, err := engine.Execute(ctx, p)
+	if err == nil || !strings.Contains(err.Error(), "the target changed since the plan") {
+		t.Fatalf("a change that redirects the patch: %v", err)
+	}
+	d, err := deployments.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if strings.HasSuffix(c.Image, ":hotfix") {
+			t.Errorf("container %s was patched by a stale index", c.Name)
+		}
+	}
+	if a, _ := appsClient(t).Get(ctx, "bg-race", metav1.GetOptions{}); a.GetAnnotations()[breakglass.SessionAnnotation] != "" {
+		t.Errorf("the pause was not undone")
 	}
 }

@@ -1,0 +1,108 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// ErrTargetChanged is a target that changed between the plan and the patch
+// in a way that changes what the patch does (a list index now naming
+// another item, a value someone else set).
+var ErrTargetChanged = errors.New("the target changed since the plan")
+
+// patchTarget applies the plan's patch with the target's resourceVersion as
+// precondition. When the target changed meanwhile (the API server answers
+// Conflict), the patch is planned again against what is there now: if it
+// still changes exactly the same fields the same way, it is sent with the
+// new resourceVersion; otherwise nothing is patched. The plan's changes are
+// then what the API server's answer to the real patch shows.
+func (e *Engine) patchTarget(ctx context.Context, p *Plan) error {
+	client := p.cluster.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace)
+	version := p.liveVersion
+	live := p.liveObject
+	for attempt := 0; attempt < 5; attempt++ {
+		body, err := withResourceVersion(p.PatchType, p.PatchBody, version)
+		if err != nil {
+			return err
+		}
+		patched, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], body, metav1.PatchOptions{FieldManager: FieldManager})
+		if err == nil {
+			p.recordAnswer(live, patched)
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		current, err := client.Get(ctx, p.Target.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading %s again: %w", p.Target, err)
+		}
+		dry, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
+		if err != nil {
+			return fmt.Errorf("%w: the API server now rejects the patch (server-side dry run): %v", ErrTargetChanged, err)
+		}
+		if diff := Diff(current.Object, dry.Object); !reflect.DeepEqual(normalized(diff), normalized(p.diff)) {
+			return fmt.Errorf("%w: %s was changed by someone else and the patch would now change other fields or values; nothing was patched: run the command again to see the new plan", ErrTargetChanged, p.Target)
+		}
+		version, live = current.GetResourceVersion(), current.Object
+	}
+	return fmt.Errorf("%w: %s kept changing while this command ran; run it again", ErrConflict, p.Target)
+}
+
+// recordAnswer makes the plan's changes those the API server's answer to
+// the real patch shows, redacted like the plan's.
+func (p *Plan) recordAnswer(live map[string]any, patched *unstructured.Unstructured) {
+	diff := Diff(live, patched.Object)
+	if len(diff) == 0 {
+		return
+	}
+	p.diff = diff
+	p.Changes = p.redaction.changes(p.Target, diff, live, patched.Object)
+	p.fields = patchedFields(p.Target, diff, live, patched.Object)
+}
+
+// withResourceVersion adds a resourceVersion precondition to a patch body:
+// metadata.resourceVersion in a merge or strategic patch, a replace of it in
+// a JSON patch. The API server then refuses the patch with Conflict if the
+// object is no longer at that version.
+func withResourceVersion(patchType string, body []byte, version string) ([]byte, error) {
+	if version == "" {
+		return body, nil
+	}
+	if patchType == "json" {
+		var ops []any
+		if err := json.Unmarshal(body, &ops); err != nil {
+			return nil, err
+		}
+		ops = append([]any{map[string]any{"op": "replace", "path": "/metadata/resourceVersion", "value": version}}, ops...)
+		return json.Marshal(ops)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, err
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	meta["resourceVersion"] = version
+	return json.Marshal(obj)
+}
+
+// normalized makes changes comparable whatever number types decoding used.
+func normalized(changes []audit.Change) any {
+	b, _ := json.Marshal(changes)
+	var v any
+	_ = json.Unmarshal(b, &v)
+	return v
+}
