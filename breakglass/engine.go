@@ -54,9 +54,11 @@ type Engine struct {
 	// Clusters reaches destination clusters other than the Argo CD
 	// cluster; nil refuses them.
 	Clusters Clusters
-	// AfterPause runs right after the pause is recorded. Tests use it to
-	// stop as a crash would, or to make the patch fail; nil otherwise.
-	AfterPause func(ctx context.Context) error
+	// AfterPause runs right after the pause is recorded, AfterParentPause
+	// right after each parent's. Tests use them to stop as a crash would, or
+	// to make the patch fail; nil otherwise.
+	AfterPause       func(ctx context.Context) error
+	AfterParentPause func(ctx context.Context) error
 }
 
 // Request is what the user asked for.
@@ -519,38 +521,11 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 }
 
 // pause pauses the self-healing parents, then the Application, recording
-// each; on failure everything it paused is undone and recorded aborted.
+// each. With parents, the child's session (state pausing, parents listed) is
+// written first, so that an interruption at any point leaves a session that
+// status shows and restore finishes: never a parent paused for nobody. On
+// failure everything it paused is undone and recorded aborted.
 func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, error) {
-	session.State = StatePaused
-	var warnings []string
-	for _, parent := range p.parents {
-		paused, err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated)
-		if err != nil {
-			undoErr := e.restoreParents(ctx, p.App.Name, session)
-			outcome := audit.Outcome{Status: audit.StatusFailed, Error: "pausing parent " + parent.GetName() + ": " + err.Error()}
-			if undoErr != nil {
-				outcome.Error += "; undoing earlier parents failed: " + undoErr.Error()
-			}
-			if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
-				return nil, fmt.Errorf("pausing parent %s: %v, and %w", parent.GetName(), err, recErr)
-			}
-			return nil, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err)
-		}
-		session.PausedParents = append(session.PausedParents, paused)
-		parentRef := audit.AppRef{Namespace: e.AppNamespace, Name: parent.GetName()}
-		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
-			r.Application = &parentRef
-			r.Target = nil
-			var before any
-			_ = json.Unmarshal(paused.SavedSyncPolicy, &before)
-			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
-		}); err != nil {
-			return nil, err
-		}
-		if err := e.waitRefreshed(ctx, parent.GetName()); err != nil {
-			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
-		}
-	}
 	unchanged := func(app *unstructured.Unstructured) error {
 		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
 			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
@@ -560,19 +535,59 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		}
 		return nil
 	}
+	var warnings []string
+	if len(p.parents) > 0 {
+		for _, parent := range p.parents {
+			session.PausedParents = append(session.PausedParents, savedParent(parent))
+		}
+		if err := e.updateApp(ctx, p.App.Name, unchanged, func(*unstructured.Unstructured) map[string]any {
+			return sessionPatch(session, nil)
+		}); err != nil {
+			return nil, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
+		}
+		unchanged = func(app *unstructured.Unstructured) error {
+			if err := ownSession(p.App.Name, session.ID)(app); err != nil {
+				return err
+			}
+			if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
+				return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
+			}
+			return nil
+		}
+	}
+	for _, parent := range p.parents {
+		parentRef := audit.AppRef{Namespace: e.AppNamespace, Name: parent.GetName()}
+		saved := savedParent(parent)
+		var before any
+		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
+		withParent := func(r *audit.Record) {
+			r.Application = &parentRef
+			r.Target = nil
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
+		}
+		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
+			return nil, e.abortPause(ctx, p, session, err)
+		}
+		if err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated); err != nil {
+			return nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+		}
+		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
+			return nil, err
+		}
+		if e.AfterParentPause != nil {
+			if err := e.AfterParentPause(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := e.waitRefreshed(ctx, parent.GetName()); err != nil {
+			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
+		}
+	}
+	session.State = StatePaused
 	if err := e.updateApp(ctx, p.App.Name, unchanged, func(app *unstructured.Unstructured) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
 	}); err != nil {
-		// Parents paused for this session must not stay paused without it.
-		outcome := audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}
-		if undoErr := e.restoreParents(ctx, p.App.Name, session); undoErr != nil {
-			outcome.Error += "; undoing the parents' pause failed: " + undoErr.Error()
-			err = fmt.Errorf("%w; the parents' pause could not be undone (%v): restore their sync policy by hand", err, undoErr)
-		}
-		if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
-			return nil, fmt.Errorf("pausing %s: %v, and %w", p.App.Name, err, recErr)
-		}
-		return nil, fmt.Errorf("pausing %s: %w", p.App.Name, err)
+		return nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
 	}
 	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
@@ -590,10 +605,48 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	return warnings, nil
 }
 
+// abortPause undoes a pause that failed half-way: the parents paused for
+// this session get their policy back and the child's session (if it was
+// written) is removed, under a context Ctrl-C does not cancel; then
+// breakglass.aborted says why.
+func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, cause error) error {
+	undo, cancel := undoContext(ctx)
+	defer cancel()
+	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
+	err := cause
+	if undoErr := e.restoreParents(undo, p.App.Name, session); undoErr != nil {
+		outcome.Error += "; undoing the parents' pause failed: " + undoErr.Error()
+		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `kubectl gitops restore %s`", cause, undoErr, p.App.Name)
+	} else if len(session.PausedParents) > 0 {
+		_ = e.dropSession(undo, p.App.Name, session.ID)
+	}
+	if _, recErr := e.record(undo, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+		return fmt.Errorf("%v, and %w", err, recErr)
+	}
+	return err
+}
+
+// undoContext is for steps that put things back: they must finish even when
+// the user pressed Ctrl-C, within a bound of their own.
+func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// dropSession removes the session annotation if it is still session id's,
+// leaving the sync policy alone.
+func (e *Engine) dropSession(ctx context.Context, name, id string) error {
+	return e.updateApp(ctx, name, ownSession(name, id), func(*unstructured.Unstructured) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil}}}
+	})
+}
+
 // abort handles a patch the API server rejected: a pause this command made
 // is undone, a joined session stays as it was, and breakglass.aborted says
 // why.
 func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr error, withPatch func(*audit.Record)) error {
+	undo, cancel := undoContext(ctx)
+	defer cancel()
+	ctx = undo
 	var undoErr error
 	if p.Join == nil {
 		undoErr = e.undoPause(ctx, p.App.Name, session)
@@ -770,13 +823,14 @@ func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check 
 	return fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
 }
 
-// undoPause writes the saved policies back (the Application's, then its
-// parents') and removes the session.
+// undoPause writes the saved policies back, the parents' first, and removes
+// the session last, so that an interruption leaves a session that says what
+// is still paused.
 func (e *Engine) undoPause(ctx context.Context, name string, s *Session) error {
-	if err := e.restorePolicy(ctx, name, s); err != nil {
+	if err := e.restoreParents(ctx, name, s); err != nil {
 		return err
 	}
-	return e.restoreParents(ctx, name, s)
+	return e.restorePolicy(ctx, name, s)
 }
 
 // restorePolicy makes spec.syncPolicy the session's saved policy exactly,

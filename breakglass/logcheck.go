@@ -42,7 +42,8 @@ func (e *Engine) sessionFromLog(ctx context.Context, app string, id string) (*lo
 		switch {
 		case r.Event == audit.EventPlanned && !ls.hasPlanned && r.SyncPolicy != nil:
 			ls.savedPolicy, ls.hasPlanned = r.SyncPolicy.Before, true
-		case r.Event == audit.EventPaused && r.Outcome.Status == audit.StatusSucceeded && r.Application != nil && r.Application.Name != app && r.SyncPolicy != nil:
+		case r.Event == audit.EventPaused && r.Application != nil && r.Application.Name != app && r.SyncPolicy != nil:
+			// Started is enough: the record is written before the pause.
 			ls.parents[r.Application.Name] = r.SyncPolicy.Before
 		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded:
 			ls.patches = append(ls.patches, r)
@@ -70,7 +71,7 @@ func (ls *loggedSession) mismatches(s *Session) []string {
 		_ = json.Unmarshal(p.SavedSyncPolicy, &policy)
 		parents[p.Name] = policy
 	}
-	if !equalJSON(parents, ls.parents) {
+	if !sameParents(parents, ls.parents, s.State == StatePausing) {
 		out = append(out, fmt.Sprintf("pausedParents (annotation %s, audit log %s)", names(parents), names(ls.parents)))
 	}
 	if len(s.Patches) != len(ls.patches) {
@@ -87,6 +88,23 @@ func (ls *loggedSession) mismatches(s *Session) []string {
 		out = append(out, fmt.Sprintf("ticket (annotation %s, not in the session's audit records)", s.Ticket))
 	}
 	return out
+}
+
+// sameParents compares the parents of the annotation and of the log. A
+// session interrupted while pausing may list a parent the log has not
+// reached yet (or the reverse); the policies of parents in both must agree.
+func sameParents(annotation, logged map[string]any, pausing bool) bool {
+	for name, policy := range annotation {
+		if l, ok := logged[name]; ok && !equalJSON(policy, l) || !ok && !pausing {
+			return false
+		}
+	}
+	for name := range logged {
+		if _, ok := annotation[name]; !ok && !pausing {
+			return false
+		}
+	}
+	return true
 }
 
 func samePaths(fields []PatchedField, changes []audit.Change) bool {
@@ -108,15 +126,22 @@ func names(m map[string]any) string {
 // fromLog replaces what restore writes back with what the audit log says:
 // the saved policy, the paused parents and the ticket.
 func (ls *loggedSession) fromLog(s *Session) *Session {
-	c := *s
+	c := ls.withLoggedParents(s)
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
+	if !ls.tickets[c.Ticket] {
+		c.Ticket, c.TicketURL = "", ""
+	}
+	return c
+}
+
+// withLoggedParents is s with the parents the log says were (about to be)
+// paused, whose policies restore writes back.
+func (ls *loggedSession) withLoggedParents(s *Session) *Session {
+	c := *s
 	c.PausedParents = nil
 	for _, name := range sortedNames(ls.parents) {
 		policy, _ := json.Marshal(ls.parents[name])
 		c.PausedParents = append(c.PausedParents, PausedParent{Name: name, SavedSyncPolicy: policy})
-	}
-	if !ls.tickets[c.Ticket] {
-		c.Ticket, c.TicketURL = "", ""
 	}
 	return &c
 }

@@ -3,6 +3,7 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -81,15 +82,18 @@ func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) boo
 	return false
 }
 
-// pauseParent pauses parent for session, keeping its policy.
-func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) (PausedParent, error) {
+// savedParent is parent's policy as the session keeps it.
+func savedParent(parent *unstructured.Unstructured) PausedParent {
 	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
-	saved, err := json.Marshal(policy)
-	if err != nil {
-		return PausedParent{}, err
-	}
+	saved, _ := json.Marshal(policy)
+	return PausedParent{Name: parent.GetName(), SavedSyncPolicy: saved}
+}
+
+// pauseParent pauses parent for session, keeping its policy.
+func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) error {
+	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
 	name := parent.GetName()
-	err = e.updateApp(ctx, name, func(app *unstructured.Unstructured) error {
+	return e.updateApp(ctx, name, func(app *unstructured.Unstructured) error {
 		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
 			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
 		}
@@ -103,7 +107,6 @@ func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructu
 			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy, disable))},
 		}
 	})
-	return PausedParent{Name: name, SavedSyncPolicy: saved}, err
 }
 
 // restoreParents writes back the saved policy of every parent paused for
@@ -116,8 +119,12 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 			return fmt.Errorf("the saved policy of parent %s is unreadable: %w", p.Name, err)
 		}
 		err := e.updateApp(ctx, p.Name, func(app *unstructured.Unstructured) error {
-			if by := app.GetAnnotations()[PausedByAnnotation]; by != child+"/"+session.ID {
-				return fmt.Errorf("%w: parent %s is no longer paused for this session (%q)", ErrConflict, p.Name, by)
+			switch by, marked := app.GetAnnotations()[PausedByAnnotation]; {
+			case !marked:
+				// Never paused (interrupted before) or already restored.
+				return errNotPausedHere
+			case by != child+"/"+session.ID:
+				return fmt.Errorf("%w: parent %s is paused for another session (%q)", ErrConflict, p.Name, by)
 			}
 			return nil
 		}, func(app *unstructured.Unstructured) map[string]any {
@@ -126,9 +133,40 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 				"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
 			}
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errNotPausedHere) {
 			return fmt.Errorf("restoring parent %s: %w", p.Name, err)
 		}
 	}
 	return nil
+}
+
+// errNotPausedHere is a parent the session lists but never paused (or
+// already restored): there is nothing to put back.
+var errNotPausedHere = errors.New("not paused by this session")
+
+// OrphanedPauses describes the Applications of namespace ("" for all) that
+// carry this project's paused-by mark for a session that is no longer open:
+// their sync stays off for nobody, exactly what a break-glass must never
+// leave behind.
+func (e *Engine) OrphanedPauses(ctx context.Context, namespace string) ([]string, error) {
+	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	open := map[string]bool{}
+	for _, a := range list.Items {
+		if s, err := ParseSession(a.GetAnnotations()[SessionAnnotation]); err == nil {
+			open[a.GetNamespace()+"/"+a.GetName()+"/"+s.ID] = true
+		}
+	}
+	var out []string
+	for _, a := range list.Items {
+		by, marked := a.GetAnnotations()[PausedByAnnotation]
+		if !marked || open[a.GetNamespace()+"/"+by] {
+			continue
+		}
+		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, which is not open: its automated sync may stay off for nobody; find its saved policy with `kubectl gitops audit log --app %s --event breakglass.paused -o yaml`",
+			a.GetNamespace(), a.GetName(), by, a.GetName()))
+	}
+	return out, nil
 }

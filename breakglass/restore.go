@@ -76,6 +76,8 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		}
 		st.Ready = false
 		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
+	} else {
+		st.Session = logged.withLoggedParents(st.Session)
 	}
 	if !st.Ready && !req.Force {
 		var behind []string

@@ -127,6 +127,13 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	if o.App != "" && len(apps) == 0 {
 		return nil, fmt.Errorf("no open break-glass session on %s in namespace %s", o.App, o.AppNamespace)
 	}
+	orphans, err := engine.OrphanedPauses(ctx, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("listing applications: %w", err)
+	}
+	for _, orphan := range orphans {
+		warn(o.ErrOut, orphan)
+	}
 	argo := argoServer()
 	var out []*breakglass.SessionStatus
 	for _, app := range apps {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,4 +138,37 @@ spec:
 	if by, still := p.GetAnnotations()[breakglass.PausedByAnnotation]; still {
 		t.Errorf("parent still marked paused by %s", by)
 	}
+
+	// Interrupted right after the parent's pause: the child's session,
+	// written first, names the parent, so status shows it and a plain
+	// restore puts both back. Nothing is left paused for nobody.
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "bg-child", breakglass.SessionAnnotation+"-")
+	engine, plan = planHotfix(t, "bg-child")
+	engine.AfterParentPause = func(context.Context) error { return errCrash }
+	if _, err := engine.Execute(ctx, plan); !errors.Is(err, errCrash) {
+		t.Fatalf("Execute interrupted after the parent's pause: %v", err)
+	}
+	if automated("bg-parent") {
+		t.Fatalf("the parent was not paused before the interruption")
+	}
+	out, errOut := mustRun(t, oncall, 0, "status", "bg-child")
+	if !strings.Contains(out, "bg-child") || strings.Contains(errOut, "not open") {
+		t.Errorf("status after the interruption:\n%s\n%s", out, errOut)
+	}
+	mustRun(t, oncall, 0, "restore", "bg-child", "-y")
+	p, _ = apps.Get(ctx, "bg-parent", metav1.GetOptions{})
+	if got, _, _ := unstructured.NestedMap(p.Object, "spec", "syncPolicy"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(parentPolicy)) {
+		t.Errorf("parent policy after restoring the interrupted session: %v", got)
+	}
+	if by, still := p.GetAnnotations()[breakglass.PausedByAnnotation]; still {
+		t.Errorf("parent still marked paused by %s", by)
+	}
+
+	// A paused-by mark whose session is gone is reported, never silent.
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "bg-parent", breakglass.PausedByAnnotation+"=ghost/20261202-000000-abcde")
+	_, errOut, _ = oncall.run("kubectl", "gitops", "status")
+	if !strings.Contains(errOut, `warning: application argocd/bg-parent is marked paused for session "ghost/20261202-000000-abcde", which is not open`) {
+		t.Errorf("status does not report the orphaned pause: %s", errOut)
+	}
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "bg-parent", breakglass.PausedByAnnotation+"-")
 }
