@@ -41,7 +41,37 @@ const (
 	BreakHeadMismatch BreakKind = "head-mismatch"
 	BreakForged       BreakKind = "forged"
 	BreakUnlabelled   BreakKind = "unlabelled"
+	BreakWitness      BreakKind = "witness-mismatch"
 )
+
+// Witness is a record's sequence number and hash kept outside the cluster
+// (on a Jira ticket, named by Where).
+type Witness struct {
+	Where string
+	HeadState
+}
+
+// CheckWitnesses reports every witnessed record the chain no longer holds
+// as witnessed: rewriting the whole log consistently shows here, to anyone
+// who cannot also rewrite the witnesses.
+func CheckWitnesses(entries []Entry, witnesses []Witness) []Break {
+	hashes := map[uint64]string{}
+	for _, e := range entries {
+		if r, err := Parse(e.Doc); err == nil && e.Slot != 0 {
+			hashes[e.Slot] = r.Hash
+		}
+	}
+	var out []Break
+	for _, w := range witnesses {
+		switch got, ok := hashes[w.Seq]; {
+		case !ok:
+			out = append(out, Break{Kind: BreakWitness, Seq: w.Seq, Detail: fmt.Sprintf("%s witnessed record %d with hash %s; the log has no record %d", w.Where, w.Seq, short(w.Hash), w.Seq)})
+		case got != w.Hash:
+			out = append(out, Break{Kind: BreakWitness, Seq: w.Seq, Detail: fmt.Sprintf("%s witnessed record %d with hash %s; the log's record %d has %s (the log was rewritten)", w.Where, w.Seq, short(w.Hash), w.Seq, short(got))})
+		}
+	}
+	return out
+}
 
 // Break is one place where the chain is not what the tool wrote.
 type Break struct {
@@ -65,6 +95,9 @@ type Report struct {
 	Head    *HeadState `json:"head,omitempty"`
 	Tip     HeadState  `json:"tip"`
 	Breaks  []Break    `json:"breaks"`
+	// Witnesses is how many witnesses kept outside the cluster were
+	// checked (audit verify --jira).
+	Witnesses int `json:"witnesses,omitempty"`
 }
 
 // Intact reports whether Verify found nothing wrong.

@@ -110,7 +110,8 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		p.Target = st.Targets[0].Target
 	}
 	withPolicy := func(r *audit.Record) { r.SyncPolicy = &audit.SyncPolicy{Before: current, After: saved} }
-	if _, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted, Error: discrepancy}, withPolicy); err != nil {
+	started, err := e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusStarted, Error: discrepancy}, withPolicy)
+	if err != nil {
 		return st, err
 	}
 	if err := e.undoPause(ctx, req.App, st.Session); err != nil {
@@ -118,7 +119,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}
 	// The fix is safe from here on: Jira trouble only queues the close.
-	ref, ticketErr := e.closeTicket(ctx, st.Session, ticket.RestoreComment(st.Revision, actor.Username, !st.Ready, req.Reason))
+	ref, ticketErr := e.closeTicket(ctx, st.Session, ticket.RestoreComment(st.Revision, actor.Username, !st.Ready, req.Reason, witness(started)))
 	closed := ref
 	if ticketErr != nil {
 		closed = nil

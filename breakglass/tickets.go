@@ -114,9 +114,11 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 	rc := ticket.Reconcile{Patches: []*audit.Record{patched}, Source: p.Source, Restore: RestoreCommand(p.App)}
 	err := e.ticketsOff()
 	if e.Tickets != nil {
-		if _, err := e.record(ctx, p, session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref)); err != nil {
-			return "the ticket was not filed: " + err.Error()
+		started, recErr := e.record(ctx, p, session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))
+		if recErr != nil {
+			return "the ticket was not filed: " + recErr.Error()
 		}
+		rc.Witness = witness(started)
 		switch {
 		case ref.Key == "":
 			var issue ticket.Issue
@@ -162,6 +164,11 @@ func (e *Engine) closeTicket(ctx context.Context, s *Session, comment string) (*
 		return ref, e.ticketsOff()
 	}
 	return ref, e.Tickets.Close(ctx, s.Ticket, comment)
+}
+
+// witness is r's place in the chain, for Jira to keep.
+func witness(r *audit.Record) audit.HeadState {
+	return audit.HeadState{Seq: r.Seq, Hash: r.Hash}
 }
 
 // PendingTicket is Jira work the audit log says is not done yet.
@@ -317,7 +324,7 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 		return res, nil
 	}
 
-	rc := ticket.Reconcile{Patches: pt.Patches, Source: e.appSource(ctx, pt.App), Restore: RestoreCommand(pt.App)}
+	rc := ticket.Reconcile{Patches: pt.Patches, Source: e.appSource(ctx, pt.App), Restore: RestoreCommand(pt.App), Witness: witness(claim)}
 	err = func() error {
 		switch {
 		case ref.Key == "":
@@ -345,7 +352,7 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 			if c.Git != nil {
 				revision = c.Git.Revision
 			}
-			if err := e.Tickets.Close(ctx, ref.Key, ticket.RestoreComment(revision, c.Actor.Username, c.Event == audit.EventForced, c.Reason)); err != nil {
+			if err := e.Tickets.Close(ctx, ref.Key, ticket.RestoreComment(revision, c.Actor.Username, c.Event == audit.EventForced, c.Reason, rc.Witness)); err != nil {
 				return err
 			}
 			res.Done = append(res.Done, "closed")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // ExitCannotVerify is audit verify's exit code when the log could not be read
@@ -100,7 +102,10 @@ func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptio
 
   # A verifiable offline export
   kubectl gitops audit log -o jsonl > audit.jsonl
-  kubectl gitops audit verify --file audit.jsonl`,
+  kubectl gitops audit verify --file audit.jsonl
+
+  # Also check the records Jira tickets witnessed (JIRA_URL etc. set)
+  kubectl gitops audit verify --jira`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -388,6 +393,7 @@ func (o *AuditShowOptions) Run(ctx context.Context) error {
 type AuditVerifyOptions struct {
 	source auditSource
 	Output string
+	Jira   bool
 	genericiooptions.IOStreams
 }
 
@@ -406,7 +412,10 @@ Exit status: 0 the chain is intact; 1 tampering found; 2 usage error; 3 the log
 could not be read.`,
 		Example: `  kubectl gitops audit verify
   kubectl gitops audit verify -o json
-  kubectl gitops audit verify --file audit.jsonl`,
+  kubectl gitops audit verify --file audit.jsonl
+
+  # Also check the records Jira tickets witnessed (JIRA_URL etc. set)
+  kubectl gitops audit verify --jira`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
@@ -416,8 +425,33 @@ could not be read.`,
 		},
 	}
 	o.source.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.Jira, "jira", false, "also check that the records break-glass tickets witnessed (sequence number and hash) are still in the chain")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
+}
+
+// witnesses reads the records Jira witnessed.
+func witnesses(ctx context.Context) ([]audit.Witness, error) {
+	cfg, err := ticket.LoadConfig(os.Getenv)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--jira needs Jira configured: %w", err)
+	}
+	j, err := ticket.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	found, err := j.Witnesses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]audit.Witness, len(found))
+	for i, w := range found {
+		out[i] = audit.Witness{Where: w.Key, HeadState: w.HeadState}
+	}
+	return out, nil
 }
 
 // Run verifies the chain and prints the report.
@@ -426,9 +460,22 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return &ExitError{Code: ExitCannotVerify, Err: err}
 	}
-	rep, err := audit.VerifyStore(ctx, store)
+	entries, err := store.Entries(ctx, audit.Filter{})
 	if err != nil {
 		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
+	}
+	head, err := store.Head(ctx)
+	if err != nil {
+		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
+	}
+	rep := audit.Verify(entries, head)
+	if o.Jira {
+		ws, err := witnesses(ctx)
+		if err != nil {
+			return &ExitError{Code: ExitCannotVerify, Err: err}
+		}
+		rep.Witnesses = len(ws)
+		rep.Breaks = append(rep.Breaks, audit.CheckWitnesses(entries, ws)...)
 	}
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {
@@ -436,6 +483,9 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 		}
 	} else if rep.Intact() {
 		fmt.Fprintf(o.Out, "chain intact: %d records, newest %d (hash %.12s)\n", rep.Records, rep.Tip.Seq, rep.Tip.Hash)
+		if o.Jira {
+			fmt.Fprintf(o.Out, "%d records witnessed in Jira are in the chain as witnessed\n", rep.Witnesses)
+		}
 	} else {
 		for _, b := range rep.Breaks {
 			fmt.Fprintln(o.Out, printable(b.String()))

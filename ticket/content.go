@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -33,6 +34,8 @@ type Reconcile struct {
 	Patches []*audit.Record
 	Source  Source
 	Restore string
+	// Witness is the newest audit record when the text is written.
+	Witness audit.HeadState
 }
 
 func (rc Reconcile) first() *audit.Record { return rc.Patches[0] }
@@ -74,6 +77,9 @@ func Description(rc Reconcile) string {
 	fmt.Fprintf(&b, "A break-glass on Argo CD Application *%s* paused its automated sync and patched a live resource. "+
 		"Sync stays paused until Git holds the same values; then restore it.\n\n", Escape(appName(r)))
 	b.WriteString(details(r))
+	if w := WitnessLine(rc.Witness); w != "" {
+		b.WriteString(w + "\n\n")
+	}
 	b.WriteString(gitSection(rc.Source, rc.Patches))
 	for i, p := range rc.Patches {
 		if i > 0 {
@@ -93,6 +99,9 @@ func PatchComment(rc Reconcile) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "h3. Another break-glass patch in session %s: %s\n\n", Escape(r.Session), Escape(targetKind(r)+"/"+targetName(r)))
 	b.WriteString(details(r))
+	if w := WitnessLine(rc.Witness); w != "" {
+		b.WriteString(w + "\n\n")
+	}
 	b.WriteString(gitSection(rc.Source, []*audit.Record{r}))
 	b.WriteString(changesSection(r))
 	b.WriteString(patchSection(r))
@@ -100,12 +109,37 @@ func PatchComment(rc Reconcile) string {
 }
 
 // RestoreComment is the comment restore adds before closing the ticket.
-func RestoreComment(revision, user string, forced bool, reason string) string {
+func RestoreComment(revision, user string, forced bool, reason string, witness audit.HeadState) string {
 	if forced {
-		return fmt.Sprintf("Sync restored by %s with --force while Git had not caught up (Git at %s). Reason: %s",
-			Escape(user), Escape(short(revision)), Escape(reason))
+		return fmt.Sprintf("Sync restored by %s with --force while Git had not caught up (Git at %s). Reason: %s\n\n%s",
+			Escape(user), Escape(short(revision)), Escape(reason), WitnessLine(witness))
 	}
-	return fmt.Sprintf("Git caught up at %s; sync restored by %s.", Escape(short(revision)), Escape(user))
+	return fmt.Sprintf("Git caught up at %s; sync restored by %s.\n\n%s", Escape(short(revision)), Escape(user), WitnessLine(witness))
+}
+
+// WitnessLine puts the newest audit record's sequence number and hash in
+// Jira, outside the cluster: whoever rewrites the whole log cannot also
+// rewrite what Jira holds, and `audit verify --jira` compares the two.
+func WitnessLine(h audit.HeadState) string {
+	if h.Seq == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Audit log witness: record %d, hash %s", h.Seq, h.Hash)
+}
+
+// witnessLine finds the witnesses in a ticket's text.
+var witnessLine = regexp.MustCompile(`Audit log witness: record (\d+), hash ([0-9a-f]{64})`)
+
+// Witnesses returns the records a ticket's text witnesses.
+func Witnesses(text string) []audit.HeadState {
+	var out []audit.HeadState
+	for _, m := range witnessLine.FindAllStringSubmatch(text, -1) {
+		seq, err := strconv.ParseUint(m[1], 10, 64)
+		if err == nil {
+			out = append(out, audit.HeadState{Seq: seq, Hash: m[2]})
+		}
+	}
+	return out
 }
 
 func details(r *audit.Record) string {

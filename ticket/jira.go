@@ -14,6 +14,8 @@ import (
 	"time"
 
 	jira "github.com/andygrunwald/go-jira"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
 // Errors of a Jira call, for callers to decide between queueing, failing
@@ -308,4 +310,63 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// TicketWitness is an audit record a ticket witnesses.
+type TicketWitness struct {
+	Key string
+	audit.HeadState
+}
+
+// Witnesses reads every break-glass ticket of the project (label
+// breakglass), description and comments, page by page, and returns the
+// audit records they witness.
+func (j *Jira) Witnesses(ctx context.Context) ([]TicketWitness, error) {
+	jql := fmt.Sprintf(`project = "%s" AND labels = "breakglass" ORDER BY created ASC`, jqlString(j.cfg.Project))
+	var out []TicketWitness
+	token := ""
+	for page := 0; page < 10000; page++ {
+		q := url.Values{"jql": {jql}, "fields": {"description,comment"}, "maxResults": {"100"}}
+		if token != "" {
+			q.Set("nextPageToken", token)
+		}
+		req, err := j.client.NewRequestWithContext(ctx, http.MethodGet, "rest/api/2/search/jql?"+q.Encode(), nil)
+		if err != nil {
+			return nil, err
+		}
+		var res struct {
+			Issues []struct {
+				Key    string `json:"key"`
+				Fields struct {
+					Description string `json:"description"`
+					Comment     struct {
+						Comments []struct {
+							Body string `json:"body"`
+						} `json:"comments"`
+					} `json:"comment"`
+				} `json:"fields"`
+			} `json:"issues"`
+			NextPageToken string `json:"nextPageToken"`
+			IsLast        bool   `json:"isLast"`
+		}
+		resp, err := j.client.Do(req, &res)
+		if err != nil {
+			return nil, j.explain("reading the break-glass tickets", resp, err)
+		}
+		resp.Body.Close()
+		for _, issue := range res.Issues {
+			text := issue.Fields.Description
+			for _, c := range issue.Fields.Comment.Comments {
+				text += "\n" + c.Body
+			}
+			for _, w := range Witnesses(text) {
+				out = append(out, TicketWitness{Key: issue.Key, HeadState: w})
+			}
+		}
+		if res.IsLast || res.NextPageToken == "" {
+			return out, nil
+		}
+		token = res.NextPageToken
+	}
+	return out, nil
 }

@@ -255,11 +255,11 @@ func TestFindCommentAndClose(t *testing.T) {
 	if err != nil || !found || got.Key != issue.Key {
 		t.Fatalf("FindSession: %+v %v %v", got, found, err)
 	}
-	if err := j.Close(ctx, issue.Key, RestoreComment("86a717c0d2e4f6a8", "oncall", false, "")); err != nil {
+	if err := j.Close(ctx, issue.Key, RestoreComment("86a717c0d2e4f6a8", "oncall", false, "", audit.HeadState{Seq: 7, Hash: strings.Repeat("ab", 32)})); err != nil {
 		t.Fatal(err)
 	}
 	stored := d.Issues()[0]
-	if stored.Status != "Done" || len(stored.Comments) != 1 || stored.Comments[0] != "Git caught up at 86a717c0d2e4; sync restored by oncall." {
+	if stored.Status != "Done" || len(stored.Comments) != 1 || stored.Comments[0] != "Git caught up at 86a717c0d2e4; sync restored by oncall.\n\nAudit log witness: record 7, hash "+strings.Repeat("ab", 32) {
 		t.Errorf("after Close: status %s, comments %q", stored.Status, stored.Comments)
 	}
 	// Closing again comments but leaves the done issue alone.
@@ -354,5 +354,18 @@ func TestSuggestion(t *testing.T) {
 	}
 	if s := suggestion(Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
 		t.Errorf("secret suggestion: %s", s)
+	}
+}
+
+func TestWitnessesRoundTrip(t *testing.T) {
+	h := audit.HeadState{Seq: 42, Hash: strings.Repeat("0f", 32)}
+	text := Description(Reconcile{Patches: []*audit.Record{{ID: "r", Session: "s", Target: &audit.Target{Kind: "Deployment", Name: "web"}}}, Witness: h}) +
+		RestoreComment("abc", "lead", true, "why", audit.HeadState{Seq: 50, Hash: strings.Repeat("1e", 32)})
+	got := Witnesses(text)
+	if len(got) != 2 || got[0] != h || got[1].Seq != 50 {
+		t.Errorf("Witnesses = %+v", got)
+	}
+	if WitnessLine(audit.HeadState{}) != "" {
+		t.Errorf("no record, no witness line")
 	}
 }

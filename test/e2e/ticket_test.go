@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +178,63 @@ func TestTicketFollowsTheSessionFromBreakglassToRestore(t *testing.T) {
 	last := sessionRecords(t, session.ID)
 	if r := last[len(last)-1]; r.Event != audit.EventForced || r.Outcome.Status != audit.StatusSucceeded || r.Ticket == nil || r.Ticket.Key != issue.Key {
 		t.Errorf("the forced record does not carry the closed ticket: %+v", r)
+	}
+
+	// The ticket witnesses the log: the description names the record
+	// written just before it was filed, every comment the newest at its
+	// time, and verify --jira checks them against the chain.
+	var filed *audit.Record
+	for _, r := range last {
+		if r.Event == audit.EventTicketed && r.Outcome.Status == audit.StatusStarted {
+			filed = r
+			break
+		}
+	}
+	if filed == nil || !strings.Contains(issue.Description, fmt.Sprintf("Audit log witness: record %d, hash %s", filed.Seq, filed.Hash)) {
+		t.Errorf("the description does not witness the ticketed record %+v", filed)
+	}
+	for i, c := range issue.Comments {
+		if !strings.Contains(c, "Audit log witness: record ") {
+			t.Errorf("comment %d has no witness: %q", i, c)
+		}
+	}
+	witnessed := func(args ...string) audit.Report {
+		out, errOut, code := oncall.run("kubectl", append([]string{"gitops", "audit", "verify", "--jira", "-o", "json"}, args...)...)
+		var rep audit.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code > 1 {
+			t.Fatalf("audit verify --jira: exit %d, %v: %s", code, errOut, err)
+		}
+		return rep
+	}
+	rep := witnessed()
+	if rep.Witnesses < 3 {
+		t.Errorf("verify --jira checked %d witnesses, want the description's and both comments'", rep.Witnesses)
+	}
+	for _, b := range rep.Breaks {
+		if b.Kind == audit.BreakWitness {
+			t.Errorf("a witness of the real log does not match: %s", b)
+		}
+	}
+	// A log rewritten from scratch, consistent in itself, passes a plain
+	// verify but not the witnesses Jira kept.
+	rewritten := filepath.Join(t.TempDir(), "rewritten.jsonl")
+	store := &audit.FileStore{Path: rewritten}
+	for i := uint64(0); i < filed.Seq+5; i++ {
+		if err := store.Append(context.Background(), &audit.Record{Event: audit.EventPlanned, Actor: audit.Actor{Username: "oncall"}, Reason: "nothing happened", Outcome: audit.Outcome{Status: audit.StatusStarted}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, _, code := oncall.run("kubectl", "gitops", "audit", "verify", "--file", rewritten); code != 0 {
+		t.Fatalf("the rewritten log should verify on its own: %s", out)
+	}
+	rep = witnessed("--file", rewritten)
+	want := fmt.Sprintf("%s witnessed record %d with hash %s", issue.Key, filed.Seq, filed.Hash[:12])
+	found := false
+	for _, b := range rep.Breaks {
+		found = found || (b.Kind == audit.BreakWitness && strings.Contains(b.Detail, want))
+	}
+	if !found {
+		t.Errorf("verify --jira of a rewritten log: %+v, want a witness-mismatch naming %q", rep.Breaks, want)
 	}
 	assertNoSecretsSent(t, d, argoToken)
 }

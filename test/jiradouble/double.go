@@ -421,7 +421,7 @@ func notFound() answer {
 	return fail(http.StatusNotFound, "Issue does not exist or you do not have permission to see it.")
 }
 
-func (s *Server) issueJSON(i *Issue) map[string]any {
+func (s *Server) issueJSON(i *Issue, fields ...string) map[string]any {
 	category := "new"
 	switch i.Status {
 	case "In Progress":
@@ -429,15 +429,26 @@ func (s *Server) issueJSON(i *Issue) map[string]any {
 	case "Done":
 		category = "done"
 	}
-	return map[string]any{
-		"id": i.ID, "key": i.Key, "self": s.URL + "/rest/api/2/issue/" + i.ID,
-		"fields": map[string]any{
-			"summary": i.Summary, "labels": i.Labels,
-			"issuetype": map[string]string{"name": i.IssueType},
-			"project":   map[string]string{"key": i.Project},
-			"status":    map[string]any{"name": i.Status, "statusCategory": map[string]string{"key": category}},
-		},
+	f := map[string]any{
+		"summary": i.Summary, "labels": i.Labels,
+		"issuetype": map[string]string{"name": i.IssueType},
+		"project":   map[string]string{"key": i.Project},
+		"status":    map[string]any{"name": i.Status, "statusCategory": map[string]string{"key": category}},
 	}
+	// Like Jira, the text fields come only when asked for.
+	for _, name := range fields {
+		switch name {
+		case "description":
+			f["description"] = i.Description
+		case "comment":
+			comments := []map[string]any{}
+			for n, body := range i.Comments {
+				comments = append(comments, map[string]any{"id": strconv.Itoa(20001 + n), "body": body})
+			}
+			f["comment"] = map[string]any{"comments": comments, "total": len(comments), "startAt": 0, "maxResults": len(comments)}
+		}
+	}
+	return map[string]any{"id": i.ID, "key": i.Key, "self": s.URL + "/rest/api/2/issue/" + i.ID, "fields": f}
 }
 
 func (s *Server) getIssue(key string, q url.Values) answer {
@@ -451,7 +462,7 @@ func (s *Server) getIssue(key string, q url.Values) answer {
 	if i == nil {
 		return notFound()
 	}
-	return answer{status: http.StatusOK, body: s.issueJSON(i)}
+	return answer{status: http.StatusOK, body: s.issueJSON(i, strings.Split(q.Get("fields"), ",")...)}
 }
 
 func (s *Server) addComment(key string, body []byte) answer {
@@ -626,7 +637,7 @@ func (s *Server) search(q url.Values) answer {
 	}
 	issues := []map[string]any{}
 	for _, i := range hits {
-		issues = append(issues, s.issueJSON(i))
+		issues = append(issues, s.issueJSON(i, strings.Split(q.Get("fields"), ",")...))
 	}
 	return answer{status: http.StatusOK, body: map[string]any{"issues": issues, "isLast": true}}
 }
