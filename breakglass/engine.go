@@ -128,6 +128,9 @@ type Plan struct {
 	// session; redactor knows the secret values of this patch.
 	fields    []PatchedField
 	redaction *patchRedaction
+	// pendingPatch is the id of this plan's patch in the session while it
+	// is being sent.
+	pendingPatch string
 	// diff is what the dry run said the patch changes, unredacted, and
 	// liveVersion the target's resourceVersion it was computed at: the
 	// real patch must meet the same object or change the same things.
@@ -487,14 +490,30 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		res.Warnings = append(res.Warnings, warning)
 	}
 
+	// The session learns of the patch before it is sent: a restore that
+	// read the session before then refuses to remove it, and one that
+	// removed it already makes this write fail, before anything is patched.
+	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
+	p.pendingPatch = pending.ID
+	marked, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) { s.Patches = append(s.Patches, pending) })
+	if err != nil {
+		return nil, e.abort(ctx, p, session, fmt.Errorf("recording the patch in session %s before sending it: %w", session.ID, err), withPatch)
+	}
+	session = marked
 	if err := e.patchTarget(ctx, p); err != nil {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
-	session.State = StatePatched
-	session.Patches = append(session.Patches, SessionPatch{Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC()})
-	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
+	if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+		s.State = StatePatched
+		if sp := s.patchNamed(pending.ID); sp != nil {
+			sp.Pending, sp.Fields = false, p.fields
+		}
+	}); err != nil {
 		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
+	} else {
+		session = written
 	}
+	res.Session = session
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
 	// added fields Git never set, and resource-level Synced will prove nothing.
 	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
@@ -502,18 +521,25 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	} else if app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, p.App.Name, metav1.GetOptions{}); err == nil {
 		status, _ := managedStatus(app, p.Target)
 		saw := status == "OutOfSync"
-		session.Patches[len(session.Patches)-1].ArgoSawPatch = &saw
 		if !saw {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (ARGOCD_SERVER) or --force", p.Target))
 		}
-		if err := e.updateSession(ctx, p.App.Name, session); err != nil {
+		if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+			if sp := s.patchNamed(pending.ID); sp != nil {
+				sp.ArgoSawPatch = &saw
+			}
+		}); err != nil {
 			res.Warnings = append(res.Warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
+		} else {
+			session = written
+			res.Session = session
 		}
 	}
 	patched, err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch)
 	if err != nil {
 		return res, err
 	}
+	res.Session = session
 	if warning := e.ticketPatch(ctx, p, session, patched); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
@@ -649,7 +675,9 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	ctx = undo
 	var undoErr error
 	if p.Join == nil {
-		undoErr = e.undoPause(ctx, p.App.Name, session)
+		undoErr = e.undoPause(ctx, p.App.Name, session, ownSession(p.App.Name, session.ID))
+	} else if p.pendingPatch != "" {
+		_, undoErr = e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) { s.dropPatch(p.pendingPatch) })
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
 	if undoErr != nil {
@@ -726,12 +754,41 @@ func (e *Engine) explainConflict(ctx context.Context, name string, conflict erro
 	return conflict
 }
 
-// updateSession rewrites the session annotation (and requests a refresh),
-// as long as the annotation still holds this session.
-func (e *Engine) updateSession(ctx context.Context, name string, session *Session) error {
-	return e.updateApp(ctx, name, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
-		return sessionPatch(session, nil)
+// updateSession changes the session annotation (and requests a refresh),
+// as long as the annotation still holds this session: change is applied to
+// the session as it is now, not as this command last saw it, so that
+// concurrent --join patches never drop each other's patch. It returns the
+// session as written.
+func (e *Engine) updateSession(ctx context.Context, name, id string, change func(*Session)) (*Session, error) {
+	var written *Session
+	err := e.updateApp(ctx, name, ownSession(name, id), func(app *unstructured.Unstructured) map[string]any {
+		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		change(current)
+		written = current
+		return sessionPatch(current, nil)
 	})
+	return written, err
+}
+
+// dropPatch removes the session's patch id.
+func (s *Session) dropPatch(id string) {
+	kept := s.Patches[:0]
+	for _, sp := range s.Patches {
+		if sp.ID != id {
+			kept = append(kept, sp)
+		}
+	}
+	s.Patches = kept
+}
+
+// patchNamed returns the session's patch id, nil when it has none.
+func (s *Session) patchNamed(id string) *SessionPatch {
+	for i := range s.Patches {
+		if s.Patches[i].ID == id {
+			return &s.Patches[i]
+		}
+	}
+	return nil
 }
 
 // ownSession accepts an Application whose session annotation is session id.
@@ -824,23 +881,53 @@ func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check 
 }
 
 // undoPause writes the saved policies back, the parents' first, and removes
-// the session last, so that an interruption leaves a session that says what
-// is still paused.
-func (e *Engine) undoPause(ctx context.Context, name string, s *Session) error {
+// the session last (as long as check accepts it), so that an interruption
+// leaves a session that says what is still paused.
+func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
 	if err := e.restoreParents(ctx, name, s); err != nil {
 		return err
 	}
-	return e.restorePolicy(ctx, name, s)
+	return e.restorePolicy(ctx, name, s, check)
+}
+
+// unchangedSession accepts an Application whose session is s as restore
+// evaluated it: the same patches, none of them still being sent. A patch
+// that landed meanwhile must not be reverted by a restore that never saw it.
+func unchangedSession(name string, s *Session) func(*unstructured.Unstructured) error {
+	return func(app *unstructured.Unstructured) error {
+		current, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		if err != nil || current.ID != s.ID {
+			return fmt.Errorf("%w: the break-glass session %s on %s was closed or replaced by someone else", ErrConflict, s.ID, name)
+		}
+		if pending := current.pending(); pending != nil {
+			return fmt.Errorf("%w: a patch of %s is being applied in session %s (since %s): run restore again once it is done", ErrConflict, pending.Target, s.ID, pending.At.Format(time.RFC3339))
+		}
+		if len(current.Patches) != len(s.Patches) {
+			return fmt.Errorf("%w: session %s on %s gained a patch while restore ran: run restore again, it must check that patch too", ErrConflict, s.ID, name)
+		}
+		return nil
+	}
+}
+
+// pending is a patch of the session still being sent, nil when none is.
+func (s *Session) pending() *SessionPatch {
+	for i := range s.Patches {
+		if s.Patches[i].Pending {
+			return &s.Patches[i]
+		}
+	}
+	return nil
 }
 
 // restorePolicy makes spec.syncPolicy the session's saved policy exactly,
-// drops the session annotation and requests a refresh, in one patch.
-func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session) error {
+// drops the session annotation and requests a refresh, in one patch, as
+// long as check accepts the Application as it is then.
+func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
-	return e.updateApp(ctx, name, ownSession(name, s.ID), func(app *unstructured.Unstructured) map[string]any {
+	return e.updateApp(ctx, name, check, func(app *unstructured.Unstructured) map[string]any {
 		return map[string]any{
 			"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil, RefreshAnnotation: "normal"}},
 			"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},

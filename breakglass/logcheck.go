@@ -74,10 +74,16 @@ func (ls *loggedSession) mismatches(s *Session) []string {
 	if !sameParents(parents, ls.parents, s.State == StatePausing) {
 		out = append(out, fmt.Sprintf("pausedParents (annotation %s, audit log %s)", names(parents), names(ls.parents)))
 	}
-	if len(s.Patches) != len(ls.patches) {
-		out = append(out, fmt.Sprintf("patches (annotation %d, audit log %d)", len(s.Patches), len(ls.patches)))
+	var done []SessionPatch
+	for _, p := range s.Patches {
+		if !p.Pending {
+			done = append(done, p)
+		}
+	}
+	if len(done) != len(ls.patches) {
+		out = append(out, fmt.Sprintf("patches (annotation %d, audit log %d)", len(done), len(ls.patches)))
 	} else {
-		for i, p := range s.Patches {
+		for i, p := range done {
 			r := ls.patches[i]
 			if r.Target == nil || *r.Target != p.Target || !samePaths(p.Fields, r.Changes) {
 				out = append(out, fmt.Sprintf("patches[%d] (annotation %s, audit log record %s)", i, p.Target, r.ID))

@@ -2,8 +2,11 @@ package breakglass
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -47,5 +50,33 @@ func TestSessionMismatches(t *testing.T) {
 	}
 	if bad := (&loggedSession{}).mismatches(honest()); len(bad) != 1 || !strings.Contains(bad[0], "no verified audit record") {
 		t.Errorf("a session without records: %v", bad)
+	}
+}
+
+func TestUnchangedSessionGuardsRestore(t *testing.T) {
+	app := func(s *Session) *unstructured.Unstructured {
+		v, _ := json.Marshal(s)
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetAnnotations(map[string]string{SessionAnnotation: string(v)})
+		return u
+	}
+	evaluated := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}}}
+	check := unchangedSession("web", evaluated)
+	if err := check(app(evaluated)); err != nil {
+		t.Errorf("the session restore evaluated: %v", err)
+	}
+	for name, s := range map[string]*Session{
+		"a patch landed":         {ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "b"}}},
+		"a patch being sent":     {ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "b", Pending: true}}},
+		"another session opened": {ID: "t", Patches: []SessionPatch{{ID: "a"}}},
+	} {
+		if err := check(app(s)); !errors.Is(err, ErrConflict) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	joined := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "b"}}}
+	joined.dropPatch("a")
+	if len(joined.Patches) != 1 || joined.patchNamed("b") == nil || joined.patchNamed("a") != nil {
+		t.Errorf("dropPatch: %+v", joined.Patches)
 	}
 }

@@ -114,7 +114,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if err != nil {
 		return st, err
 	}
-	if err := e.undoPause(ctx, req.App, st.Session); err != nil {
+	if err := e.undoPause(ctx, req.App, st.Session, unchangedSession(req.App, st.Session)); err != nil {
 		_, _ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}

@@ -59,6 +59,10 @@ type SessionPatch struct {
 	// OutOfSync after the patch; nil until known. When false, the patch only
 	// added fields Git never set and resource-level Synced proves nothing.
 	ArgoSawPatch *bool `json:"argoSawPatch,omitempty"`
+	// ID names the patch within the session; Pending is set while it is
+	// being sent (the session learns of a patch before the target does).
+	ID      string `json:"id,omitempty"`
+	Pending bool   `json:"pending,omitempty"`
 	// LegacyChanges are the values sessions opened by v0.1 kept; ParseSession
 	// turns them into Fields.
 	LegacyChanges []audit.Change `json:"changes,omitempty"`

@@ -147,7 +147,9 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 			}
 		}
 	}
-	if err := e.updateSession(ctx, p.App.Name, session); err != nil {
+	if _, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+		s.Ticket, s.TicketURL, s.TicketPending = session.Ticket, session.TicketURL, session.TicketPending
+	}); err != nil {
 		warnings = append(warnings, "could not record the ticket in the session: "+err.Error())
 	}
 	return strings.Join(warnings, "; ")

@@ -248,3 +248,64 @@ func TestTargetChangedBetweenPlanAndPatch(t *testing.T) {
 		t.Errorf("the pause was not undone")
 	}
 }
+
+// TestJoinsAtOnceKeepEveryPatch: session writes apply to the session as it
+// is now, so concurrent --join patches never drop each other's patch.
+func TestJoinsAtOnceKeepEveryPatch(t *testing.T) {
+	deployApp(t, "bg-joins")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "bg-joins", "deployment/web", "--replicas", "3", "--reason", "first", "-y")
+	patches := []string{
+		`{"metadata":{"annotations":{"one":"1"}}}`, `{"metadata":{"annotations":{"two":"2"}}}`, `{"metadata":{"annotations":{"three":"3"}}}`,
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, len(patches))
+	for i, patch := range patches {
+		wg.Add(1)
+		go func(i int, patch string) {
+			defer wg.Done()
+			_, _, codes[i] = oncall.run("kubectl", "gitops", "breakglass", "bg-joins", "deployment/web", "--patch", patch, "--reason", "join", "--join", "-y")
+		}(i, patch)
+	}
+	wg.Wait()
+	s := sessionOf(t, "bg-joins")
+	joined := 0
+	for _, c := range codes {
+		if c == 0 {
+			joined++
+		}
+	}
+	if len(s.Patches) != 1+joined || joined == 0 {
+		t.Errorf("%d joins succeeded but the session holds %d patches (exit codes %v)", joined, len(s.Patches), codes)
+	}
+	for _, p := range s.Patches {
+		if p.Pending {
+			t.Errorf("patch %s left pending", p.ID)
+		}
+	}
+	mustRun(t, oncall, 0, "restore", "bg-joins", "--force", "--reason", "cleanup", "-y")
+}
+
+// TestJoinAfterRestorePatchesNothing: a --join planned before a restore
+// that then closed the session must not patch an Application whose sync is
+// back on (self-heal would revert it at once).
+func TestJoinAfterRestorePatchesNothing(t *testing.T) {
+	deployApp(t, "bg-late")
+	ctx := context.Background()
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "bg-late", "deployment/web", "--replicas", "3", "--reason", "first", "-y")
+	engine := engineAs(t, env.Oncall.Name)
+	plan, err := engine.Plan(ctx, breakglass.Request{App: "bg-late", Target: "deployment/web", Reason: "late", Join: true,
+		Patch: breakglass.PatchSpec{Type: "merge", Body: `{"metadata":{"annotations":{"late":"yes"}}}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, oncall, 0, "restore", "bg-late", "--force", "--reason", "done", "-y")
+	if _, err := engine.Execute(ctx, plan); err == nil || !strings.Contains(err.Error(), "closed or replaced") {
+		t.Fatalf("a join after the restore: %v", err)
+	}
+	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-late").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || d.Annotations["late"] != "" {
+		t.Errorf("the late join patched the target: %v %v", d.Annotations, err)
+	}
+}
