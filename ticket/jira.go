@@ -98,11 +98,43 @@ func (j *Jira) Create(ctx context.Context, rc Reconcile) (Issue, error) {
 	if j.cfg.Priority != "" {
 		fields.Priority = &jira.Priority{Name: j.cfg.Priority}
 	}
-	created, resp, err := j.client.Issue.CreateWithContext(ctx, &jira.Issue{Fields: fields})
-	if err != nil {
-		return Issue{}, j.explain("creating the ticket", resp, err)
+	// The transport does not resend a create Jira may have done (5xx, a
+	// timeout): look the ticket up by its session label first, so a retry
+	// never files a duplicate.
+	for attempt := 1; ; attempt++ {
+		created, resp, err := j.client.Issue.CreateWithContext(ctx, &jira.Issue{Fields: fields})
+		if err == nil {
+			return j.issue(created.Key), nil
+		}
+		if attempt == maxAttempts || !mayHaveHappened(resp, err) || ctx.Err() != nil {
+			return Issue{}, j.explain("creating the ticket", resp, err)
+		}
+		found, ok, findErr := j.FindSession(ctx, rc.first().Session)
+		switch {
+		case findErr != nil:
+			return Issue{}, j.explain("creating the ticket", resp, err)
+		case ok:
+			return found, nil
+		}
+		if err := j.retry.sleep(ctx, time.Second<<(attempt-1)); err != nil {
+			return Issue{}, j.explain("creating the ticket", resp, err)
+		}
 	}
-	return j.issue(created.Key), nil
+}
+
+// mayHaveHappened is a failed write Jira may have carried out all the same:
+// a server error or no answer at all.
+func mayHaveHappened(resp *jira.Response, err error) bool {
+	if resp != nil && resp.Response != nil {
+		return resp.StatusCode >= 500
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// isCreate is the request that files an issue.
+func isCreate(req *http.Request) bool {
+	return req.Method == http.MethodPost && strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "/rest/api/2/issue")
 }
 
 // FindSession looks up the ticket already filed for session, by its label.
@@ -256,6 +288,10 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := t.next.RoundTrip(req)
 		if err != nil || attempt == maxAttempts || !retryable(resp.StatusCode) {
 			return resp, err
+		}
+		if isCreate(req) && resp.StatusCode != http.StatusTooManyRequests {
+			// Jira may have filed it: Create looks before it resends.
+			return resp, nil
 		}
 		wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		if !ok {

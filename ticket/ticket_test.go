@@ -182,16 +182,46 @@ func TestRetriesHonourRetryAfter(t *testing.T) {
 	}
 }
 
+// TestCreateThatReachedJiraIsNotFiledTwice: Jira filed the issue but its
+// answer was lost (a 502, or no answer before the timeout); the retry finds
+// it by the session label instead of filing a duplicate.
+func TestCreateThatReachedJiraIsNotFiledTwice(t *testing.T) {
+	for _, fault := range []jiradouble.Fault{
+		{Method: "POST", PathPrefix: "/rest/api/2/issue", Status: 502, AfterProcessing: true, Times: 1},
+		{Method: "POST", PathPrefix: "/rest/api/2/issue", Hang: true, AfterProcessing: true, Times: 1},
+	} {
+		d := newDouble(t, jiradouble.Options{})
+		j, _ := client(t, d, func(c *Config) { c.Timeout = "1s" })
+		d.Inject(fault)
+		issue, err := j.Create(context.Background(), reconcile())
+		if err != nil || issue.Key != "OPS-1" || len(d.Issues()) != 1 {
+			t.Errorf("fault %+v: issue %+v, err %v, %d issues filed; want OPS-1 once", fault, issue, err, len(d.Issues()))
+		}
+	}
+}
+
 func TestUnavailableJiraIsUnreachableAfterBoundedRetries(t *testing.T) {
 	d := newDouble(t, jiradouble.Options{})
 	j, waits := client(t, d, nil)
-	d.Inject(jiradouble.Fault{Status: 503})
+	d.Inject(jiradouble.Fault{Method: "POST", PathPrefix: "/rest/api/2/issue", Status: 503})
 	_, err := j.Create(context.Background(), reconcile())
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "kubectl gitops ticket sync") {
 		t.Fatalf("error %v, want ErrUnreachable saying how to file later", err)
 	}
-	if len(d.Requests()) != maxAttempts || len(*waits) != maxAttempts-1 || (*waits)[0] != time.Second || (*waits)[2] != 4*time.Second {
-		t.Errorf("%d requests, waits %v; want %d attempts backing off 1s, 2s, 4s", len(d.Requests()), *waits, maxAttempts)
+	creates := 0
+	for _, r := range d.Requests() {
+		if r.Method == "POST" {
+			creates++
+		}
+	}
+	if creates != maxAttempts || len(*waits) != maxAttempts-1 || (*waits)[0] != time.Second || (*waits)[2] != 4*time.Second {
+		t.Errorf("%d creates, waits %v; want %d attempts backing off 1s, 2s, 4s, looking the ticket up between them", creates, *waits, maxAttempts)
+	}
+	// Jira down for everything: the lookup fails too, and Create stops.
+	d.ClearFaults()
+	d.Inject(jiradouble.Fault{Status: 503})
+	if _, err := j.Create(context.Background(), reconcile()); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Jira down: %v", err)
 	}
 
 	d.ClearFaults()

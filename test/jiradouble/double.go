@@ -77,8 +77,11 @@ type Fault struct {
 	Status     int
 	RetryAfter string
 	// Hang holds the request open until the client gives up.
-	Hang  bool
-	Times int
+	Hang bool
+	// AfterProcessing does the request first and then fails (or hangs)
+	// instead of answering: Jira did the work, the client never learns it.
+	AfterProcessing bool
+	Times           int
 }
 
 // Server is a running double.
@@ -213,6 +216,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	fault := s.takeFault(r)
 	var a answer
+	if fault != nil && fault.AfterProcessing && s.authorized(r) {
+		s.route(r, data)
+	}
 	switch {
 	case fault != nil && fault.Hang:
 	case fault != nil:
