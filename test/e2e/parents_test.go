@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -162,6 +166,59 @@ spec:
 	}
 	if by, still := p.GetAnnotations()[breakglass.PausedByAnnotation]; still {
 		t.Errorf("parent still marked paused by %s", by)
+	}
+
+	// Interrupted for real, right after the parent's pause: SIGINT to the
+	// process while its next request is held, and a connection that drops.
+	for _, drop := range []bool{false, true} {
+		proxy := newTripProxy(t, env.Oncall.Name, "PATCH", "/applications/bg-parent", drop)
+		cmd := exec.Command(filepath.Join(binDir, "kubectl-gitops"), "breakglass", "bg-child", "deployment/web",
+			"--image", "web=registry.example/web:hotfix", "--reason", "interrupted", "-y")
+		cmd.Env = proxy.env()
+		var output bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &output, &output
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-proxy.tripped:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatalf("the break-glass never paused the parent: %s", output.String())
+		}
+		if !drop {
+			_ = cmd.Process.Signal(os.Interrupt)
+			time.Sleep(300 * time.Millisecond)
+			proxy.Release()
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case err := <-exited:
+			if err == nil {
+				t.Errorf("drop=%v: the interrupted break-glass exited 0: %s", drop, output.String())
+			}
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatalf("drop=%v: the interrupted break-glass did not exit: %s", drop, output.String())
+		}
+		p, _ = apps.Get(ctx, "bg-parent", metav1.GetOptions{})
+		child, _ := apps.Get(ctx, "bg-child", metav1.GetOptions{})
+		session, err := breakglass.ParseSession(child.GetAnnotations()[breakglass.SessionAnnotation])
+		by, marked := p.GetAnnotations()[breakglass.PausedByAnnotation]
+		t.Logf("drop=%v: parent marked %v (%s), child session %v; the command said: %s", drop, marked, by, err == nil, strings.TrimSpace(output.String()))
+		if marked {
+			if err != nil || by != "bg-child/"+session.ID || len(session.PausedParents) != 1 {
+				t.Fatalf("drop=%v: the parent is paused for %q but the child's session is %+v (%v)", drop, by, session, err)
+			}
+		}
+		if err == nil {
+			mustRun(t, oncall, 0, "restore", "bg-child", "-y")
+		}
+		p, _ = apps.Get(ctx, "bg-parent", metav1.GetOptions{})
+		if !automated("bg-parent") || p.GetAnnotations()[breakglass.PausedByAnnotation] != "" {
+			t.Errorf("drop=%v: the parent is still paused after restore", drop)
+		}
 	}
 
 	// A paused-by mark whose session is gone is reported, never silent.
