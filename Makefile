@@ -11,6 +11,10 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/bench -e /t
 # Pinned test binaries, built once into ~/.cache/kubectl-gitops (hack/tools).
 KUBE_TOOLS  := etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
 ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
+ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
+# The e2e suite runs whole against the current Argo CD and its core loop
+# (break-glass, status, restore, parents, failures) against 2.14.
+ARGO_CORE   := TestBreakglass|TestStatus|TestRestore|TestAppOfApps|TestPatchFailing|TestCrash|TestTwoBreakglass|TestTargetChanged|TestJoin|TestAdditive|TestSelfHeal|TestVersion
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 
 .PHONY: build test unit e2e lint tools bench demo krew clean
@@ -26,10 +30,12 @@ unit: ## unit and command tests (no cluster)
 tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh kube $(KUBE_TOOLS) >/dev/null
 	@hack/tools/build.sh argocd $(ARGO_TOOLS) >/dev/null
+	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 
-e2e: tools ## end-to-end tests against real kube-apiserver and Argo CD
-	$(GO) test -count=1 -timeout 30m ./test/e2e/...
+e2e: tools ## end-to-end tests against real kube-apiserver and Argo CD 3.6.1, then the core loop against 2.14.21
+	ARGOCD_VERSION=3.6.1 $(GO) test -count=1 -timeout 30m ./test/e2e/...
+	ARGOCD_VERSION=2.14.21 $(GO) test -count=1 -timeout 30m -run '$(ARGO_CORE)' ./test/e2e/...
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

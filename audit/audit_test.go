@@ -274,6 +274,13 @@ func TestVerifyChecksStampsLabelsAndSkipsForeignObjects(t *testing.T) {
 	if rep := Verify(hidden, headOf(t, hidden[3])); len(rep.Breaks) != 1 || rep.Breaks[0].Kind != BreakUnlabelled {
 		t.Errorf("a record without its label: %v", rep.Breaks)
 	}
+	edited := append([]Entry(nil), entries...)
+	edited[0].Mutable = true
+	edited[1].Labels = map[string]string{LabelKind: "record", LabelEvent: "breakglass.restored", LabelApp: "web", LabelSession: "s1"}
+	rep = Verify(edited, headOf(t, edited[3]))
+	if len(rep.Breaks) != 2 || rep.Breaks[0].Kind != BreakMutable || rep.Breaks[1].Kind != BreakRelabelled || !strings.Contains(rep.Breaks[1].Detail, `label kubectl-gitops.io/event is "breakglass.restored", the record says "breakglass.patched"`) {
+		t.Errorf("a mutable record and a relabelled one: %v", rep.Breaks)
+	}
 	// A foreign object took position 3; the appender stepped past it and
 	// linked record 4 to record 2. Only the foreign object is a break.
 	r4 := Records([]Entry{entries[3]})[0]

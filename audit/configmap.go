@@ -281,7 +281,11 @@ func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, e
 			if m == nil && !labelled {
 				continue // not part of the log (the head, Argo CD's own)
 			}
-			e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey]), Actor: cm.Annotations[AnnotationActor], Unlabelled: !labelled}
+			e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey]), Actor: cm.Annotations[AnnotationActor], Unlabelled: !labelled,
+				Mutable: cm.Immutable == nil || !*cm.Immutable, Labels: cm.Labels}
+			if e.Labels == nil {
+				e.Labels = map[string]string{}
+			}
 			if m != nil {
 				e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
 			}

@@ -20,6 +20,10 @@ type Entry struct {
 	// Unlabelled is a record ConfigMap found by its name alone: its record
 	// label was removed, which hides it from label-selected listings.
 	Unlabelled bool
+	// Mutable is a record ConfigMap not marked immutable: it can be edited
+	// in place. Labels are its labels, which must agree with its content.
+	Mutable bool
+	Labels  map[string]string
 }
 
 // HeadState is the chain head: the sequence number and hash of the newest
@@ -42,6 +46,8 @@ const (
 	BreakForged       BreakKind = "forged"
 	BreakUnlabelled   BreakKind = "unlabelled"
 	BreakWitness      BreakKind = "witness-mismatch"
+	BreakMutable      BreakKind = "mutable"
+	BreakRelabelled   BreakKind = "relabelled"
 )
 
 // Witness is a record's sequence number and hash kept outside the cluster
@@ -144,6 +150,16 @@ func Verify(entries []Entry, head *HeadState) Report {
 		}
 		if e.Actor != "" && rec.Actor.Username != e.Actor {
 			add(BreakForged, e, "the record names %q as its actor, but it was created by %q (stamped by the API server)", rec.Actor.Username, e.Actor)
+		}
+		if e.Mutable {
+			add(BreakMutable, e, "the ConfigMap is not immutable, so it could have been edited in place")
+		}
+		if e.Labels != nil {
+			for key, want := range recordLabels(rec) {
+				if key != LabelKind && e.Labels[key] != want {
+					add(BreakRelabelled, e, "label %s is %q, the record says %q", key, e.Labels[key], want)
+				}
+			}
 		}
 		computed, err := hashDocument(e.Doc)
 		switch {

@@ -495,7 +495,13 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	// removed it already makes this write fail, before anything is patched.
 	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
 	p.pendingPatch = pending.ID
-	marked, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) { s.Patches = append(s.Patches, pending) })
+	terminated := session.TerminatedSync
+	marked, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+		s.Patches = append(s.Patches, pending)
+		if terminated != "" {
+			s.TerminatedSync = terminated
+		}
+	})
 	if err != nil {
 		return nil, e.abort(ctx, p, session, fmt.Errorf("recording the patch in session %s before sending it: %w", session.ID, err), withPatch)
 	}

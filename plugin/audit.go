@@ -406,7 +406,9 @@ func newCmdAuditVerify(flags *genericclioptions.ConfigFlags, streams genericioop
 head, and that each record's actor is the user the API server let create it
 (its kubectl-gitops.io/actor annotation). Each break is named: missing
 (deleted), altered, reordered, inserted, head-mismatch, forged (another
-person's name on a record) or unlabelled (a record hidden from listings).
+person's name on a record), unlabelled (a record hidden from listings),
+mutable (a record that could be edited in place) or relabelled (labels that
+disagree with the record).
 
 Exit status: 0 the chain is intact; 1 tampering found; 2 usage error; 3 the log
 could not be read.`,

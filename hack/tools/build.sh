@@ -13,15 +13,22 @@ ldflags="-s -w"
 if [ -f "$dir/ldflags" ]; then
 	ldflags="$ldflags $(cat "$dir/ldflags")"
 fi
-key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; go env GOVERSION) | sha256sum | cut -c1-16)
+# A module may name the Go toolchain it needs (Argo CD 3.x needs a newer Go
+# than the product module); the go command fetches it from the module proxy.
+toolchain=${GOTOOLCHAIN:-local}
+if [ -f "$dir/toolchain" ]; then
+	toolchain=$(cat "$dir/toolchain")
+fi
+goversion=$(cd "$dir" && GOTOOLCHAIN=$toolchain go env GOVERSION)
+key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; echo "$goversion") | sha256sum | cut -c1-16)
 out="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-gitops/tools/$mod-$key"
 mkdir -p "$out"
 for spec in "$@"; do
 	name=${spec%%=*}
 	pkg=${spec#*=}
 	if [ ! -x "$out/$name" ]; then
-		echo "building $name from $pkg into $out (once; cached afterwards)" >&2
-		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
+		echo "building $name from $pkg with $goversion into $out (once, several minutes on 2 cores; cached afterwards)" >&2
+		(cd "$dir" && GOTOOLCHAIN=$toolchain CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
 		mv "$out/$name.tmp" "$out/$name"
 	fi
 done

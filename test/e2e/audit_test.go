@@ -208,6 +208,14 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 		{"strip the label", func(t *testing.T, u *user, ns string) {
 			u.kubectl("-n", ns, "label", "cm", audit.RecordName(5), audit.LabelKind+"-")
 		}, "unlabelled: " + audit.RecordName(5) + ": its kubectl-gitops.io/audit=record label was removed"},
+		{"relabel", func(t *testing.T, u *user, ns string) {
+			u.kubectl("-n", ns, "label", "cm", audit.RecordName(3), audit.LabelEvent+"=breakglass.forced", "--overwrite")
+		}, `relabelled: ` + audit.RecordName(3) + `: label kubectl-gitops.io/event is "breakglass.forced", the record says "breakglass.patched"`},
+		{"make mutable", func(t *testing.T, u *user, ns string) {
+			cm := recordJSON(t, u, ns, 4)
+			cm["immutable"] = false
+			replaceForce(t, u, cm)
+		}, "mutable: " + audit.RecordName(4) + ": the ConfigMap is not immutable"},
 		{"forge the actor", func(t *testing.T, u *user, ns string) {
 			u.kubectl("-n", ns, "annotate", "cm", audit.RecordName(2), audit.AnnotationActor+"=admin", "--overwrite")
 		}, `forged: ` + audit.RecordName(2) + `: the record names "oncall" as its actor, but it was created by "admin"`},

@@ -60,8 +60,8 @@ spec:
 		if err != nil {
 			return false
 		}
-		_, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")
-		return ok
+		policy, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
+		return autoSyncOn(policy)
 	}
 	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

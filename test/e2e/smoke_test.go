@@ -89,7 +89,7 @@ func TestVersionThroughKubectl(t *testing.T) {
 		t.Fatalf("kubectl plugin list does not show kubectl-gitops:\n%s", list)
 	}
 	out := u.kubectl("gitops", "version")
-	for _, want := range []string{"Client:      " + testVersion, "Kubernetes:  v1.35.4", "Argo CD:     v2.14.21"} {
+	for _, want := range []string{"Client:      " + testVersion, "Kubernetes:  v1.35.4", "Argo CD:     v" + testEnv.Argo.Version} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl gitops version output lacks %q:\n%s", want, out)
 		}

@@ -11,10 +11,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -54,9 +52,10 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	if err != nil {
 		return err
 	}
-	if err := installCRDs(ctx, dyn); err != nil {
+	if err := installCRDs(ctx, dyn, bins.Argo); err != nil {
 		return err
 	}
+	e.Argo = bins.Argo
 	if err := e.configureArgoCD(ctx, kube, dyn); err != nil {
 		return err
 	}
@@ -76,10 +75,18 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		"ARGOCD_PLUGINSOCKFILEPATH=" + filepath.Join(home, "plugins"),
 		"ARGOCD_GNUPGHOME=" + filepath.Join(home, "gnupg"),
 	}
-	for _, sub := range []string{"ssh", "tls", "plugins", "gnupg"} {
+	for _, sub := range []string{"ssh", "tls", "plugins", "gnupg", "bin"} {
 		if err := os.MkdirAll(filepath.Join(home, sub), 0o700); err != nil {
 			return err
 		}
+	}
+	if bins.Argo.Major() >= 3 {
+		// The 3.x repo-server runs git through git-verify-wrapper.sh from
+		// PATH; the module's copy is read-only and not executable.
+		if err := installWrapper(bins.Argo, filepath.Join(home, "bin")); err != nil {
+			return err
+		}
+		common = append(common, "PATH="+filepath.Join(home, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 
 	redis, err := e.start("redis-server", nil, bins.Redis,
@@ -93,9 +100,9 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	}
 
 	repo, err := e.start("argocd-repo-server", append(common, "ARGOCD_BINARY_NAME=argocd-repo-server"), bins.ArgoCD,
-		"--address=127.0.0.1", "--port="+strconv.Itoa(ports[1]),
-		"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(ports[3]),
-		"--redis="+redisAddr, "--disable-tls")
+		append([]string{"--address=127.0.0.1", "--port=" + strconv.Itoa(ports[1]),
+			"--metrics-address=127.0.0.1", "--metrics-port=" + strconv.Itoa(ports[3]),
+			"--redis=" + redisAddr, "--disable-tls"}, repoServerFlags(bins.Argo)...)...)
 	if err != nil {
 		return err
 	}
@@ -131,22 +138,34 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	return server.waitFor(ctx, time.Minute, httpReady(http.DefaultClient, "http://"+e.ArgoServerAddr+"/healthz"))
 }
 
-// argoModuleDir finds the pinned Argo CD module, whose manifests/crds hold the
-// CRDs matching the Go types the plugin is built with.
-func argoModuleDir() (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-cd/v2")
-	cmd.Dir = RepoRoot()
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating the argo-cd module: %w", err)
+// repoServerFlags are the flags a release's repo-server needs beside
+// --disable-tls: 3.x refuses to start without an explicit (empty) client CA.
+func repoServerFlags(r ArgoRelease) []string {
+	if r.Major() >= 3 {
+		return []string{"--client-ca-path="}
 	}
-	return strings.TrimSpace(string(out)), nil
+	return nil
+}
+
+// installWrapper copies the release's git-verify-wrapper.sh into dir, executable.
+func installWrapper(r ArgoRelease, dir string) error {
+	module, err := r.moduleDir()
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(module, "hack", "git-verify-wrapper.sh"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "git-verify-wrapper.sh"), data, 0o755)
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-func installCRDs(ctx context.Context, dyn dynamic.Interface) error {
-	dir, err := argoModuleDir()
+// installCRDs creates the CRDs of the Argo CD release under test, from its
+// own module (3.x's Application has automated.enabled, 2.14's does not).
+func installCRDs(ctx context.Context, dyn dynamic.Interface, release ArgoRelease) error {
+	dir, err := release.moduleDir()
 	if err != nil {
 		return err
 	}

@@ -8,19 +8,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 )
 
 // Binaries are the executables the environment runs.
 type Binaries struct {
 	Etcd, KubeAPIServer, ArgoCD, Redis string
+	// Argo is the Argo CD release ArgoCD was built from.
+	Argo ArgoRelease
 }
-
-var (
-	binariesOnce sync.Once
-	binaries     Binaries
-	binariesErr  error
-)
 
 // RepoRoot is the root of this repository, found from this source file.
 func RepoRoot() string {
@@ -28,17 +23,59 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// ArgoRelease is an Argo CD release the environment can run: the tool
+// module of hack/tools that pins it and the Go module whose manifests hold
+// its CRDs.
+type ArgoRelease struct {
+	Version string
+	// Tools is the hack/tools module, Cmd the package of its binary.
+	Tools, Cmd string
+	// Module is the Argo CD Go module at Version.
+	Module, ModuleVersion string
+}
+
+// Major is the release's major version.
+func (r ArgoRelease) Major() int {
+	if strings.HasPrefix(r.Version, "2.") {
+		return 2
+	}
+	return 3
+}
+
+// ArgoReleases are the Argo CD releases the suite is proven on; the first
+// is the default.
+var ArgoReleases = []ArgoRelease{
+	{Version: "3.6.1", Tools: "argocd3", Cmd: "github.com/argoproj/argo-cd/v3/cmd", Module: "github.com/argoproj/argo-cd/v3", ModuleVersion: "v3.6.1"},
+	{Version: "2.14.21", Tools: "argocd", Cmd: "github.com/argoproj/argo-cd/v2/cmd", Module: "github.com/argoproj/argo-cd/v2", ModuleVersion: "v2.14.21"},
+}
+
+// ArgoReleaseFor returns the release ARGOCD_VERSION names, the default
+// (the current release) when it is unset.
+func ArgoReleaseFor(version string) (ArgoRelease, error) {
+	if version == "" {
+		return ArgoReleases[0], nil
+	}
+	var known []string
+	for _, r := range ArgoReleases {
+		if r.Version == strings.TrimPrefix(version, "v") {
+			return r, nil
+		}
+		known = append(known, r.Version)
+	}
+	return ArgoRelease{}, fmt.Errorf("ARGOCD_VERSION=%s: the test environment runs Argo CD %s", version, strings.Join(known, " or "))
+}
+
 // FindBinaries locates the environment's executables: envtest's
 // TEST_ASSET_ETCD and TEST_ASSET_KUBE_APISERVER and our TEST_ASSET_ARGOCD when
 // set, else the pinned builds of hack/tools (built into the cache on first
-// use); redis-server from PATH.
+// use) for the Argo CD release ARGOCD_VERSION names; redis-server from PATH.
 func FindBinaries() (Binaries, error) {
-	binariesOnce.Do(func() { binaries, binariesErr = findBinaries() })
-	return binaries, binariesErr
-}
-
-func findBinaries() (Binaries, error) {
 	var b Binaries
+	release, err := ArgoReleaseFor(os.Getenv("ARGOCD_VERSION"))
+	if err != nil {
+		return b, err
+	}
+	b.Argo = release
 	b.Etcd, b.KubeAPIServer, b.ArgoCD = os.Getenv("TEST_ASSET_ETCD"), os.Getenv("TEST_ASSET_KUBE_APISERVER"), os.Getenv("TEST_ASSET_ARGOCD")
 	if b.Etcd == "" || b.KubeAPIServer == "" {
 		dir, err := buildTools("kube", "etcd=go.etcd.io/etcd/server/v3", "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver")
@@ -53,7 +90,7 @@ func findBinaries() (Binaries, error) {
 		}
 	}
 	if b.ArgoCD == "" {
-		dir, err := buildTools("argocd", "argocd=github.com/argoproj/argo-cd/v2/cmd")
+		dir, err := buildTools(release.Tools, "argocd="+release.Cmd)
 		if err != nil {
 			return b, err
 		}
@@ -65,6 +102,20 @@ func findBinaries() (Binaries, error) {
 	}
 	b.Redis = redis
 	return b, nil
+}
+
+// moduleDir is where the Go module cache holds r's Argo CD module (the
+// build of its tool module downloaded it).
+func (r ArgoRelease) moduleDir() (string, error) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the Go module cache: %w", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), r.Module+"@"+r.ModuleVersion)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("the Argo CD %s module is not in the module cache (hack/tools/build.sh %s downloads it): %w", r.Version, r.Tools, err)
+	}
+	return dir, nil
 }
 
 // buildTools runs hack/tools/build.sh, which builds only what its cache lacks.

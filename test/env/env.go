@@ -48,6 +48,8 @@ type Env struct {
 	ArgoServerAddr string
 	// ArgoNamespace is where Argo CD's configuration and Applications live.
 	ArgoNamespace string
+	// Argo is the Argo CD release running.
+	Argo ArgoRelease
 
 	adminPassword string
 	keepDir       bool
