@@ -17,12 +17,15 @@ ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 ARGO_CORE   := TestBreakglass|TestStatus|TestRestore|TestAppOfApps|TestPatchFailing|TestCrash|TestTwoBreakglass|TestTargetChanged|TestJoin|TestAdditive|TestSelfHeal|TestVersion
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 
-.PHONY: build test unit e2e lint tools bench demo krew clean
+.PHONY: build test unit e2e lint tools bench demo krew clean require
 
 build: ## the plugin binary, bin/kubectl-gitops
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-gitops ./cmd/kubectl-gitops
 
-test: lint unit e2e ## everything CI checks
+test: require lint unit e2e ## everything CI checks
+
+require: ## check (and install, as root or with sudo) redis-server, tmux, git and kubectl
+	@hack/require.sh
 
 unit: ## unit and command tests (no cluster)
 	$(GO) test -count=1 $(UNIT_PKGS)
@@ -33,7 +36,7 @@ tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 
-e2e: tools ## end-to-end tests against real kube-apiserver and Argo CD 3.6.1, then the core loop against 2.14.21
+e2e: require tools ## end-to-end tests against real kube-apiserver and Argo CD 3.6.1, then the core loop against 2.14.21
 	ARGOCD_VERSION=3.6.1 $(GO) test -count=1 -timeout 30m ./test/e2e/...
 	ARGOCD_VERSION=2.14.21 $(GO) test -count=1 -timeout 30m -run '$(ARGO_CORE)' ./test/e2e/...
 
@@ -45,7 +48,7 @@ bench: tools ## benchmarks, printed as numbers and ratios (BENCH_RUNS sets the s
 	$(GO) test -run '^$$' -bench EnvironmentStartup -benchtime 3x -timeout 30m ./test/bench/...
 	$(GO) test -run '^$$' -bench 'AuditVerify|BreakglassVsKubectlPatch|SelfHealReverts' -benchtime 1x -timeout 60m ./test/bench/...
 
-demo: tools build ## the break-glass story on a real environment; Ctrl-C ends it
+demo: require tools build ## the break-glass story on a real environment; Ctrl-C ends it
 	$(GO) run ./test/demo
 
 krew: ## release archives in dist/ and krew/gitops.yaml, validated by krew's own validator
