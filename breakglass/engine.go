@@ -139,6 +139,9 @@ type Plan struct {
 	liveObject  map[string]any
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
+	// PauseMechanism says how the pause works on this Argo CD; "" when the
+	// plan joins a paused session.
+	PauseMechanism string
 
 	parents []*unstructured.Unstructured
 
@@ -267,7 +270,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	var parentNames []string
 	for _, parent := range parents {
-		if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, parent.GetName()); err != nil {
+		if err := allowed(ctx, e.Kube, ApplicationGVR, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
 			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
 		}
 		parentNames = append(parentNames, parent.GetName())
@@ -344,6 +347,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	if warning != "" {
 		plan.Warnings = append(plan.Warnings, warning)
+	}
+	if join == nil {
+		plan.PauseMechanism = "remove spec.syncPolicy.automated (this Argo CD's Application schema has no automated.enabled)"
+		if disable {
+			plan.PauseMechanism = "set spec.syncPolicy.automated.enabled to false (Argo CD >= 3.1; prune and selfHeal stay visible)"
+		}
 	}
 	if err := plan.checkSize(); err != nil {
 		return nil, err
@@ -588,7 +597,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		}
 	}
 	for _, parent := range p.parents {
-		parentRef := audit.AppRef{Namespace: e.AppNamespace, Name: parent.GetName()}
+		parentRef := audit.AppRef{Namespace: namespaceOr(parent.GetNamespace(), e.AppNamespace), Name: parent.GetName()}
 		saved := savedParent(parent)
 		var before any
 		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
@@ -611,7 +620,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 				return nil, err
 			}
 		}
-		if err := e.waitRefreshed(ctx, parent.GetName()); err != nil {
+		if err := e.waitRefreshedIn(ctx, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
 			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
 		}
 	}

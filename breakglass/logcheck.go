@@ -21,6 +21,7 @@ type loggedSession struct {
 	savedPolicy any
 	hasPlanned  bool
 	parents     map[string]any
+	parentNS    map[string]string
 	patches     []*audit.Record
 	tickets     map[string]bool
 }
@@ -34,7 +35,7 @@ func (e *Engine) sessionFromLog(ctx context.Context, app string, id string) (*lo
 	if err != nil {
 		return nil, fmt.Errorf("reading session %s's audit records: %w", id, err)
 	}
-	ls := &loggedSession{parents: map[string]any{}, tickets: map[string]bool{}}
+	ls := &loggedSession{parents: map[string]any{}, parentNS: map[string]string{}, tickets: map[string]bool{}}
 	for _, r := range audit.Trusted(entries) {
 		if r.Session != id {
 			continue
@@ -45,6 +46,7 @@ func (e *Engine) sessionFromLog(ctx context.Context, app string, id string) (*lo
 		case r.Event == audit.EventPaused && r.Application != nil && r.Application.Name != app && r.SyncPolicy != nil:
 			// Started is enough: the record is written before the pause.
 			ls.parents[r.Application.Name] = r.SyncPolicy.Before
+			ls.parentNS[r.Application.Name] = r.Application.Namespace
 		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded:
 			ls.patches = append(ls.patches, r)
 		case (r.Event == audit.EventTicketed || r.Event == audit.EventFiled) && r.Outcome.Status == audit.StatusSucceeded && r.Ticket != nil && r.Ticket.Key != "":
@@ -147,7 +149,7 @@ func (ls *loggedSession) withLoggedParents(s *Session) *Session {
 	c.PausedParents = nil
 	for _, name := range sortedNames(ls.parents) {
 		policy, _ := json.Marshal(ls.parents[name])
-		c.PausedParents = append(c.PausedParents, PausedParent{Name: name, SavedSyncPolicy: policy})
+		c.PausedParents = append(c.PausedParents, PausedParent{Name: name, Namespace: ls.parentNS[name], SavedSyncPolicy: policy})
 	}
 	return &c
 }

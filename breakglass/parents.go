@@ -21,18 +21,106 @@ const PausedByAnnotation = audit.KeyPrefix + "paused-by"
 // PausedParent is an app-of-apps parent paused with the session, with the
 // policy restore writes back.
 type PausedParent struct {
-	Name            string          `json:"name"`
+	Name string `json:"name"`
+	// Namespace is the parent's, when it is not the child's (apps in any
+	// namespace).
+	Namespace       string          `json:"namespace,omitempty"`
 	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`
 }
 
-// parentName reads the Application that manages app through Argo CD's
-// resource tracking: the tracking-id annotation, else the instance label.
-func parentName(app *unstructured.Unstructured) string {
-	if id := app.GetAnnotations()["argocd.argoproj.io/tracking-id"]; id != "" {
-		name, _, _ := strings.Cut(id, ":")
-		return name
+// Argo CD's resource tracking (argocd-cm).
+const (
+	trackingIDAnnotation     = "argocd.argoproj.io/tracking-id"
+	installationIDAnnotation = "argocd.argoproj.io/installation-id"
+	defaultInstanceLabel     = "app.kubernetes.io/instance"
+)
+
+// Tracking is how Argo CD records which Application manages a resource, as
+// argocd-cm configures it.
+type Tracking struct {
+	// Method is application.resourceTrackingMethod: annotation (3.x's
+	// default), label (2.x's), annotation+label; "" tries both.
+	Method string
+	// LabelKey is application.instanceLabelKey.
+	LabelKey string
+	// InstallationID is installationID: resources of another installation
+	// carry another one and are not this Argo CD's.
+	InstallationID string
+}
+
+// tracking reads argocd-cm; an unreadable one means Argo CD's defaults.
+func (e *Engine) tracking(ctx context.Context) Tracking {
+	t := Tracking{LabelKey: defaultInstanceLabel}
+	cm, err := e.Kube.CoreV1().ConfigMaps(e.AppNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{})
+	if err != nil {
+		return t
 	}
-	return app.GetLabels()["app.kubernetes.io/instance"]
+	t.Method = cm.Data["application.resourceTrackingMethod"]
+	if key := cm.Data["application.instanceLabelKey"]; key != "" {
+		t.LabelKey = key
+	}
+	t.InstallationID = cm.Data["installationID"]
+	return t
+}
+
+// ParentOf reads the Application that manages app through Argo CD's
+// resource tracking: its namespace ("" for defaultNamespace) and name, ""
+// when tracking names none. A tracking id that does not describe app itself
+// (copied from another object) is ignored, as Argo CD ignores it.
+func (t Tracking) ParentOf(app *unstructured.Unstructured, defaultNamespace string) (string, string) {
+	if t.InstallationID != "" && app.GetAnnotations()[installationIDAnnotation] != t.InstallationID {
+		return "", ""
+	}
+	if t.Method != "label" {
+		if id := app.GetAnnotations()[trackingIDAnnotation]; id != "" {
+			owner, described, _ := strings.Cut(id, ":")
+			if described == "argoproj.io/Application:"+app.GetNamespace()+"/"+app.GetName() {
+				return splitAppName(owner, defaultNamespace)
+			}
+			if t.Method == "annotation" {
+				return "", ""
+			}
+		} else if t.Method == "annotation" {
+			return "", ""
+		}
+	}
+	key := t.LabelKey
+	if key == "" {
+		key = defaultInstanceLabel
+	}
+	if v := app.GetLabels()[key]; v != "" {
+		return splitAppName(v, defaultNamespace)
+	}
+	return "", ""
+}
+
+// splitAppName reads Argo CD's qualified name: NAME, or NAMESPACE_NAME for
+// an Application outside Argo CD's own namespace.
+func splitAppName(s, defaultNamespace string) (string, string) {
+	if ns, name, ok := strings.Cut(s, "_"); ok && ns != "" && name != "" {
+		return ns, name
+	}
+	return defaultNamespace, s
+}
+
+// parentFromStatus finds, when the child carries no tracking at all, the
+// Application whose managed resources list it.
+func (e *Engine) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string, error) {
+	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", "", nil // a narrower role may not list everywhere: no fallback then
+	}
+	target := audit.Target{Group: "argoproj.io", Kind: "Application", Namespace: child.GetNamespace(), Name: child.GetName()}
+	for i := range list.Items {
+		candidate := &list.Items[i]
+		if candidate.GetName() == child.GetName() && candidate.GetNamespace() == child.GetNamespace() {
+			continue
+		}
+		if _, managed := managedStatus(candidate, target); managed {
+			return candidate.GetNamespace(), candidate.GetName(), nil
+		}
+	}
+	return "", "", nil
 }
 
 // selfHealingParents walks up the app-of-apps chain and returns every parent
@@ -40,14 +128,21 @@ func parentName(app *unstructured.Unstructured) string {
 // /spec/syncPolicy of the Applications it manages.
 func (e *Engine) selfHealingParents(ctx context.Context, app *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var parents []*unstructured.Unstructured
-	seen := map[string]bool{app.GetName(): true}
+	tracking := e.tracking(ctx)
+	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
 	for child := app; len(parents) < 5; {
-		name := parentName(child)
-		if name == "" || seen[name] {
+		namespace, name := tracking.ParentOf(child, e.AppNamespace)
+		if name == "" && len(child.GetAnnotations()[trackingIDAnnotation]) == 0 && child.GetLabels()[tracking.LabelKey] == "" {
+			var err error
+			if namespace, name, err = e.parentFromStatus(ctx, child); err != nil {
+				return nil, err
+			}
+		}
+		if name == "" || seen[namespace+"/"+name] {
 			return parents, nil
 		}
-		seen[name] = true
-		parent, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+		seen[namespace+"/"+name] = true
+		parent, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return parents, nil
 		}
@@ -86,14 +181,22 @@ func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) boo
 func savedParent(parent *unstructured.Unstructured) PausedParent {
 	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
 	saved, _ := json.Marshal(policy)
-	return PausedParent{Name: parent.GetName(), SavedSyncPolicy: saved}
+	return PausedParent{Name: parent.GetName(), Namespace: parent.GetNamespace(), SavedSyncPolicy: saved}
+}
+
+// namespaceOr is namespace, or fallback when it is "".
+func namespaceOr(namespace, fallback string) string {
+	if namespace == "" {
+		return fallback
+	}
+	return namespace
 }
 
 // pauseParent pauses parent for session, keeping its policy.
 func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) error {
 	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
 	name := parent.GetName()
-	return e.updateApp(ctx, name, func(app *unstructured.Unstructured) error {
+	return e.updateAppIn(ctx, namespaceOr(parent.GetNamespace(), e.AppNamespace), name, func(app *unstructured.Unstructured) error {
 		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
 			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
 		}
@@ -118,7 +221,7 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 		if err := json.Unmarshal(p.SavedSyncPolicy, &saved); err != nil {
 			return fmt.Errorf("the saved policy of parent %s is unreadable: %w", p.Name, err)
 		}
-		err := e.updateApp(ctx, p.Name, func(app *unstructured.Unstructured) error {
+		err := e.updateAppIn(ctx, namespaceOr(p.Namespace, e.AppNamespace), p.Name, func(app *unstructured.Unstructured) error {
 			switch by, marked := app.GetAnnotations()[PausedByAnnotation]; {
 			case !marked:
 				// Never paused (interrupted before) or already restored.
@@ -156,13 +259,13 @@ func (e *Engine) OrphanedPauses(ctx context.Context, namespace string) ([]string
 	open := map[string]bool{}
 	for _, a := range list.Items {
 		if s, err := ParseSession(a.GetAnnotations()[SessionAnnotation]); err == nil {
-			open[a.GetNamespace()+"/"+a.GetName()+"/"+s.ID] = true
+			open[a.GetName()+"/"+s.ID] = true
 		}
 	}
 	var out []string
 	for _, a := range list.Items {
 		by, marked := a.GetAnnotations()[PausedByAnnotation]
-		if !marked || open[a.GetNamespace()+"/"+by] {
+		if !marked || open[by] {
 			continue
 		}
 		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, which is not open: its automated sync may stay off for nobody; find its saved policy with `kubectl gitops audit log --app %s --event breakglass.paused -o yaml`",

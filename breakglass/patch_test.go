@@ -231,13 +231,31 @@ func TestIgnoresSyncPolicy(t *testing.T) {
 }
 
 func TestParentTracking(t *testing.T) {
-	byLabel := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"labels": map[string]any{"app.kubernetes.io/instance": "root"}}}}
-	byAnnotation := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{"app.kubernetes.io/instance": "stale"},
-		"annotations": map[string]any{"argocd.argoproj.io/tracking-id": "root:argoproj.io/Application:argocd/child"},
-	}}}
-	if parentName(byLabel) != "root" || parentName(byAnnotation) != "root" {
-		t.Errorf("parentName: %q %q", parentName(byLabel), parentName(byAnnotation))
+	app := func(labels, annotations map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+			"name": "child", "namespace": "argocd", "labels": labels, "annotations": annotations}}}
+	}
+	id := func(s string) map[string]any { return map[string]any{"argocd.argoproj.io/tracking-id": s} }
+	for _, tc := range []struct {
+		name     string
+		tracking Tracking
+		app      *unstructured.Unstructured
+		ns, want string
+	}{
+		{"label (2.x default)", Tracking{}, app(map[string]any{"app.kubernetes.io/instance": "root"}, nil), "argocd", "root"},
+		{"annotation wins over a stale label", Tracking{}, app(map[string]any{"app.kubernetes.io/instance": "stale"}, id("root:argoproj.io/Application:argocd/child")), "argocd", "root"},
+		{"annotation method ignores labels", Tracking{Method: "annotation"}, app(map[string]any{"app.kubernetes.io/instance": "root"}, nil), "", ""},
+		{"label method ignores the annotation", Tracking{Method: "label"}, app(nil, id("root:argoproj.io/Application:argocd/child")), "", ""},
+		{"annotation+label", Tracking{Method: "annotation+label"}, app(map[string]any{"app.kubernetes.io/instance": "root"}, id("root:argoproj.io/Application:argocd/child")), "argocd", "root"},
+		{"custom instance label key", Tracking{Method: "label", LabelKey: "team.example/app"}, app(map[string]any{"team.example/app": "root", "app.kubernetes.io/instance": "other"}, nil), "argocd", "root"},
+		{"parent in another namespace", Tracking{Method: "annotation"}, app(nil, id("platform_root:argoproj.io/Application:argocd/child")), "platform", "root"},
+		{"a tracking id copied from another object", Tracking{Method: "annotation"}, app(nil, id("root:argoproj.io/Application:argocd/other")), "", ""},
+		{"another installation's resource", Tracking{InstallationID: "prod"}, app(nil, id("root:argoproj.io/Application:argocd/child")), "", ""},
+		{"this installation's resource", Tracking{InstallationID: "prod"}, app(nil, map[string]any{"argocd.argoproj.io/tracking-id": "root:argoproj.io/Application:argocd/child", "argocd.argoproj.io/installation-id": "prod"}), "argocd", "root"},
+	} {
+		if ns, name := tc.tracking.ParentOf(tc.app, "argocd"); ns != tc.ns || name != tc.want {
+			t.Errorf("%s: ParentOf = %q/%q, want %q/%q", tc.name, ns, name, tc.ns, tc.want)
+		}
 	}
 	parent := func(spec string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"spec": decode(t, spec)}}

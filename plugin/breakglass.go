@@ -239,7 +239,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 	if plan.Join != nil {
 		fmt.Fprintf(o.Out, "patched %s within session %s (%s stays paused)\n", plan.Target, printable(res.Session.ID), plan.App.Name)
 	} else {
-		fmt.Fprintf(o.Out, "paused %s (saved policy in session %s) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
+		fmt.Fprintf(o.Out, "paused %s (saved policy in session %s; %s) and patched %s\n", plan.App.Name, res.Session.ID, pauseShort(plan), plan.Target)
 	}
 	switch s := res.Session; {
 	case s.Ticket != "" && s.TicketPending == "":
@@ -270,6 +270,7 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 		fmt.Fprintf(o.Out, "Sync policy: %s, stays paused (the session saved the original)\n", before)
 	} else {
 		fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
+		fmt.Fprintf(o.Out, "Pause:       %s\n", p.PauseMechanism)
 	}
 	for _, parent := range p.Parents {
 		fmt.Fprintf(o.Out, "Also pauses: parent application %s, which self-heals %s and would undo the pause (restored together)\n", parent, p.App.Name)
@@ -293,6 +294,14 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 			fmt.Fprint(o.Out, line)
 		}
 	}
+}
+
+// pauseShort names the pause mechanism in a few words.
+func pauseShort(p *breakglass.Plan) string {
+	if strings.Contains(p.PauseMechanism, "enabled to false") {
+		return "automated.enabled: false"
+	}
+	return "automated removed"
 }
 
 // unifiedDiff is the YAML diff of the target before and after the patch.
@@ -320,6 +329,7 @@ type planView struct {
 	SyncPolicy  *audit.SyncPolicy `json:"syncPolicy"`
 	Revision    string            `json:"revision"`
 	Parents     []string          `json:"pausesParents,omitempty"`
+	Pause       string            `json:"pause,omitempty"`
 	Joins       string            `json:"joinsSession,omitempty"`
 	Ticket      *audit.Ticket     `json:"ticket,omitempty"`
 	Warnings    []string          `json:"warnings,omitempty"`
@@ -336,7 +346,7 @@ func newPlanView(p *breakglass.Plan) planView {
 	v := planView{
 		Application: p.App, Cluster: p.Cluster, Target: p.Target, Actor: p.Actor,
 		Reason: r.Reason, Incident: r.Incident, Patch: r.Patch, Changes: r.Changes, SyncPolicy: r.SyncPolicy,
-		Revision: p.Revision, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings,
+		Revision: p.Revision, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings, Pause: p.PauseMechanism,
 	}
 	if p.Join != nil {
 		v.Joins = p.Join.ID

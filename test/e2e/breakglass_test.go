@@ -322,7 +322,11 @@ func TestBreakglassDryRunChangesNothing(t *testing.T) {
 	// The plan shows the policy the pause leaves: automated removed on 2.14,
 	// automated with enabled: false on 3.x.
 	paused, _ := json.Marshal(pausedFullPolicy())
-	for _, want := range []string{"Target:      deployment.apps/web in namespace bg-dry", "/spec/replicas: 2 -> 5", "-> " + string(paused),
+	mechanism := "Pause:       remove spec.syncPolicy.automated"
+	if testEnv.Argo.Major() >= 3 {
+		mechanism = "Pause:       set spec.syncPolicy.automated.enabled to false"
+	}
+	for _, want := range []string{mechanism, "Target:      deployment.apps/web in namespace bg-dry", "/spec/replicas: 2 -> 5", "-> " + string(paused),
 		"--- live\n+++ patched\n", "-  replicas: 2\n+  replicas: 5\n", "dry run: nothing was changed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry-run output lacks %q:\n%s", want, out)

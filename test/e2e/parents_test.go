@@ -229,3 +229,23 @@ spec:
 	}
 	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "bg-parent", breakglass.PausedByAnnotation+"-")
 }
+
+// TestCopiedTrackingIDIsIgnored: a tracking id copied onto an Application it
+// does not describe names no parent (Argo CD ignores it too), so no
+// unrelated self-healing Application is paused.
+func TestCopiedTrackingIDIsIgnored(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "tr-other")
+	deployApp(t, "tr-copied")
+	admin := newUser(t, env.Admin.Name)
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tr-copied", "argocd.argoproj.io/tracking-id=tr-other:argoproj.io/Application:argocd/somebody-else")
+	out, _ := mustRun(t, newUser(t, env.Oncall.Name), 0, "breakglass", "tr-copied", "deployment/web", "--replicas", "3", "--reason", "copied", "--dry-run")
+	if strings.Contains(out, "Also pauses") {
+		t.Errorf("a copied tracking id made an unrelated Application a parent:\n%s", out)
+	}
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tr-copied", "argocd.argoproj.io/tracking-id=tr-other:argoproj.io/Application:argocd/tr-copied", "--overwrite")
+	out, _ = mustRun(t, newUser(t, env.Oncall.Name), 0, "breakglass", "tr-copied", "deployment/web", "--replicas", "3", "--reason", "tracked", "--dry-run")
+	if !strings.Contains(out, "Also pauses: parent application tr-other") {
+		t.Errorf("a tracking id that describes the Application names its parent:\n%s", out)
+	}
+}
