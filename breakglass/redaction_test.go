@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -136,6 +138,37 @@ func TestWithResourceVersion(t *testing.T) {
 		got, err := withResourceVersion(tc.typ, []byte(tc.body), "42")
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s: %s, %v; want %s", tc.typ, got, err, tc.want)
+		}
+	}
+}
+
+func TestApplicationSetsThatUndoThePause(t *testing.T) {
+	set := func(spec string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": decode(t, spec)}}
+		u.SetName("web-set")
+		u.SetNamespace("argocd")
+		return u
+	}
+	both := `"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}],"preservedFields":{"annotations":["kubectl-gitops.io/session"]}`
+	for _, tc := range []struct {
+		name, spec, want string
+	}{
+		{"rewrites everything", `{}`, ignoreSyncPolicySnippet + " and " + preserveSessionSnippet},
+		{"ignores the policy, drops the session", `{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}]}`, "drop its session: add to its spec (kubectl edit applicationset web-set -n argocd): " + preserveSessionSnippet},
+		{"keeps both", `{` + both + `}`, ""},
+		{"ignores all annotations by jq", `{"ignoreApplicationDifferences":[{"jqPathExpressions":[".spec.syncPolicy",".metadata.annotations"]}]}`, ""},
+		{"a rule for another app", `{"ignoreApplicationDifferences":[{"name":"other","jsonPointers":["/spec","/metadata"]}]}`, ignoreSyncPolicySnippet},
+		{"create-only", `{"syncPolicy":{"applicationsSync":"create-only"}}`, ""},
+		{"create-delete", `{"syncPolicy":{"applicationsSync":"create-delete"}}`, ""},
+		{"create-update", `{"syncPolicy":{"applicationsSync":"create-update"}}`, ignoreSyncPolicySnippet},
+		{"RollingSync, whatever it ignores", `{"strategy":{"type":"RollingSync"},` + both + `}`, "RollingSync strategy, which starts sync operations itself"},
+	} {
+		err := undoesPause(set(tc.spec), "web")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !errors.Is(err, ErrOwnedByApplicationSet) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

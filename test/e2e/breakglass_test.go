@@ -408,11 +408,27 @@ func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
 		!strings.Contains(errOut, "ignoreApplicationDifferences: [{jsonPointers: [/spec/syncPolicy]}]") {
 		t.Errorf("breakglass under an ApplicationSet that rewrites syncPolicy: %q", errOut)
 	}
-	if _, err := sets.Patch(ctx, "web-set", "application/merge-patch+json",
-		[]byte(`{"spec":{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}]}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	patchSet := func(patch string) {
+		t.Helper()
+		if _, err := sets.Patch(ctx, "web-set", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// Ignoring the policy is not enough: the ApplicationSet would drop the
+	// session annotation on its next reconcile.
+	patchSet(`{"spec":{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}]}}`)
+	_, errOut = mustRun(t, oncall, 1, "breakglass", "bg-owned", "deployment/web", "--replicas", "3", "--reason", "owned", "-y")
+	if !strings.Contains(errOut, "drop its session") || !strings.Contains(errOut, "preservedFields: {annotations: [kubectl-gitops.io/session]}") {
+		t.Errorf("breakglass under an ApplicationSet that drops unknown annotations: %q", errOut)
+	}
+	patchSet(`{"spec":{"preservedFields":{"annotations":["kubectl-gitops.io/session"]}}}`)
 	mustRun(t, oncall, 0, "breakglass", "bg-owned", "deployment/web", "--replicas", "3", "--reason", "owned", "--dry-run")
+	// A RollingSync ApplicationSet syncs its Applications itself.
+	patchSet(`{"spec":{"strategy":{"type":"RollingSync","rollingSync":{"steps":[{"matchExpressions":[{"key":"env","operator":"In","values":["prod"]}]}]}}}}`)
+	_, errOut = mustRun(t, oncall, 1, "breakglass", "bg-owned", "deployment/web", "--replicas", "3", "--reason", "owned", "--dry-run")
+	if !strings.Contains(errOut, "RollingSync strategy, which starts sync operations itself") {
+		t.Errorf("breakglass under a RollingSync ApplicationSet: %q", errOut)
+	}
 }
 
 func TestBreakglassTerminatesARunningSync(t *testing.T) {
