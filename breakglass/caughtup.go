@@ -8,9 +8,11 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -73,23 +75,171 @@ func (e *Engine) OpenSessions(ctx context.Context, namespace, app string) ([]*un
 // for the controller, and evaluates DESIGN §5 for every patched resource.
 // argo may be nil: then only resource-level rules apply.
 func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, refresh bool) (*SessionStatus, error) {
+	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, refresh)
+	if err != nil {
+		return nil, err
+	}
+	return all[0], nil
+}
+
+// statusWorkers bounds the requests CaughtUpAll sends at once.
+const statusWorkers = 8
+
+// CaughtUpAll evaluates many sessions together: every refresh is requested
+// at once, one watch waits for the controller to reach all of them, within
+// the controller wait; an Application it did not reach in time is reported
+// as of its last reconcile, saying so. Nothing waits per Application.
+func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructured, argo *ArgoServer, refresh bool) ([]*SessionStatus, error) {
+	notes := make([][]string, len(apps))
+	if refresh {
+		requested := make([]bool, len(apps))
+		parallel(len(apps), func(i int) {
+			app := apps[i]
+			session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+			if err != nil {
+				return
+			}
+			patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{RefreshAnnotation: "normal"}}}
+			if err := e.updateAppIn(ctx, app.GetNamespace(), app.GetName(), ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return patch }); err != nil {
+				notes[i] = append(notes[i], "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
+				return
+			}
+			requested[i] = true
+		})
+		fresh := e.waitAllRefreshed(ctx, apps, requested)
+		for i, app := range apps {
+			if f, ok := fresh[app.GetNamespace()+"/"+app.GetName()]; ok {
+				apps[i] = f
+			}
+			if requested[i] {
+				if _, pending := apps[i].GetAnnotations()[RefreshAnnotation]; pending {
+					notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile")
+				}
+			}
+		}
+	}
+	out := make([]*SessionStatus, len(apps))
+	errs := make([]error, len(apps))
+	parallel(len(apps), func(i int) {
+		out[i], errs[i] = e.evaluate(ctx, apps[i], argo, notes[i])
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parallel runs do(0..n-1) on at most statusWorkers goroutines.
+func parallel(n int, do func(int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < min(n, statusWorkers); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				do(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// waitAllRefreshed watches the Applications' namespaces until the
+// controller has removed the refresh annotation from every requested one,
+// or the controller wait runs out, and returns the newest version of each
+// it saw.
+func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool) map[string]*unstructured.Unstructured {
+	fresh := map[string]*unstructured.Unstructured{}
+	pending := map[string]bool{}
+	namespaces := map[string]bool{}
+	for i, app := range apps {
+		if requested[i] {
+			pending[app.GetNamespace()+"/"+app.GetName()] = true
+			namespaces[app.GetNamespace()] = true
+		}
+	}
+	if len(pending) == 0 {
+		return fresh
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	defer cancel()
+	namespace := ""
+	if len(namespaces) == 1 {
+		for ns := range namespaces {
+			namespace = ns
+		}
+	}
+	client := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
+	for len(pending) > 0 && ctx.Err() == nil {
+		// List, then watch from that version: a refresh finished before the
+		// watch started is seen in the list.
+		list, err := client.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fresh
+		}
+		for i := range list.Items {
+			e.seen(&list.Items[i], fresh, pending)
+		}
+		if len(pending) == 0 {
+			return fresh
+		}
+		w, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+		if err != nil {
+			return fresh
+		}
+		e.drain(ctx, w, fresh, pending)
+		w.Stop()
+	}
+	return fresh
+}
+
+// drain reads watch events until nothing is pending, the watch ends, or
+// ctx does.
+func (e *Engine) drain(ctx context.Context, w watch.Interface, fresh map[string]*unstructured.Unstructured, pending map[string]bool) {
+	for len(pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return
+			}
+			if obj, ok := ev.Object.(*unstructured.Unstructured); ok {
+				e.seen(obj, fresh, pending)
+			}
+		}
+	}
+}
+
+// seen records obj as the newest version of its Application and clears it
+// from pending once the controller has refreshed it.
+func (e *Engine) seen(obj *unstructured.Unstructured, fresh map[string]*unstructured.Unstructured, pending map[string]bool) {
+	key := obj.GetNamespace() + "/" + obj.GetName()
+	if !pending[key] {
+		if _, tracked := fresh[key]; !tracked {
+			return
+		}
+	}
+	fresh[key] = obj
+	if _, refreshing := obj.GetAnnotations()[RefreshAnnotation]; !refreshing {
+		delete(pending, key)
+	}
+}
+
+// evaluate applies DESIGN §5 to one Application as it is now.
+func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, notes []string) (*SessionStatus, error) {
 	session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
 	if err != nil {
 		return nil, err
 	}
-	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(app.GetNamespace())
-	st := &SessionStatus{App: audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, Session: session, FieldLevel: argo != nil}
-	if refresh {
-		refresh := map[string]any{"metadata": map[string]any{"annotations": map[string]any{RefreshAnnotation: "normal"}}}
-		if err := e.updateAppIn(ctx, app.GetNamespace(), app.GetName(), ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return refresh }); err != nil {
-			st.Notes = append(st.Notes, "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
-		} else if err := e.waitRefreshedIn(ctx, app.GetNamespace(), app.GetName()); err != nil {
-			st.Notes = append(st.Notes, "Argo CD's controller did not refresh in time: the state is as of its last reconcile")
-		}
-		if fresh, err := apps.Get(ctx, app.GetName(), metav1.GetOptions{}); err == nil {
-			app = fresh
-		}
-	}
+	st := &SessionStatus{App: audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, Session: session, FieldLevel: argo != nil, Notes: notes}
 	st.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
 	st.Revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
 	moved := st.Revision != "" && st.Revision != session.GitRevision

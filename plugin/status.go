@@ -135,15 +135,9 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 		warn(o.ErrOut, orphan)
 	}
 	argo := argoServer()
-	var out []*breakglass.SessionStatus
-	for _, app := range apps {
-		st, err := engine.CaughtUp(ctx, app, argo, true)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", app.GetName(), err)
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	// Every refresh at once, one watch for all: never one Application
+	// after another.
+	return engine.CaughtUpAll(ctx, apps, argo, true)
 }
 
 func allReady(statuses []*breakglass.SessionStatus) bool {
