@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -128,7 +127,7 @@ func samePaths(fields []PatchedField, changes []audit.Change) bool {
 }
 
 func names(m map[string]any) string {
-	return "[" + strings.Join(sortedNames(m), ",") + "]"
+	return "[" + strings.Join(sortedKeys(m), ",") + "]"
 }
 
 // fromLog replaces what restore writes back with what the audit log says:
@@ -147,18 +146,9 @@ func (ls *loggedSession) fromLog(s *Session) *Session {
 func (ls *loggedSession) withLoggedParents(s *Session) *Session {
 	c := *s
 	c.PausedParents = nil
-	for _, name := range sortedNames(ls.parents) {
+	for _, name := range sortedKeys(ls.parents) {
 		policy, _ := json.Marshal(ls.parents[name])
 		c.PausedParents = append(c.PausedParents, PausedParent{Name: name, Namespace: ls.parentNS[name], SavedSyncPolicy: policy})
 	}
 	return &c
-}
-
-func sortedNames(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

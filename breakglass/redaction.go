@@ -204,7 +204,8 @@ func (p PatchSpec) imagePatch(t audit.Target, live map[string]any) ([]byte, erro
 	return json.Marshal(patch)
 }
 
-func sortedKeys(m map[string]string) []string {
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -276,7 +276,7 @@ func TestEditedSessionIsCheckedAgainstTheLog(t *testing.T) {
 		}
 	}
 	mustRun(t, oncall, 0, "restore", "tp-edit", "--force", "--reason", "session was edited", "-y")
-	if got := syncPolicyOf(t, "tp-edit"); !equalJSONValues(got, fullPolicy) {
+	if got := syncPolicyOf(t, "tp-edit"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
 		t.Errorf("restored policy %v, want the one the audit log saved %v", got, fullPolicy)
 	}
 	records := sessionRecords(t, s.ID)
@@ -284,13 +284,4 @@ func TestEditedSessionIsCheckedAgainstTheLog(t *testing.T) {
 	if last.Event != audit.EventForced || !strings.Contains(last.Outcome.Error, "disagrees with its audit records") {
 		t.Errorf("the restore was recorded as %s (%q), want forced with the discrepancy", last.Event, last.Outcome.Error)
 	}
-}
-
-func equalJSONValues(a, b any) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	var na, nb any
-	_ = json.Unmarshal(ja, &na)
-	_ = json.Unmarshal(jb, &nb)
-	return reflect.DeepEqual(na, nb)
 }
