@@ -8,15 +8,18 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 )
 
 // ArgoServer addresses the Argo CD API server the way the argocd CLI does:
@@ -46,6 +49,91 @@ func ArgoServerFromEnv() (s ArgoServer, ok bool) {
 		}
 	}
 	return s, true
+}
+
+// argocdConfig is the part of the argocd CLI's configuration file (written
+// by `argocd login`) that names a server and its credentials.
+type argocdConfig struct {
+	CurrentContext string `json:"current-context"`
+	Contexts       []struct {
+		Name   string `json:"name"`
+		Server string `json:"server"`
+		User   string `json:"user"`
+	} `json:"contexts"`
+	Servers []struct {
+		Server    string `json:"server"`
+		Insecure  bool   `json:"insecure"`
+		PlainText bool   `json:"plain-text"`
+	} `json:"servers"`
+	Users []struct {
+		Name      string `json:"name"`
+		AuthToken string `json:"auth-token"`
+	} `json:"users"`
+}
+
+// ArgoConfigPath is where the argocd CLI keeps its configuration, found as
+// the CLI finds it: ARGOCD_CONFIG_DIR, the legacy ~/.argocd, then
+// $XDG_CONFIG_HOME/argocd or ~/.config/argocd.
+func ArgoConfigPath() string {
+	if dir := os.Getenv("ARGOCD_CONFIG_DIR"); dir != "" {
+		return filepath.Join(dir, "config")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(home, ".argocd")); err == nil {
+		return filepath.Join(home, ".argocd", "config")
+	}
+	if xdg := os.Getenv("XDG_CONFIG_HOME"); xdg != "" {
+		return filepath.Join(xdg, "argocd", "config")
+	}
+	return filepath.Join(home, ".config", "argocd", "config")
+}
+
+// ArgoServerFromConfig reads the server, token and plaintext/insecure
+// options of a context of the argocd CLI's configuration (the current one
+// when name is ""), so that anyone who ran `argocd login` needs nothing
+// more. ok is false when there is no configuration; a named context that is
+// not there is an error.
+func ArgoServerFromConfig(path, name string) (ArgoServer, bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && name == "" {
+		return ArgoServer{}, false, nil
+	}
+	if err != nil {
+		return ArgoServer{}, false, fmt.Errorf("reading the argocd CLI's configuration: %w", err)
+	}
+	var cfg argocdConfig
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return ArgoServer{}, false, fmt.Errorf("the argocd CLI's configuration %s is unreadable: %w", path, err)
+	}
+	if name == "" {
+		name = cfg.CurrentContext
+	}
+	var known []string
+	for _, c := range cfg.Contexts {
+		known = append(known, c.Name)
+		if c.Name != name {
+			continue
+		}
+		s := ArgoServer{Addr: c.Server}
+		for _, srv := range cfg.Servers {
+			if srv.Server == c.Server {
+				s.Plaintext, s.Insecure = srv.PlainText, srv.Insecure
+			}
+		}
+		for _, u := range cfg.Users {
+			if u.Name == c.User {
+				s.Token = u.AuthToken
+			}
+		}
+		return s, true, nil
+	}
+	if name == "" {
+		return ArgoServer{}, false, nil
+	}
+	return ArgoServer{}, false, fmt.Errorf("--argocd-context %q is not a context of %s (contexts: %s)", name, path, strings.Join(known, ", "))
 }
 
 // URL returns the base URL of the server's REST gateway.

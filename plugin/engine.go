@@ -19,6 +19,8 @@ type engineFlags struct {
 	configFlags    *genericclioptions.ConfigFlags
 	AppNamespace   string
 	AuditNamespace string
+	// ArgoContext picks a context of the argocd CLI's configuration.
+	ArgoContext string
 }
 
 // addAppNamespace registers --app-namespace and --audit-namespace. The
@@ -28,6 +30,7 @@ type engineFlags struct {
 func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
 	cmd.Flags().StringVar(&f.AuditNamespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
+	cmd.Flags().StringVar(&f.ArgoContext, "argocd-context", "", "context of the argocd CLI's configuration (argocd login) to reach the Argo CD API server with, when ARGOCD_SERVER is not set (default: its current context)")
 }
 
 // kubeClient builds a Kubernetes client from the kubeconfig flags.
@@ -58,7 +61,11 @@ func (f *engineFlags) engine() (*breakglass.Engine, error) {
 	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace), AppNamespace: f.AppNamespace}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets, e.TicketsOff = jira()
-	if argo := argoServer(); argo != nil {
+	argo, err := f.argoServer()
+	if err != nil {
+		return nil, err
+	}
+	if argo != nil {
 		e.ArgoUI = argo.URL()
 	}
 	return e, nil
@@ -82,10 +89,19 @@ func jira() (breakglass.Tickets, error) {
 }
 
 // argoServer is the Argo CD API server from the argocd CLI's environment,
-// or nil.
-func argoServer() *breakglass.ArgoServer {
-	if s, ok := breakglass.ArgoServerFromEnv(); ok {
-		return &s
+// else from its configuration (`argocd login`), or nil when neither names
+// one.
+func (f *engineFlags) argoServer() (*breakglass.ArgoServer, error) {
+	return argoServer(f.ArgoContext)
+}
+
+func argoServer(context string) (*breakglass.ArgoServer, error) {
+	if s, ok := breakglass.ArgoServerFromEnv(); ok && context == "" {
+		return &s, nil
 	}
-	return nil
+	s, ok, err := breakglass.ArgoServerFromConfig(breakglass.ArgoConfigPath(), context)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &s, nil
 }

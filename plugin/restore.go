@@ -83,7 +83,9 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	o.Request.Argo = argoServer()
+	if o.Request.Argo, err = o.argoServer(); err != nil {
+		return err
+	}
 	if o.Request.Force && !o.Request.DryRun && !o.Yes {
 		fmt.Fprintf(o.Out, "Forcing restore of %s may revert the live fix. Type the Application name to go ahead: ", o.Request.App)
 		var answer string

@@ -134,7 +134,10 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	for _, orphan := range orphans {
 		warn(o.ErrOut, orphan)
 	}
-	argo := argoServer()
+	argo, err := o.argoServer()
+	if err != nil {
+		return nil, err
+	}
 	// Every refresh at once, one watch for all: never one Application
 	// after another.
 	return engine.CaughtUpAll(ctx, apps, argo, true)

@@ -128,7 +128,7 @@ func (o *VersionOptions) serverVersions(ctx context.Context) (kube, argo *Server
 	} else {
 		kube.Version, kube.Source = v.GitVersion, config.Host
 	}
-	if server, ok := breakglass.ArgoServerFromEnv(); ok {
+	if server, err := argoServer(""); err == nil && server != nil {
 		if v, err := server.Version(ctx); err != nil {
 			argo.Error = err.Error()
 		} else {

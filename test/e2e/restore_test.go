@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -174,4 +176,40 @@ func TestAdditivePatchNeedsFieldCheckOrForce(t *testing.T) {
 	if auto, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated"); !reflect.DeepEqual(auto, fullPolicy["automated"]) {
 		t.Errorf("forced restore did not bring automated back: %v", auto)
 	}
+}
+
+// TestArgoCDLoginIsReused: without ARGOCD_SERVER, the argocd CLI's own
+// configuration (as `argocd login` writes it) reaches the Argo CD API
+// server, so the field-level check works; its token is never printed.
+func TestArgoCDLoginIsReused(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "rs-login")
+	token, err := e.ArgoToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	configDir := t.TempDir()
+	config := "contexts:\n- name: test\n  server: " + e.ArgoServerAddr + "\n  user: test\ncurrent-context: test\n" +
+		"servers:\n- server: " + e.ArgoServerAddr + "\n  plain-text: true\nusers:\n- name: test\n  auth-token: " + token + "\n"
+	if err := os.WriteFile(filepath.Join(configDir, "config"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name, "ARGOCD_CONFIG_DIR="+configDir)
+	mustRun(t, oncall, 0, "breakglass", "rs-login", "deployment/web", "--replicas", "3", "--reason", "login", "-y")
+	st := statusJSON(t, oncall, "rs-login")
+	if !st.FieldLevel {
+		t.Errorf("status did not use the argocd login: %+v", st)
+	}
+	out, errOut, code := oncall.run("kubectl", "gitops", "status", "rs-login", "--argocd-context", "nope")
+	if code != 1 || !strings.Contains(errOut, `--argocd-context "nope" is not a context`) {
+		t.Errorf("an unknown --argocd-context: exit %d, %q", code, errOut)
+	}
+	version, _ := mustRun(t, oncall, 0, "version", "-o", "json")
+	if !strings.Contains(version, `"source": "http://`+e.ArgoServerAddr+`"`) {
+		t.Errorf("version does not ask the API server of the argocd login:\n%s", version)
+	}
+	if strings.Contains(out+errOut+version, token) {
+		t.Errorf("the token was printed")
+	}
+	mustRun(t, oncall, 0, "restore", "rs-login", "--force", "--reason", "cleanup", "-y")
 }
