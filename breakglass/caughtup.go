@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -352,8 +351,7 @@ func findManifest(manifests []map[string]any, t audit.Target, defaultNamespace s
 // lookup follows a path as Diff writes it: map keys, list items by name
 // (or index).
 func lookup(v any, path string) (any, bool) {
-	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
-		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+	for _, seg := range redact.Segments(path) {
 		switch t := v.(type) {
 		case map[string]any:
 			var ok bool

@@ -132,11 +132,10 @@ type Plan struct {
 	// is being sent.
 	pendingPatch string
 	// diff is what the dry run said the patch changes, unredacted, and
-	// liveVersion the target's resourceVersion it was computed at: the
-	// real patch must meet the same object or change the same things.
-	diff        []audit.Change
-	liveVersion string
-	liveObject  map[string]any
+	// live the target it was computed from: the real patch must meet the
+	// same object (resourceVersion) or change the same things.
+	diff []audit.Change
+	live *unstructured.Unstructured
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
 	// PauseMechanism says how the pause works on this Argo CD; "" when the
@@ -336,7 +335,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Cluster: server, Target: target,
 		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
 		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
-		diff: diff, liveVersion: live.GetResourceVersion(), liveObject: live.Object,
+		diff: diff, live: live,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Revision: revision, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
@@ -567,14 +566,17 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 // status shows and restore finishes: never a parent paused for nobody. On
 // failure everything it paused is undone and recorded aborted.
 func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, error) {
-	unchanged := func(app *unstructured.Unstructured) error {
-		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
-			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
-		}
+	samePolicy := func(app *unstructured.Unstructured) error {
 		if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
 			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
 		}
 		return nil
+	}
+	unchanged := func(app *unstructured.Unstructured) error {
+		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
+			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
+		}
+		return samePolicy(app)
 	}
 	var warnings []string
 	if len(p.parents) > 0 {
@@ -590,10 +592,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			if err := ownSession(p.App.Name, session.ID)(app); err != nil {
 				return err
 			}
-			if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
-				return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
-			}
-			return nil
+			return samePolicy(app)
 		}
 	}
 	for _, parent := range p.parents {
@@ -910,10 +909,10 @@ func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check f
 // that landed meanwhile must not be reverted by a restore that never saw it.
 func unchangedSession(name string, s *Session) func(*unstructured.Unstructured) error {
 	return func(app *unstructured.Unstructured) error {
-		current, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
-		if err != nil || current.ID != s.ID {
-			return fmt.Errorf("%w: the break-glass session %s on %s was closed or replaced by someone else", ErrConflict, s.ID, name)
+		if err := ownSession(name, s.ID)(app); err != nil {
+			return err
 		}
+		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
 		if pending := current.pending(); pending != nil {
 			return fmt.Errorf("%w: a patch of %s is being applied in session %s (since %s): run restore again once it is done", ErrConflict, pending.Target, s.ID, pending.At.Format(time.RFC3339))
 		}

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
 // ErrTargetChanged is a target that changed between the plan and the patch
@@ -27,8 +24,7 @@ var ErrTargetChanged = errors.New("the target changed since the plan")
 // then what the API server's answer to the real patch shows.
 func (e *Engine) patchTarget(ctx context.Context, p *Plan) error {
 	client := p.cluster.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace)
-	version := p.liveVersion
-	live := p.liveObject
+	version, live := p.live.GetResourceVersion(), p.live.Object
 	for attempt := 0; attempt < 5; attempt++ {
 		body, err := withResourceVersion(p.PatchType, p.PatchBody, version)
 		if err != nil {
@@ -50,7 +46,7 @@ func (e *Engine) patchTarget(ctx context.Context, p *Plan) error {
 		if err != nil {
 			return fmt.Errorf("%w: the API server now rejects the patch (server-side dry run): %v", ErrTargetChanged, err)
 		}
-		if diff := Diff(current.Object, dry.Object); !reflect.DeepEqual(normalized(diff), normalized(p.diff)) {
+		if diff := Diff(current.Object, dry.Object); !equalJSON(diff, p.diff) {
 			return fmt.Errorf("%w: %s was changed by someone else and the patch would now change other fields or values; nothing was patched: run the command again to see the new plan", ErrTargetChanged, p.Target)
 		}
 		version, live = current.GetResourceVersion(), current.Object
@@ -97,12 +93,4 @@ func withResourceVersion(patchType string, body []byte, version string) ([]byte,
 	}
 	meta["resourceVersion"] = version
 	return json.Marshal(obj)
-}
-
-// normalized makes changes comparable whatever number types decoding used.
-func normalized(changes []audit.Change) any {
-	b, _ := json.Marshal(changes)
-	var v any
-	_ = json.Unmarshal(b, &v)
-	return v
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
-	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // ExitCannotVerify is audit verify's exit code when the log could not be read
@@ -434,16 +432,9 @@ could not be read.`,
 
 // witnesses reads the records Jira witnessed.
 func witnesses(ctx context.Context) ([]audit.Witness, error) {
-	cfg, err := ticket.LoadConfig(os.Getenv)
-	if err == nil {
-		err = cfg.Validate()
-	}
+	j, err := jiraClient()
 	if err != nil {
 		return nil, fmt.Errorf("--jira needs Jira configured: %w", err)
-	}
-	j, err := ticket.New(cfg)
-	if err != nil {
-		return nil, err
 	}
 	found, err := j.Witnesses(ctx)
 	if err != nil {

@@ -74,18 +74,21 @@ func (f *engineFlags) engine() (*breakglass.Engine, error) {
 // jira is the Jira client from the environment and the config file, or
 // why there is none (then tickets are queued).
 func jira() (breakglass.Tickets, error) {
-	cfg, err := ticket.LoadConfig(os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	j, err := ticket.New(cfg)
+	j, err := jiraClient()
 	if err != nil {
 		return nil, err
 	}
 	return j, nil
+}
+
+// jiraClient is the Jira client of the environment and the config file;
+// ticket.New validates the configuration.
+func jiraClient() (*ticket.Jira, error) {
+	cfg, err := ticket.LoadConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return ticket.New(cfg)
 }
 
 // argoServer is the Argo CD API server from the argocd CLI's environment,

@@ -60,7 +60,7 @@ var notSecretLast = map[string]bool{
 // credential. It looks at whole words, so oauth2-proxy, cert-manager.io/x
 // and author stay readable.
 func Name(name string) bool {
-	words := Words(name)
+	words := words(name)
 	if len(words) == 0 || notSecretLast[words[len(words)-1]] {
 		return false
 	}
@@ -80,9 +80,9 @@ func Name(name string) bool {
 	return false
 }
 
-// Words splits a name into lowercase words at punctuation and at camelCase
+// words splits a name into lowercase words at punctuation and at camelCase
 // boundaries: "DBPassword" is db, password; "tls.key" is tls, key.
-func Words(name string) []string {
+func words(name string) []string {
 	var words []string
 	var cur []rune
 	flush := func() {

@@ -34,8 +34,8 @@ func TestWords(t *testing.T) {
 		"AWS_SECRET_KEY":    {"aws", "secret", "key"},
 		"cert-manager.io/x": {"cert", "manager", "io", "x"},
 	} {
-		if got := Words(in); !reflect.DeepEqual(got, want) {
-			t.Errorf("Words(%q) = %v, want %v", in, got, want)
+		if got := words(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("words(%q) = %v, want %v", in, got, want)
 		}
 	}
 }
