@@ -261,9 +261,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
+	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
+	// sync off and keep its settings, and tracks by annotation by default.
+	_, enabledInSchema, _ := e.AutomatedSchema()
 	var parents []*unstructured.Unstructured
 	if join == nil {
-		if parents, err = e.selfHealingParents(ctx, app); err != nil {
+		if parents, err = e.selfHealingParents(ctx, app, enabledInSchema); err != nil {
 			return nil, err
 		}
 	}
@@ -318,9 +321,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		// with the revision the session opened at.
 		revision = join.GitRevision
 	} else {
-		// Argo CD ≥ 3.1 can turn automated sync off and keep its settings;
-		// removing automated is the fallback every version honours.
-		_, disable, _ = e.AutomatedSchema()
+		// Removing automated is the fallback every version honours.
+		disable = enabledInSchema
 		after = pausedPolicy(before, disable)
 		revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
 	}

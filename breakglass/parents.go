@@ -49,38 +49,42 @@ type Tracking struct {
 }
 
 // tracking reads argocd-cm; an unreadable one means Argo CD's defaults.
-func (e *Engine) tracking(ctx context.Context) Tracking {
+// Without a method set, 3.x tracks by annotation: argo3 says the API
+// server's schema is 3.1's or newer, and then labels (which Helm charts
+// set for their own reasons) name no parent.
+func (e *Engine) tracking(ctx context.Context, argo3 bool) Tracking {
 	t := Tracking{LabelKey: defaultInstanceLabel}
-	cm, err := e.Kube.CoreV1().ConfigMaps(e.AppNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{})
-	if err != nil {
-		return t
+	if cm, err := e.Kube.CoreV1().ConfigMaps(e.AppNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
+		t.Method = cm.Data["application.resourceTrackingMethod"]
+		if key := cm.Data["application.instanceLabelKey"]; key != "" {
+			t.LabelKey = key
+		}
+		t.InstallationID = cm.Data["installationID"]
 	}
-	t.Method = cm.Data["application.resourceTrackingMethod"]
-	if key := cm.Data["application.instanceLabelKey"]; key != "" {
-		t.LabelKey = key
+	if t.Method == "" && argo3 {
+		t.Method = "annotation"
 	}
-	t.InstallationID = cm.Data["installationID"]
 	return t
 }
 
 // ParentOf reads the Application that manages app through Argo CD's
-// resource tracking: its namespace ("" for defaultNamespace) and name, ""
-// when tracking names none. A tracking id that does not describe app itself
-// (copied from another object) is ignored, as Argo CD ignores it.
+// resource tracking, as Argo CD reads it (util/argo/resource_tracking.go):
+// its namespace and name, "" when tracking names none. The label method
+// reads only the instance label; annotation and annotation+label read only
+// the tracking id, and only on resources of this installation. A tracking
+// id that does not describe app itself (copied from another object) is
+// ignored, as Argo CD ignores it. An unknown method ("": the version is not
+// known) tries the tracking id, then the label.
 func (t Tracking) ParentOf(app *unstructured.Unstructured, defaultNamespace string) (string, string) {
-	if t.InstallationID != "" && app.GetAnnotations()[installationIDAnnotation] != t.InstallationID {
-		return "", ""
-	}
 	if t.Method != "label" {
-		if id := app.GetAnnotations()[trackingIDAnnotation]; id != "" {
-			owner, described, _ := strings.Cut(id, ":")
-			if described == "argoproj.io/Application:"+app.GetNamespace()+"/"+app.GetName() {
-				return splitAppName(owner, defaultNamespace)
-			}
-			if t.Method == "annotation" {
-				return "", ""
-			}
-		} else if t.Method == "annotation" {
+		if t.InstallationID != "" && app.GetAnnotations()[installationIDAnnotation] != t.InstallationID {
+			return "", ""
+		}
+		owner, described, _ := strings.Cut(app.GetAnnotations()[trackingIDAnnotation], ":")
+		if owner != "" && described == "argoproj.io/Application:"+app.GetNamespace()+"/"+app.GetName() {
+			return splitAppName(owner, defaultNamespace)
+		}
+		if t.Method != "" {
 			return "", ""
 		}
 	}
@@ -126,9 +130,9 @@ func (e *Engine) parentFromStatus(ctx context.Context, child *unstructured.Unstr
 // selfHealingParents walks up the app-of-apps chain and returns every parent
 // that would undo the child's pause: it self-heals and does not ignore
 // /spec/syncPolicy of the Applications it manages.
-func (e *Engine) selfHealingParents(ctx context.Context, app *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func (e *Engine) selfHealingParents(ctx context.Context, app *unstructured.Unstructured, argo3 bool) ([]*unstructured.Unstructured, error) {
 	var parents []*unstructured.Unstructured
-	tracking := e.tracking(ctx)
+	tracking := e.tracking(ctx, argo3)
 	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
 	for child := app; len(parents) < 5; {
 		namespace, name := tracking.ParentOf(child, e.AppNamespace)

@@ -251,6 +251,10 @@ func TestParentTracking(t *testing.T) {
 		{"parent in another namespace", Tracking{Method: "annotation"}, app(nil, id("platform_root:argoproj.io/Application:argocd/child")), "platform", "root"},
 		{"a tracking id copied from another object", Tracking{Method: "annotation"}, app(nil, id("root:argoproj.io/Application:argocd/other")), "", ""},
 		{"another installation's resource", Tracking{InstallationID: "prod"}, app(nil, id("root:argoproj.io/Application:argocd/child")), "", ""},
+		{"annotation+label reads only the tracking id", Tracking{Method: "annotation+label"}, app(map[string]any{"app.kubernetes.io/instance": "root"}, nil), "", ""},
+		{"3.x default: a Helm instance label is no parent", Tracking{Method: "annotation"}, app(map[string]any{"app.kubernetes.io/instance": "my-release"}, nil), "", ""},
+		{"label method has no installation id", Tracking{Method: "label", InstallationID: "prod"}, app(map[string]any{"app.kubernetes.io/instance": "root"}, nil), "argocd", "root"},
+		{"a tracking id without an owner", Tracking{Method: "annotation"}, app(nil, id(":argoproj.io/Application:argocd/child")), "", ""},
 		{"this installation's resource", Tracking{InstallationID: "prod"}, app(nil, map[string]any{"argocd.argoproj.io/tracking-id": "root:argoproj.io/Application:argocd/child", "argocd.argoproj.io/installation-id": "prod"}), "argocd", "root"},
 	} {
 		if ns, name := tc.tracking.ParentOf(tc.app, "argocd"); ns != tc.ns || name != tc.want {

@@ -105,11 +105,7 @@ func runtimeDeepCopy(v any) any {
 }
 
 func appsClient(t *testing.T) dynamic.ResourceInterface {
-	config, err := testEnv.RESTConfig(env.Admin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(config).Resource(breakglass.ApplicationGVR).Namespace(testEnv.ArgoNamespace)
+	return kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(testEnv.ArgoNamespace)
 }
 
 func imageIn(ctx context.Context, t *testing.T, ns string) string {

@@ -32,6 +32,10 @@ import (
 // DemoNamespace is where the fixture application's resources live.
 const DemoNamespace = "demo"
 
+// TeamNamespaces is the pattern of the namespaces outside ArgoNamespace
+// whose Applications Argo CD reconciles.
+const TeamNamespaces = "team-*"
+
 func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) error {
 	ports, err := freePorts(6)
 	if err != nil {
@@ -74,6 +78,9 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		"ARGOCD_TLS_DATA_PATH=" + filepath.Join(home, "tls"),
 		"ARGOCD_PLUGINSOCKFILEPATH=" + filepath.Join(home, "plugins"),
 		"ARGOCD_GNUPGHOME=" + filepath.Join(home, "gnupg"),
+		// Applications in any namespace, as Argo CD calls it: teams keep
+		// theirs in their own namespaces, and the default project lets them.
+		"ARGOCD_APPLICATION_NAMESPACES=" + TeamNamespaces,
 	}
 	for _, sub := range []string{"ssh", "tls", "plugins", "gnupg", "bin"} {
 		if err := os.MkdirAll(filepath.Join(home, sub), 0o700); err != nil {
@@ -273,6 +280,7 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 		"metadata":   map[string]any{"name": "default", "namespace": ArgoNamespace},
 		"spec": map[string]any{
 			"sourceRepos":              []any{"*"},
+			"sourceNamespaces":         []any{TeamNamespaces},
 			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
 			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
 		},
