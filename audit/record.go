@@ -145,9 +145,15 @@ type Ticket struct {
 	URL string `json:"url,omitempty"`
 }
 
-// Git is the Git revision the Application was at.
+// Git is the Git revision the Application was at, as the commit a user
+// changes: for an Application using Argo CD's source hydrator, the dry
+// commit (Hydrated is the rendered commit Argo CD synced); for one with
+// several sources, the first source's (Revisions holds each source's, in
+// spec.sources order).
 type Git struct {
-	Revision string `json:"revision"`
+	Revision  string   `json:"revision"`
+	Revisions []string `json:"revisions,omitempty"`
+	Hydrated  string   `json:"hydrated,omitempty"`
 }
 
 // Outcome says whether the state change a record documents succeeded.

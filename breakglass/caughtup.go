@@ -38,12 +38,17 @@ type TargetState struct {
 
 // SessionStatus is the catch-up state of one open session.
 type SessionStatus struct {
-	App      audit.AppRef  `json:"application"`
-	Session  *Session      `json:"session"`
-	Revision string        `json:"revision"`
-	Git      GitState      `json:"git"`
-	Ready    bool          `json:"ready"`
-	Targets  []TargetState `json:"targets"`
+	App     audit.AppRef `json:"application"`
+	Session *Session     `json:"session"`
+	// Revision is where Git stands now, as audit.Git has it: Revisions
+	// holds each source's for several sources, Hydrated the rendered
+	// commit for the source hydrator (Revision is then the dry commit).
+	Revision  string        `json:"revision"`
+	Revisions []string      `json:"revisions,omitempty"`
+	Hydrated  string        `json:"hydrated,omitempty"`
+	Git       GitState      `json:"git"`
+	Ready     bool          `json:"ready"`
+	Targets   []TargetState `json:"targets"`
 	// FieldLevel is whether Git's values were compared path by path
 	// through the Argo CD API server.
 	FieldLevel bool     `json:"fieldLevel"`
@@ -240,12 +245,13 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	}
 	st := &SessionStatus{App: audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, Session: session, FieldLevel: argo != nil, Notes: notes}
 	st.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
-	st.Revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
-	moved := st.Revision != "" && st.Revision != session.GitRevision
+	now := gitAt(app)
+	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated
+	moved := gitMoved(sessionGit(session), now)
 
 	var manifests []map[string]any
 	if argo != nil && moved {
-		if manifests, err = argo.Manifests(ctx, app.GetNamespace(), app.GetName(), st.Revision); err != nil {
+		if manifests, err = argo.Manifests(ctx, app.GetNamespace(), app.GetName(), now); err != nil {
 			st.Notes = append(st.Notes, "field-level check unavailable ("+shortErr(err)+")")
 			st.FieldLevel = false
 		}
@@ -256,15 +262,15 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		ts.Resource, _ = managedStatus(app, p.Target)
 		switch {
 		case !moved:
-			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %.12s", session.GitRevision)
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %s", ShortRevisions(sessionGit(session)))
 		case st.FieldLevel:
 			ts.Git, ts.Detail = compareFields(p, findManifest(manifests, p.Target, dest), ts.Resource)
 		case p.ArgoSawPatch == nil || !*p.ArgoSawPatch:
 			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: set ARGOCD_SERVER for the field-level check, or restore --force"
 		case ts.Resource == "Synced":
-			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %.12s", st.Revision)
+			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %s", ShortRevisions(now))
 		default:
-			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %.12s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", st.Revision, dash(ts.Resource))
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", ShortRevisions(now), dash(ts.Resource))
 		}
 		st.Targets = append(st.Targets, ts)
 	}
@@ -408,12 +414,23 @@ func shortErr(err error) string {
 }
 
 // Manifests asks the Argo CD API server for the Application's target state
-// at revision: the objects Git renders to, as Argo CD would apply them.
-func (s ArgoServer) Manifests(ctx context.Context, appNamespace, app, revision string) ([]map[string]any, error) {
+// where Git stands: the objects Git renders to, as Argo CD would apply them.
+// Several sources are rendered each at its revision; a source-hydrator
+// Application's dry source at the dry commit (the API renders that one).
+func (s ArgoServer) Manifests(ctx context.Context, appNamespace, app string, at audit.Git) ([]map[string]any, error) {
 	var resp struct {
 		Manifests []string `json:"manifests"`
 	}
-	path := "/api/v1/applications/" + url.PathEscape(app) + "/manifests?appNamespace=" + url.QueryEscape(appNamespace) + "&revision=" + url.QueryEscape(revision)
+	query := url.Values{"appNamespace": {appNamespace}}
+	if len(at.Revisions) > 0 {
+		for i, r := range at.Revisions {
+			query.Add("sourcePositions", strconv.Itoa(i+1))
+			query.Add("revisions", r)
+		}
+	} else {
+		query.Set("revision", at.Revision)
+	}
+	path := "/api/v1/applications/" + url.PathEscape(app) + "/manifests?" + query.Encode()
 	if err := s.get(ctx, path, &resp); err != nil {
 		return nil, err
 	}
@@ -426,4 +443,9 @@ func (s ArgoServer) Manifests(ctx context.Context, appNamespace, app, revision s
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// GitAt is where Git stood at this status, as audit.Git has it.
+func (st *SessionStatus) GitAt() audit.Git {
+	return audit.Git{Revision: st.Revision, Revisions: st.Revisions, Hydrated: st.Hydrated}
 }

@@ -101,7 +101,8 @@ type Plan struct {
 	Changes []audit.Change
 	// SyncPolicy is the Application's spec.syncPolicy now and after the pause.
 	SyncPolicyBefore, SyncPolicyAfter any
-	Revision                          string
+	// Git is where Git stands: the session compares later revisions with it.
+	Git audit.Git
 	// TargetOutOfSync is whether Argo CD already flagged the target.
 	TargetOutOfSync bool
 	// Parents are app-of-apps parents that would undo the pause, so they
@@ -315,16 +316,15 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
-	after, revision, disable := before, "", false
+	after, git, disable := before, gitAt(app), false
 	if join != nil {
 		// Already paused: the policy stays as it is, and Git is compared
 		// with the revision the session opened at.
-		revision = join.GitRevision
+		git = sessionGit(join)
 	} else {
 		// Removing automated is the fallback every version honours.
 		disable = enabledInSchema
 		after = pausedPolicy(before, disable)
-		revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
 	}
 	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
 	server := dest["server"]
@@ -339,7 +339,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
 		diff: diff, live: live,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
-		Revision: revision, TargetOutOfSync: status == "OutOfSync",
+		Git: git, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
 		Join: join, Source: source(app), Ticket: ticketRef,
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
@@ -384,20 +384,6 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 		return nil, fmt.Errorf("%w on %s: %s: add --join to patch within it, or finish it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
 	}
 	return session, nil
-}
-
-// source is where app's manifests come from: spec.source, else the first
-// of spec.sources.
-func source(app *unstructured.Unstructured) ticket.Source {
-	src, ok, _ := unstructured.NestedMap(app.Object, "spec", "source")
-	if !ok {
-		if sources, _, _ := unstructured.NestedSlice(app.Object, "spec", "sources"); len(sources) > 0 {
-			src, _ = sources[0].(map[string]any)
-		}
-	}
-	str := func(k string) string { v, _ := src[k].(string); return v }
-	kind, _, _ := unstructured.NestedString(app.Object, "status", "sourceType")
-	return ticket.Source{RepoURL: str("repoURL"), Path: str("path"), TargetRevision: str("targetRevision"), Type: kind}
 }
 
 // managedStatus finds target among the Application's managed resources and
@@ -449,7 +435,7 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
 		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 		Application: &p.App, Cluster: &audit.Cluster{Server: p.Cluster}, Target: &p.Target,
-		Git: &audit.Git{Revision: p.Revision}, Outcome: outcome,
+		Git: &p.Git, Outcome: outcome,
 	}
 	if edit != nil {
 		edit(r)
@@ -476,7 +462,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		session = &Session{
 			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
 			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
-			GitRevision: p.Revision,
+			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions,
 		}
 		saved, err := json.Marshal(p.SyncPolicyBefore)
 		if err != nil {

@@ -104,7 +104,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
 	var saved any
 	_ = json.Unmarshal(st.Session.SavedSyncPolicy, &saved)
-	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Revision: st.Revision}
+	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
 	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
 	if len(st.Targets) > 0 {
 		p.Target = st.Targets[0].Target

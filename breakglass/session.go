@@ -41,7 +41,10 @@ type Session struct {
 	Ticket        string `json:"ticket,omitempty"`
 	TicketURL     string `json:"ticketURL,omitempty"`
 	TicketPending string `json:"ticketPending,omitempty"`
-	GitRevision   string `json:"gitRevision,omitempty"`
+	// GitRevision is where Git stood when the session opened, as audit.Git
+	// has it; GitRevisions holds each source's, for several sources.
+	GitRevision  string   `json:"gitRevision,omitempty"`
+	GitRevisions []string `json:"gitRevisions,omitempty"`
 	// TerminatedSync is when the sync operation this session terminated
 	// before patching had started; empty when none was running.
 	TerminatedSync string `json:"terminatedSync,omitempty"`

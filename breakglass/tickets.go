@@ -302,7 +302,7 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 		p.Target = *first.Target
 	}
 	if first.Git != nil {
-		p.Revision = first.Git.Revision
+		p.Git = *first.Git
 	}
 	if first.Cluster != nil {
 		p.Cluster = first.Cluster.Server

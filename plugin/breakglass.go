@@ -254,7 +254,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	before, _ := json.Marshal(p.SyncPolicyBefore)
 	after, _ := json.Marshal(p.SyncPolicyAfter)
-	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, revision %.12s)\n", p.App.Namespace, p.App.Name, p.App.Project, p.Revision)
+	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, %s)\n", p.App.Namespace, p.App.Name, p.App.Project, breakglass.DescribeGit(p.Git))
 	fmt.Fprintf(o.Out, "Target:      %s in namespace %s\n", p.Target, p.Target.Namespace)
 	if p.TargetContext != "" {
 		fmt.Fprintf(o.Out, "Cluster:     %s (kubeconfig context %s)\n", p.Cluster, p.TargetContext)
@@ -328,6 +328,7 @@ type planView struct {
 	Changes     []audit.Change    `json:"changes"`
 	SyncPolicy  *audit.SyncPolicy `json:"syncPolicy"`
 	Revision    string            `json:"revision"`
+	Git         audit.Git         `json:"git"`
 	Parents     []string          `json:"pausesParents,omitempty"`
 	Pause       string            `json:"pause,omitempty"`
 	Joins       string            `json:"joinsSession,omitempty"`
@@ -346,7 +347,7 @@ func newPlanView(p *breakglass.Plan) planView {
 	v := planView{
 		Application: p.App, Cluster: p.Cluster, Target: p.Target, Actor: p.Actor,
 		Reason: r.Reason, Incident: r.Incident, Patch: r.Patch, Changes: r.Changes, SyncPolicy: r.SyncPolicy,
-		Revision: p.Revision, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings, Pause: p.PauseMechanism,
+		Revision: p.Git.Revision, Git: p.Git, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings, Pause: p.PauseMechanism,
 	}
 	if p.Join != nil {
 		v.Joins = p.Join.ID

@@ -188,7 +188,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		}
 		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready}
 		if o.Output == "wide" {
-			row = append(row, s.Session.ID, fmt.Sprintf("%.12s", s.Revision), strings.Join(strings.Fields(summary(s)), " "))
+			row = append(row, s.Session.ID, breakglass.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
 		writeRow(w, row...)
 	}

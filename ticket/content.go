@@ -17,14 +17,29 @@ import (
 // or a comment body, in characters.
 const MaxFieldLength = 32767
 
-// Source is where the Application's manifests come from in Git.
+// Source is where the Application's manifests come from in Git: for an
+// Application using the source hydrator, its dry source.
 type Source struct {
 	RepoURL        string `json:"repoURL,omitempty"`
 	Path           string `json:"path,omitempty"`
+	Chart          string `json:"chart,omitempty"`
 	TargetRevision string `json:"targetRevision,omitempty"`
 	// Type is how Argo CD renders it: Kustomize, Helm, Directory, Plugin
 	// ("" when unknown).
 	Type string `json:"type,omitempty"`
+	// Position is the source's place in spec.sources (1 for the first);
+	// 0 for an Application with one source.
+	Position int `json:"position,omitempty"`
+	// ValueFiles are the Helm value files the source reads from another
+	// source ($ref/...), each with that source's repository.
+	ValueFiles []Source `json:"valueFiles,omitempty"`
+	// Others are the other sources that render manifests, when several
+	// do: the resource comes from one of them.
+	Others []Source `json:"others,omitempty"`
+	// HydratedBranch and HydratedPath are where the source hydrator
+	// commits the rendered manifests: generated, never the place to fix.
+	HydratedBranch string `json:"hydratedBranch,omitempty"`
+	HydratedPath   string `json:"hydratedPath,omitempty"`
 }
 
 // Reconcile is what a ticket says about a session: its stored (already
@@ -176,12 +191,32 @@ func gitSection(src Source, patches []*audit.Record) string {
 	var b strings.Builder
 	b.WriteString("h3. Git\n")
 	if src.RepoURL != "" {
-		fmt.Fprintf(&b, "* Repository: %s\n", Escape(src.RepoURL))
-		fmt.Fprintf(&b, "* Path: %s\n", Escape(dashIfEmpty(src.Path)))
-		fmt.Fprintf(&b, "* Tracks: %s\n", Escape(dashIfEmpty(src.TargetRevision)))
+		if len(src.Others) > 0 {
+			b.WriteString("The resource comes from one of the Application's sources that render manifests:\n")
+		}
+		b.WriteString(sourceLines(src))
+		for _, o := range src.Others {
+			b.WriteString(sourceLines(o))
+		}
+	}
+	if src.HydratedBranch != "" {
+		fmt.Fprintf(&b, "* Argo CD's source hydrator renders this dry source into branch %s", Escape(src.HydratedBranch))
+		if src.HydratedPath != "" {
+			fmt.Fprintf(&b, ", path %s", Escape(src.HydratedPath))
+		}
+		b.WriteString(": that branch is generated; make the change in the dry source above\n")
 	}
 	if g := patches[0].Git; g != nil {
-		fmt.Fprintf(&b, "* Revision at break-glass: %s\n", Escape(dashIfEmpty(g.Revision)))
+		switch {
+		case g.Hydrated != "":
+			fmt.Fprintf(&b, "* Dry commit at break-glass: %s (hydrated as %s)\n", Escape(dashIfEmpty(g.Revision)), Escape(g.Hydrated))
+		case len(g.Revisions) > 0:
+			for i, r := range g.Revisions {
+				fmt.Fprintf(&b, "* Revision of source %d at break-glass: %s\n", i+1, Escape(dashIfEmpty(r)))
+			}
+		default:
+			fmt.Fprintf(&b, "* Revision at break-glass: %s\n", Escape(dashIfEmpty(g.Revision)))
+		}
 	}
 	var changes []audit.Change
 	for _, p := range patches {
@@ -190,6 +225,27 @@ func gitSection(src Source, patches []*audit.Record) string {
 	b.WriteString("\nh3. Suggested Git change\n")
 	b.WriteString(suggestion(src, changes))
 	b.WriteString("\n")
+	return b.String()
+}
+
+// sourceLines are a source's bullet lines: repository, path or chart, the
+// revision it tracks, and the value files it reads from other sources.
+func sourceLines(src Source) string {
+	var b strings.Builder
+	where := "* Repository: "
+	if src.Position > 0 {
+		where = fmt.Sprintf("* Source %d: repository ", src.Position)
+	}
+	b.WriteString(where + Escape(src.RepoURL) + "\n")
+	if src.Chart != "" {
+		fmt.Fprintf(&b, "* Chart: %s\n", Escape(src.Chart))
+	} else {
+		fmt.Fprintf(&b, "* Path: %s\n", Escape(dashIfEmpty(src.Path)))
+	}
+	fmt.Fprintf(&b, "* Tracks: %s\n", Escape(dashIfEmpty(src.TargetRevision)))
+	for _, v := range src.ValueFiles {
+		fmt.Fprintf(&b, "* Helm values: %s in repository %s (tracks %s)\n", Escape(v.Path), Escape(v.RepoURL), Escape(dashIfEmpty(v.TargetRevision)))
+	}
 	return b.String()
 }
 
@@ -213,7 +269,11 @@ func suggestion(src Source, changes []audit.Change) string {
 			case "Directory":
 				values = append(values, fmt.Sprintf("* container %s: image: %s", Escape(container), Escape(after)))
 			case "Helm":
-				values = append(values, fmt.Sprintf("* the chart renders container %s's image: set its values (such as image.repository and image.tag) so it renders %s", Escape(container), Escape(after)))
+				where := ""
+				if len(src.ValueFiles) > 0 {
+					where = " in " + Escape(src.ValueFiles[len(src.ValueFiles)-1].Path) + " (the last value file wins)"
+				}
+				values = append(values, fmt.Sprintf("* the chart renders container %s's image: set its values (such as image.repository and image.tag)%s so it renders %s", Escape(container), where, Escape(after)))
 			default:
 				images = append(images, fmt.Sprintf("kustomize edit set image %s=%s", noformat(imageName(before)), noformat(after)))
 			}

@@ -399,3 +399,26 @@ func TestWitnessesRoundTrip(t *testing.T) {
 		t.Errorf("no record, no witness line")
 	}
 }
+
+func TestGitSectionNamesTheSourceToChange(t *testing.T) {
+	image := &audit.Record{Changes: []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.0.0", After: "registry.example/web:0.9.8"}}}
+	hydrated := gitSection(Source{RepoURL: "https://git.example/app", Path: "dry/web", TargetRevision: "HEAD", HydratedBranch: "env/prod", HydratedPath: "web"},
+		[]*audit.Record{{Git: &audit.Git{Revision: "d1d1d1", Hydrated: "h2h2h2"}, Changes: image.Changes}})
+	for _, want := range []string{"* Repository: https://git.example/app\n* Path: dry/web\n", "into branch env/prod, path web: that branch is generated; make the change in the dry source above", "* Dry commit at break-glass: d1d1d1 (hydrated as h2h2h2)"} {
+		if !strings.Contains(hydrated, want) {
+			t.Errorf("hydrator Git section lacks %q:\n%s", want, hydrated)
+		}
+	}
+	chart := gitSection(Source{RepoURL: "https://charts.example", Chart: "web", Type: "Helm", Position: 1,
+		ValueFiles: []Source{{RepoURL: "https://git.example/values", Path: "envs/prod.yaml", TargetRevision: "main"}}},
+		[]*audit.Record{{Git: &audit.Git{Revision: "c1", Revisions: []string{"c1", "v2"}}, Changes: image.Changes}})
+	for _, want := range []string{"* Source 1: repository https://charts.example\n* Chart: web\n", "* Helm values: envs/prod.yaml in repository https://git.example/values (tracks main)", "* Revision of source 2 at break-glass: v2", "image.tag) in envs/prod.yaml"} {
+		if !strings.Contains(chart, want) {
+			t.Errorf("multi-source Git section lacks %q:\n%s", want, chart)
+		}
+	}
+	several := gitSection(Source{RepoURL: "a", Path: "base", Position: 1, Others: []Source{{RepoURL: "b", Path: "extra", Position: 2}}}, []*audit.Record{image})
+	if !strings.Contains(several, "one of the Application's sources") || !strings.Contains(several, "* Source 2: repository b\n* Path: extra") {
+		t.Errorf("several rendering sources:\n%s", several)
+	}
+}

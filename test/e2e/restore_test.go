@@ -90,7 +90,7 @@ func TestStatusAndRestoreFollowGit(t *testing.T) {
 	}
 
 	out, _ = mustRun(t, oncall, 0, "restore", "bg-loop", "--wait")
-	if !strings.Contains(out, "restored the saved sync policy of bg-loop: Git caught up at "+fix[:12]) {
+	if !strings.Contains(out, "restored the saved sync policy of bg-loop: Git caught up at revision "+fix[:12]) {
 		t.Errorf("restore output: %s", out)
 	}
 	app, err := appsClient(t).Get(ctx, "bg-loop", metav1.GetOptions{})
