@@ -15,6 +15,10 @@ const SessionAnnotation = audit.KeyPrefix + "session"
 // the controller removes it when done.
 const RefreshAnnotation = "argocd.argoproj.io/refresh"
 
+// HydrateAnnotation asks Argo CD's source hydrator to render the dry
+// source's newest commit now; the controller removes it.
+const HydrateAnnotation = "argocd.argoproj.io/hydrate"
+
 // Session states, in order.
 const (
 	StatePausing = "pausing"

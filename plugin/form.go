@@ -57,7 +57,11 @@ func (o *BreakglassOptions) pickTarget(ctx context.Context, engine *breakglass.E
 		}
 		var options []huh.Option[int]
 		for i, r := range resources {
-			options = append(options, huh.NewOption(fmt.Sprintf("%s %s/%s  (%s, %s)", r.Target.Kind, dash(r.Target.Namespace), r.Target.Name, dash(r.Sync), dash(r.Health)), i))
+			state := dash(r.Sync)
+			if r.Health != "" { // Argo CD 3.x keeps per-resource health out of status.resources
+				state += ", " + r.Health
+			}
+			options = append(options, huh.NewOption(fmt.Sprintf("%s %s/%s  (%s)", r.Target.Kind, dash(r.Target.Namespace), r.Target.Name, state), i))
 		}
 		var chosen int
 		pick := huh.NewSelect[int]().Title("Which resource of " + o.Request.App + "? (/ filters)").Options(options...).Height(12).Value(&chosen)

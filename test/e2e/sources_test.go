@@ -101,3 +101,103 @@ func TestMultiSourceCatchUpFollowsEachSource(t *testing.T) {
 		t.Errorf("restoring reverted the fix: %s", img)
 	}
 }
+
+// TestSourceHydratorTicketNamesTheDrySource: with Argo CD's source
+// hydrator, the commit Argo CD syncs is rendered from a dry commit; the fix
+// belongs in the dry source. The ticket says so, with the dry commit, and
+// status follows the dry source until restore.
+func TestSourceHydratorTicketNamesTheDrySource(t *testing.T) {
+	e := environment(t)
+	if e.Argo.Major() < 3 {
+		t.Skipf("Argo CD %s has no source hydrator", e.Argo.Version)
+	}
+	ctx := context.Background()
+	const name = "hy-web"
+	dry, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
+	spec := app.Object["spec"].(map[string]any)
+	delete(spec, "source")
+	spec["sourceHydrator"] = map[string]any{
+		"drySource":  map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
+		"syncSource": map[string]any{"targetBranch": "env/" + name, "path": name},
+	}
+	apps := appsClient(t)
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var hydrated string
+	hydratedFrom := func(drySHA string) func() (bool, string) {
+		return func() (bool, string) {
+			a, err := apps.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+			gotDry, _, _ := unstructured.NestedString(a.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "drySHA")
+			hydrated, _, _ = unstructured.NestedString(a.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "hydratedSHA")
+			rev, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
+			msg, _, _ := unstructured.NestedString(a.Object, "status", "sourceHydrator", "currentOperation", "message")
+			return status == "Synced" && gotDry == drySHA && rev == hydrated && hydrated != "", status + " dry " + gotDry + " hydrated " + hydrated + " at " + rev + ": " + msg
+		}
+	}
+	ctxWait, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	waitFor(ctxWait, t, name+" hydrated from "+dry+" and Synced", hydratedFrom(dry))
+	if hydrated == dry {
+		t.Fatalf("the hydrated commit is the dry one (%s): nothing was hydrated", dry)
+	}
+
+	d := startJira(t)
+	token, err := e.ArgoToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken, "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")...)
+	out, _ := mustRun(t, oncall, 0, "breakglass", name, "deployment/web", "--replicas", "5", "--reason", "hydrated hotfix", "-y")
+	if !strings.Contains(out, "dry commit "+dry[:12]+" (hydrated as "+hydrated[:12]+")") {
+		t.Errorf("the plan does not name the dry commit:\n%s", out)
+	}
+	issues := d.Issues()
+	if len(issues) != 1 {
+		t.Fatalf("%d issues filed, want 1", len(issues))
+	}
+	for _, want := range []string{
+		"* Repository: " + jiraText(e.Git.URL()) + "\n* Path: apps/hy\\-web\n",
+		"renders this dry source into branch env/hy\\-web, path hy\\-web: that branch is generated; make the change in the dry source above",
+		"* Dry commit at break-glass: " + dry + " (hydrated as " + hydrated + ")",
+	} {
+		if !strings.Contains(issues[0].Description, want) {
+			t.Errorf("the ticket lacks %q:\n%s", want, issues[0].Description)
+		}
+	}
+	if st := statusJSON(t, oncall, name); st.Git != breakglass.GitWaiting || st.Revision != dry || st.Hydrated != hydrated {
+		t.Fatalf("right after breakglass: %+v", st)
+	}
+
+	files := env.AppFiles("apps/"+name, name, env.FixtureImage)
+	files["apps/"+name+"/deployment.yaml"] = strings.Replace(files["apps/"+name+"/deployment.yaml"], "replicas: 2", "replicas: 5", 1)
+	fix, err := e.Git.Commit(name+": the hotfix, in the dry source", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// status asks for a hydrate with its refresh, as Argo CD's own refresh
+	// does; without it the new dry commit waits for the revision cache.
+	mustRun(t, oncall, 0, "status", name, "--wait", "--timeout", "2m")
+	st := statusJSON(t, oncall, name)
+	if st.Git != breakglass.GitCaughtUp || st.Revision != fix || st.Hydrated == hydrated || !st.FieldLevel {
+		t.Fatalf("after the fix reached the dry source: %+v", st)
+	}
+	out, _ = mustRun(t, oncall, 0, "restore", name, "-y")
+	if !strings.Contains(out, "Git caught up at dry commit "+fix[:12]) {
+		t.Errorf("restore output: %s", out)
+	}
+	if got := replicasIn(ctx, t, name); got != 5 {
+		t.Errorf("restoring reverted the fix: %d replicas", got)
+	}
+}

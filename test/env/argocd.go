@@ -37,7 +37,7 @@ const DemoNamespace = "demo"
 const TeamNamespaces = "team-*"
 
 func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) error {
-	ports, err := freePorts(6)
+	ports, err := freePorts(8)
 	if err != nil {
 		return err
 	}
@@ -117,16 +117,33 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		return err
 	}
 
+	var hydrator []string
+	if bins.Argo.Major() >= 3 {
+		// The source hydrator's commit server renders dry sources into
+		// branches of the repository (3.x only).
+		commitAddr := "127.0.0.1:" + strconv.Itoa(ports[6])
+		commit, err := e.start("argocd-commit-server", append(common, "ARGOCD_BINARY_NAME=argocd-commit-server"), bins.ArgoCD,
+			"--address=127.0.0.1", "--port="+strconv.Itoa(ports[6]),
+			"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(ports[7]))
+		if err != nil {
+			return err
+		}
+		if err := commit.waitFor(ctx, time.Minute, tcpReady(commitAddr)); err != nil {
+			return err
+		}
+		hydrator = []string{"--hydrator-enabled", "--commit-server=" + commitAddr}
+	}
+
 	controller, err := e.start("argocd-application-controller", append(common, "ARGOCD_BINARY_NAME=argocd-application-controller"), bins.ArgoCD,
-		"--kubeconfig="+kubeconfig, "--namespace="+ArgoNamespace,
-		"--repo-server="+repoAddr, "--repo-server-plaintext", "--redis="+redisAddr,
-		"--metrics-port="+strconv.Itoa(ports[4]),
-		"--app-resync="+strconv.Itoa(int(opts.AppResync.Seconds())),
-		"--self-heal-timeout-seconds="+strconv.Itoa(int(opts.SelfHealTimeout.Seconds())),
-		// Without this the controller backs off exponentially between
-		// self-heals and the timeout above stops being the period.
-		"--self-heal-backoff-timeout-seconds=0",
-		"--status-processors=4", "--operation-processors=4")
+		append([]string{"--kubeconfig=" + kubeconfig, "--namespace=" + ArgoNamespace,
+			"--repo-server=" + repoAddr, "--repo-server-plaintext", "--redis=" + redisAddr,
+			"--metrics-port=" + strconv.Itoa(ports[4]),
+			"--app-resync=" + strconv.Itoa(int(opts.AppResync.Seconds())),
+			"--self-heal-timeout-seconds=" + strconv.Itoa(int(opts.SelfHealTimeout.Seconds())),
+			// Without this the controller backs off exponentially between
+			// self-heals and the timeout above stops being the period.
+			"--self-heal-backoff-timeout-seconds=0",
+			"--status-processors=4", "--operation-processors=4"}, hydrator...)...)
 	if err != nil {
 		return err
 	}
