@@ -19,7 +19,9 @@ import (
 )
 
 // SchemaVersion is the version of the Record layout this package writes.
-const SchemaVersion = 1
+// Version 2 hashes the RFC 8785 canonical form (see jcs); version 1
+// records keep verifying under their own rule (see canonical).
+const SchemaVersion = 2
 
 // KeyPrefix starts every label and annotation key the project writes; the
 // engine builds its own keys from it too.
@@ -172,10 +174,11 @@ const (
 	StatusSkipped   = "skipped"
 )
 
-// canonical returns the canonical JSON of a stored record document: object
-// keys sorted, numbers as written, no insignificant space, and without the
-// "hash" member. Working on the document rather than on Record keeps fields a
-// newer schema added inside the hash.
+// canonical returns the canonical JSON of a stored record document, without
+// its "hash" member: from schema 2 on, RFC 8785's (see jcs); for schema 1,
+// Go's encoding of the decoded document (keys sorted by bytes, numbers as
+// written, no insignificant space). Working on the document rather than on
+// Record keeps fields a newer schema added inside the hash.
 func canonical(doc []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
@@ -188,6 +191,10 @@ func canonical(doc []byte) ([]byte, error) {
 	}
 	delete(v, "hash")
 	var buf bytes.Buffer
+	if schema, _ := v["schema"].(json.Number); schema != "1" {
+		err := jcs(&buf, v)
+		return buf.Bytes(), err
+	}
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,6 +116,66 @@ func TestAuditConcurrentAppendersKeepOneChain(t *testing.T) {
 	auditor := newUser(t, env.Auditor.Name)
 	if out, errOut, code := auditor.run("kubectl", "gitops", "audit", "verify"); code != 0 || !strings.Contains(out, fmt.Sprintf("chain intact: %d records", rep.Records)) {
 		t.Errorf("audit verify: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// readmeRecipe is the shell block the README marks as the auditor's
+// verification recipe.
+func readmeRecipe(t *testing.T) string {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<!-- audit-recipe")
+	if !ok {
+		t.Fatal("README has no audit-recipe block")
+	}
+	_, rest, _ = strings.Cut(rest, "```sh\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("the README's audit-recipe block is not closed")
+	}
+	return block
+}
+
+// TestAuditExportVerifiesWithJqAndSha256sum runs the README's recipe, with
+// the real jq and sha256sum, on a real export: it must find the chain
+// intact, and find a record edited in the export.
+func TestAuditExportVerifiesWithJqAndSha256sum(t *testing.T) {
+	e := environment(t)
+	store := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace)
+	for _, reason := range []string{"recipe: <b>é & 4.50", "recipe: line\nbreak \u2028 \"quoted\"", "recipe: third"} {
+		if err := store.Append(context.Background(), &audit.Record{Event: audit.EventPlanned, Reason: reason, Actor: audit.Actor{Username: env.Oncall.Name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recipe := readmeRecipe(t)
+	dir := t.TempDir()
+	auditor := newUser(t, env.Auditor.Name)
+	out, errOut, code := auditor.run("bash", "-c", "set -eo pipefail; cd "+dir+"\n"+recipe)
+	if code != 0 || !strings.Contains(out, "every hash matches") || !strings.Contains(out, "every record links to the one before") {
+		t.Fatalf("the README's recipe on a real export: exit %d\n%s\n%s", code, out, errOut)
+	}
+	export, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(export), `"schema":2`) || !strings.Contains(string(export), "recipe: third") {
+		t.Fatalf("the export holds no schema 2 record of this test:\n%.2000s", export)
+	}
+
+	// An auditor's copy edited after export: the recipe, without the
+	// export line, must say so.
+	var checks []string
+	for _, line := range strings.Split(recipe, "\n") {
+		if !strings.HasPrefix(line, "kubectl gitops audit log") {
+			checks = append(checks, line)
+		}
+	}
+	edit := `jq -c 'if .reason == "recipe: third" then .reason = "recipe: edited" else . end' audit.jsonl > edited && mv edited audit.jsonl` + "\n"
+	out, _, _ = auditor.run("bash", "-c", "cd "+dir+"\n"+edit+strings.Join(checks, "\n"))
+	if strings.Contains(out, "every hash matches") || !strings.Contains(out, "every record links to the one before") || !regexp.MustCompile(`(?m)^< [0-9a-f]{64}$`).MatchString(out) {
+		t.Errorf("the recipe did not name the edited record's hash alone:\n%s", out)
 	}
 }
 
