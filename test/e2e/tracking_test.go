@@ -132,6 +132,21 @@ func trackingID(a *unstructured.Unstructured) string {
 	return a.GetAnnotations()["argocd.argoproj.io/tracking-id"]
 }
 
+// trackedBy is whether a carries the tracking Argo CD's default method
+// writes for parent (qualified NAMESPACE_NAME outside Argo CD's
+// namespace): the tracking id on 3.x, the instance label on 2.x.
+func trackedBy(a *unstructured.Unstructured, parent string) bool {
+	if testEnv.Argo.Major() < 3 {
+		return a.GetLabels()["app.kubernetes.io/instance"] == parent
+	}
+	return strings.HasPrefix(trackingID(a), parent+":")
+}
+
+// untracked is whether a carries no tracking at all.
+func untracked(a *unstructured.Unstructured) bool {
+	return trackingID(a) == "" && a.GetLabels()["app.kubernetes.io/instance"] == ""
+}
+
 // TestParentsUnderEveryTrackingMethod: for each tracking setting of
 // argocd-cm, the real controller tracks the child Application its own way,
 // and breakglass finds the self-healing parent from what it wrote.
@@ -173,9 +188,7 @@ func TestParentsUnderEveryTrackingMethod(t *testing.T) {
 func TestParentInAnotherNamespaceIsPausedAndRestored(t *testing.T) {
 	ctx := context.Background()
 	const teamNS, child = "team-trk", "trk-ns"
-	appOfApps(t, teamNS, "default", child, func(a *unstructured.Unstructured) bool {
-		return strings.HasPrefix(trackingID(a), teamNS+"_"+child+"-parent:")
-	})
+	appOfApps(t, teamNS, "default", child, func(a *unstructured.Unstructured) bool { return trackedBy(a, teamNS+"_"+child+"-parent") })
 	parents := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(teamNS)
 	oncall := newUser(t, env.Oncall.Name)
 	out, _ := mustRun(t, oncall, 0, "breakglass", child, "deployment/web", "--replicas", "3", "--reason", "parent elsewhere", "-y")
@@ -223,7 +236,7 @@ func TestParentFoundFromStatusWhenTheChildCarriesNoTracking(t *testing.T) {
 	if _, err := projects.Create(ctx, project, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	appOfApps(t, e.ArgoNamespace, "trk-windowed", child, func(a *unstructured.Unstructured) bool { return trackingID(a) != "" })
+	appOfApps(t, e.ArgoNamespace, "trk-windowed", child, func(a *unstructured.Unstructured) bool { return trackedBy(a, child+"-parent") })
 	window := `{"spec":{"syncWindows":[{"kind":"deny","schedule":"* * * * *","duration":"24h","applications":["*"]}]}}`
 	if _, err := projects.Patch(ctx, "trk-windowed", types.MergePatchType, []byte(window), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -241,7 +254,7 @@ func TestParentFoundFromStatusWhenTheChildCarriesNoTracking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if trackingID(a) != "" {
+	if !untracked(a) {
 		t.Fatalf("the controller wrote the tracking back during the test (%s): the fallback was not exercised", fmtMeta(a))
 	}
 	if err := projects.Delete(ctx, "trk-windowed", metav1.DeleteOptions{}); err != nil {
