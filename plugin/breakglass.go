@@ -71,7 +71,8 @@ pick them from the Applications and their managed resources.`,
 
   # In a terminal: pick the Application and resource, answer the rest
   kubectl gitops breakglass`,
-		Args: maxArgs("APP", "TARGET"),
+		Args:              maxArgs("APP", "TARGET"),
+		ValidArgsFunction: o.completeBreakglass,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
 				return err

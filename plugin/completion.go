@@ -1,8 +1,16 @@
 package plugin
 
 import (
+	"context"
+	"strings"
+	"time"
+	"unicode"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // NewCmdCompletion returns the completion command for bash, zsh, fish and
@@ -36,4 +44,106 @@ shipped beside the binary: put it on your PATH.`,
 			return usageErrorf("unsupported shell %q: use bash, zsh, fish or powershell", args[0])
 		},
 	}
+}
+
+// completionTimeout bounds the cluster reads behind a TAB: a shell waits
+// for them.
+const completionTimeout = 5 * time.Second
+
+// completionEngine is an engine for completion: the kubeconfig flags as
+// parsed so far, and nothing that needs Jira or Argo CD's API.
+func (f *engineFlags) completionEngine() (*breakglass.Engine, error) {
+	config, kube, err := kubeClient(f.configFlags)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return &breakglass.Engine{Kube: kube, Dynamic: dyn, AppNamespace: f.AppNamespace}, nil
+}
+
+// completeApplications completes APP, the first argument, with the
+// Applications of --app-namespace; withSession keeps those with an open
+// session (restore, status). Each comes with its project and state.
+func (f *engineFlags) completeApplications(withSession bool) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return f.applicationNames(cmd.Context(), withSession, toComplete), cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func (f *engineFlags) applicationNames(ctx context.Context, withSession bool, prefix string) []string {
+	engine, err := f.completionEngine()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(orBackground(ctx), completionTimeout)
+	defer cancel()
+	candidates, err := engine.Candidates(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range candidates {
+		if !strings.HasPrefix(c.Name, prefix) || withSession && c.Session == "" {
+			continue
+		}
+		about := "project " + dash(c.Project) + ", " + dash(c.Sync)
+		if c.Session != "" {
+			about += ", session " + c.Session + " open"
+		}
+		out = append(out, c.Name+"\t"+completionText(about))
+	}
+	return out
+}
+
+// completeBreakglass completes APP, then TARGET with APP's managed
+// resources as KIND.GROUP/NAME.
+func (f *engineFlags) completeBreakglass(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	switch len(args) {
+	case 0:
+		return f.applicationNames(cmd.Context(), false, toComplete), cobra.ShellCompDirectiveNoFileComp
+	case 1:
+	default:
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	engine, err := f.completionEngine()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(orBackground(cmd.Context()), completionTimeout)
+	defer cancel()
+	resources, err := engine.ManagedResources(ctx, args[0])
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, r := range resources {
+		if arg := r.Arg(); strings.HasPrefix(arg, toComplete) {
+			out = append(out, arg+"\t"+completionText("namespace "+dash(r.Target.Namespace)+", "+dash(r.Sync)))
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completionText keeps a description to one printable line: names and
+// states come from the cluster.
+func completionText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

@@ -40,7 +40,8 @@ status): otherwise Argo CD would revert it. --force restores anyway and needs
 		Example: `  kubectl gitops restore web
   kubectl gitops restore web --dry-run
   kubectl gitops restore web --force --reason "fix abandoned, reverting to Git" -y`,
-		Args: exactArgs("APP"),
+		Args:              exactArgs("APP"),
+		ValidArgsFunction: o.completeApplications(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Request.App = args[0]
 			if err := o.Validate(); err != nil {

@@ -49,7 +49,8 @@ never set.`,
   kubectl gitops status web -o wide
   # In a script: exit 0 once everything is caught up
   kubectl gitops status web --wait --timeout 30m`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeApplications(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				o.App = args[0]

@@ -50,6 +50,15 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building kubectl-gitops: %v\n%s", err, out)
 		return 1
 	}
+	// kubectl (1.26+) completes "kubectl gitops …" through this script.
+	script, err := os.ReadFile(filepath.Join(env.RepoRoot(), "kubectl_complete-gitops"))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(binDir, "kubectl_complete-gitops"), script, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()

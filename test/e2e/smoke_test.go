@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +128,42 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 	if err != nil {
 		t.Fatalf("timed out waiting for %s; last: %s", what, last)
 	}
+}
+
+// TestCompletionThroughKubectl asks kubectl for completions as a shell's
+// TAB does: Application names, then the Application's managed resources;
+// restore offers only Applications with an open session.
+func TestCompletionThroughKubectl(t *testing.T) {
+	deployApp(t, "cmp-web")
+	oncall := newUser(t, env.Oncall.Name)
+	complete := func(words ...string) string {
+		t.Helper()
+		out, errOut, code := oncall.run("kubectl", append([]string{"__complete", "gitops"}, words...)...)
+		if code != 0 {
+			t.Fatalf("kubectl __complete gitops %s: exit %d: %s", strings.Join(words, " "), code, errOut)
+		}
+		return out
+	}
+	if out := complete("breakglass", "cmp-"); !strings.Contains(out, "cmp-web\tproject default, Synced\n") || strings.Contains(out, "bg-") {
+		t.Errorf("breakglass APP completion:\n%s", out)
+	}
+	out := complete("breakglass", "cmp-web", "")
+	for _, want := range []string{"deployment.apps/web\tnamespace cmp-web, Synced\n", "configmap/web-config\tnamespace cmp-web, Synced\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("breakglass TARGET completion lacks %q:\n%s", want, out)
+		}
+	}
+	if out := complete("breakglass", "cmp-web", "deployment"); strings.Contains(out, "configmap/") {
+		t.Errorf("TARGET completion ignores the typed prefix:\n%s", out)
+	}
+	if out := complete("restore", "cmp-"); strings.Contains(out, "cmp-web") {
+		t.Errorf("restore offers an Application with no open session:\n%s", out)
+	}
+	mustRun(t, oncall, 0, "breakglass", "cmp-web", "deployment/web", "--replicas", "3", "--reason", "completion", "-y")
+	for _, command := range []string{"restore", "status"} {
+		if out := complete(command, "cmp-"); !regexp.MustCompile(`cmp-web\tproject default, \w+, session \S+ open\n`).MatchString(out) {
+			t.Errorf("%s completion does not offer the open session:\n%s", command, out)
+		}
+	}
+	mustRun(t, oncall, 0, "restore", "cmp-web", "--force", "--reason", "test over", "-y")
 }
