@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,18 @@ var (
 	commit  = "unknown"
 	date    = "unknown"
 )
+
+// clientVersion is the stamped version, else the module version `go install
+// …@VERSION` records in the binary.
+func clientVersion() string {
+	if version != "v0.0.0-dev" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return version
+}
 
 // VersionInfo is what `kubectl gitops version -o json|yaml` prints. A server
 // part that could not be read carries the reason in Error.
@@ -98,7 +111,7 @@ func (o *VersionOptions) Validate() error {
 // asked for could not be reached, after printing what it did learn.
 func (o *VersionOptions) Run(ctx context.Context) error {
 	info := VersionInfo{Client: ClientVersion{
-		Version: version, Commit: commit, Date: date,
+		Version: clientVersion(), Commit: commit, Date: date,
 		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
 	}}
 	if !o.ClientOnly {

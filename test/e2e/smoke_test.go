@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
-	argoclient "github.com/argoproj/argo-cd/v2/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,23 +22,11 @@ func TestSelfHealRevertsLivePatch(t *testing.T) {
 	e := environment(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admin, err := e.RESTConfig(env.Admin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argo := argoclient.NewForConfigOrDie(admin)
-	kube := kubernetes.NewForConfigOrDie(admin)
+	apps := appsClient(t)
+	kube := kubeFor(t, env.Admin.Name)
 
-	app := &v1alpha1.Application{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: e.ArgoNamespace},
-		Spec: v1alpha1.ApplicationSpec{
-			Project:     "default",
-			Source:      &v1alpha1.ApplicationSource{RepoURL: e.Git.URL(), Path: env.FixtureApp, TargetRevision: "HEAD"},
-			Destination: v1alpha1.ApplicationDestination{Server: v1alpha1.KubernetesInternalAPIServerAddr, Namespace: env.DemoNamespace},
-			SyncPolicy:  &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{Prune: true, SelfHeal: true}},
-		},
-	}
-	if _, err := argo.ArgoprojV1alpha1().Applications(e.ArgoNamespace).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+	app := e.Application("smoke", env.FixtureApp, env.DemoNamespace, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	head, err := e.Git.Head()
@@ -47,12 +34,13 @@ func TestSelfHealRevertsLivePatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(ctx, t, "the Application to be Synced at the fixture's head", func() (bool, string) {
-		a, err := argo.ArgoprojV1alpha1().Applications(e.ArgoNamespace).Get(ctx, app.Name, metav1.GetOptions{})
+		a, err := apps.Get(ctx, "smoke", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return a.Status.Sync.Status == v1alpha1.SyncStatusCodeSynced && a.Status.Sync.Revision == head,
-			string(a.Status.Sync.Status) + " at " + a.Status.Sync.Revision
+		status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+		revision, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
+		return status == "Synced" && revision == head, status + " at " + revision
 	})
 	if got := deploymentImage(ctx, t, kube); got != env.FixtureImage {
 		t.Fatalf("synced Deployment runs %q, want the fixture's %q", got, env.FixtureImage)
@@ -67,16 +55,18 @@ func TestSelfHealRevertsLivePatch(t *testing.T) {
 		img := deploymentImage(ctx, t, kube)
 		return img == env.FixtureImage, "image " + img
 	})
-	a, err := argo.ArgoprojV1alpha1().Applications(e.ArgoNamespace).Get(ctx, app.Name, metav1.GetOptions{})
+	a, err := apps.Get(ctx, "smoke", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := a.Status.OperationState
-	if op == nil || op.StartedAt.Time.Before(patchedAt.Truncate(time.Second)) {
-		t.Fatalf("no sync operation started after the patch; the revert was not Argo CD's: %+v", op)
+	op, _, _ := unstructured.NestedMap(a.Object, "status", "operationState")
+	started, _, _ := unstructured.NestedString(op, "startedAt")
+	at, err := time.Parse(time.RFC3339, started)
+	if err != nil || at.Before(patchedAt.Truncate(time.Second)) {
+		t.Fatalf("no sync operation started after the patch; the revert was not Argo CD's: %v", op)
 	}
-	if op.Operation.InitiatedBy.Automated != true {
-		t.Errorf("the reverting sync was not automated: %+v", op.Operation.InitiatedBy)
+	if automated, _, _ := unstructured.NestedBool(op, "operation", "initiatedBy", "automated"); !automated {
+		t.Errorf("the reverting sync was not automated: %v", op["operation"])
 	}
 }
 
