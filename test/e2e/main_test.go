@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e runs the built kubectl-gitops binary the way a user does —
 // through kubectl's plugin discovery, with a temporary HOME and KUBECONFIG —
 // against the real components of test/env.
