@@ -3,17 +3,11 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
-
-// ErrSessionMismatch is a session annotation that disagrees with the
-// session's own audit records. The annotation can be edited by anyone who
-// may patch the Application; the records cannot (deploy/policy).
-var ErrSessionMismatch = errors.New("the session annotation disagrees with its audit records")
 
 // loggedSession is what a session's verified audit records say about it.
 type loggedSession struct {

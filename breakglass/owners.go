@@ -2,7 +2,6 @@ package breakglass
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -14,10 +13,6 @@ import (
 
 // ApplicationSetGVR is Argo CD's ApplicationSet resource.
 var ApplicationSetGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
-
-// ErrOwnedByApplicationSet is returned when pausing an Application would be
-// undone by the ApplicationSet that generates it.
-var ErrOwnedByApplicationSet = errors.New("owned by an ApplicationSet that would undo the pause")
 
 // What an ApplicationSet's spec needs so that a paused child stays paused
 // and keeps its session, in YAML flow style to fit an error line.

@@ -36,9 +36,6 @@ var PatchTypes = map[string]types.PatchType{
 // command or overflow an audit record.
 const MaxPatchBytes = 1 << 20
 
-// ErrPatchTooLarge is a patch over MaxPatchBytes.
-var ErrPatchTooLarge = errors.New("the patch is over the 1 MiB limit")
-
 // Empty reports whether no change was given at all.
 func (p PatchSpec) Empty() bool {
 	return len(p.Images) == 0 && p.Replicas == nil && strings.TrimSpace(p.Body) == ""

@@ -3,7 +3,6 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
-
-// ErrNotCaughtUp is returned by Restore when restoring would revert the fix.
-var ErrNotCaughtUp = errors.New("git has not caught up with the live fix")
 
 // RestoreRequest is what `kubectl gitops restore` asks for.
 type RestoreRequest struct {

@@ -3,18 +3,12 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
-
-// ErrTargetChanged is a target that changed between the plan and the patch
-// in a way that changes what the patch does (a list index now naming
-// another item, a value someone else set).
-var ErrTargetChanged = errors.New("the target changed since the plan")
 
 // patchTarget applies the plan's patch with the target's resourceVersion as
 // precondition. When the target changed meanwhile (the API server answers

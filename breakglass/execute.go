@@ -1,0 +1,330 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// Result is what Execute did.
+type Result struct {
+	Session  *Session
+	Warnings []string
+}
+
+// Execute pauses the Application keeping its policy, applies the patch, and
+// records each step. A patch that fails after the pause undoes the pause and
+// records breakglass.aborted.
+func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
+	withPatch := func(r *audit.Record) {
+		r.Patch = &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, SHA256: p.PatchSHA256}
+		r.Changes = p.Changes
+		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+	}
+	session := p.Join
+	if session == nil {
+		now := time.Now().UTC()
+		session = &Session{
+			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
+			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
+			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions,
+		}
+		saved, err := json.Marshal(p.SyncPolicyBefore)
+		if err != nil {
+			return nil, err
+		}
+		session.SavedSyncPolicy = saved
+	}
+	if _, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, withPatch); err != nil {
+		return nil, err
+	}
+	res := &Result{Session: session}
+	if p.Join == nil {
+		warnings, err := e.pause(ctx, p, session)
+		if err != nil {
+			return nil, err
+		}
+		res.Warnings = warnings
+	}
+	// A sync still running would apply Git's state over the fix.
+	if warning := e.terminateSync(ctx, p.App.Name, session); warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
+
+	// The session learns of the patch before it is sent: a restore that
+	// read the session before then refuses to remove it, and one that
+	// removed it already makes this write fail, before anything is patched.
+	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
+	p.pendingPatch = pending.ID
+	terminated := session.TerminatedSync
+	marked, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+		s.Patches = append(s.Patches, pending)
+		if terminated != "" {
+			s.TerminatedSync = terminated
+		}
+	})
+	if err != nil {
+		return nil, e.abort(ctx, p, session, fmt.Errorf("recording the patch in session %s before sending it: %w", session.ID, err), withPatch)
+	}
+	session = marked
+	if err := e.patchTarget(ctx, p); err != nil {
+		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
+	}
+	if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+		s.State = StatePatched
+		if sp := s.patchNamed(pending.ID); sp != nil {
+			sp.Pending, sp.Fields = false, p.fields
+		}
+	}); err != nil {
+		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
+	} else {
+		session = written
+	}
+	res.Session = session
+	// Does Argo CD see the patch? If the target stays Synced, the patch only
+	// added fields Git never set, and resource-level Synced will prove nothing.
+	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
+	} else if app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, p.App.Name, metav1.GetOptions{}); err == nil {
+		status, _ := managedStatus(app, p.Target)
+		saw := status == "OutOfSync"
+		if !saw {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (ARGOCD_SERVER) or --force", p.Target))
+		}
+		if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+			if sp := s.patchNamed(pending.ID); sp != nil {
+				sp.ArgoSawPatch = &saw
+			}
+		}); err != nil {
+			res.Warnings = append(res.Warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
+		} else {
+			session = written
+			res.Session = session
+		}
+	}
+	patched, err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch)
+	if err != nil {
+		return res, err
+	}
+	res.Session = session
+	if warning := e.ticketPatch(ctx, p, session, patched); warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
+	return res, nil
+}
+
+// pause pauses the self-healing parents, then the Application, recording
+// each. With parents, the child's session (state pausing, parents listed) is
+// written first, so that an interruption at any point leaves a session that
+// status shows and restore finishes: never a parent paused for nobody. On
+// failure everything it paused is undone and recorded aborted.
+func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, error) {
+	samePolicy := func(app *unstructured.Unstructured) error {
+		if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
+			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
+		}
+		return nil
+	}
+	unchanged := func(app *unstructured.Unstructured) error {
+		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
+			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
+		}
+		return samePolicy(app)
+	}
+	var warnings []string
+	if len(p.parents) > 0 {
+		for _, parent := range p.parents {
+			session.PausedParents = append(session.PausedParents, savedParent(parent))
+		}
+		if err := e.updateApp(ctx, p.App.Name, unchanged, func(*unstructured.Unstructured) map[string]any {
+			return sessionPatch(session, nil)
+		}); err != nil {
+			return nil, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
+		}
+		unchanged = func(app *unstructured.Unstructured) error {
+			if err := ownSession(p.App.Name, session.ID)(app); err != nil {
+				return err
+			}
+			return samePolicy(app)
+		}
+	}
+	for _, parent := range p.parents {
+		parentRef := audit.AppRef{Namespace: namespaceOr(parent.GetNamespace(), e.AppNamespace), Name: parent.GetName()}
+		saved := savedParent(parent)
+		var before any
+		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
+		withParent := func(r *audit.Record) {
+			r.Application = &parentRef
+			r.Target = nil
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
+		}
+		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
+			return nil, e.abortPause(ctx, p, session, err)
+		}
+		if err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated); err != nil {
+			return nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+		}
+		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
+			return nil, err
+		}
+		if e.AfterParentPause != nil {
+			if err := e.AfterParentPause(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := e.waitRefreshedIn(ctx, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
+			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
+		}
+	}
+	session.State = StatePaused
+	if err := e.updateApp(ctx, p.App.Name, unchanged, func(app *unstructured.Unstructured) map[string]any {
+		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
+	}); err != nil {
+		return nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
+	}
+	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+	}); err != nil {
+		return nil, err
+	}
+	if e.AfterPause != nil {
+		if err := e.AfterPause(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
+	}
+	return warnings, nil
+}
+
+// abortPause undoes a pause that failed half-way: the parents paused for
+// this session get their policy back and the child's session (if it was
+// written) is removed, under a context Ctrl-C does not cancel; then
+// breakglass.aborted says why.
+func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, cause error) error {
+	undo, cancel := undoContext(ctx)
+	defer cancel()
+	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
+	err := cause
+	if undoErr := e.restoreParents(undo, p.App.Name, session); undoErr != nil {
+		outcome.Error += "; undoing the parents' pause failed: " + undoErr.Error()
+		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `kubectl gitops restore %s`", cause, undoErr, p.App.Name)
+	} else if len(session.PausedParents) > 0 {
+		_ = e.dropSession(undo, p.App.Name, session.ID)
+	}
+	if _, recErr := e.record(undo, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+		return fmt.Errorf("%v, and %w", err, recErr)
+	}
+	return err
+}
+
+// undoContext is for steps that put things back: they must finish even when
+// the user pressed Ctrl-C, within a bound of their own.
+func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// dropSession removes the session annotation if it is still session id's,
+// leaving the sync policy alone.
+func (e *Engine) dropSession(ctx context.Context, name, id string) error {
+	return e.updateApp(ctx, name, ownSession(name, id), func(*unstructured.Unstructured) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil}}}
+	})
+}
+
+// abort handles a patch the API server rejected: a pause this command made
+// is undone, a joined session stays as it was, and breakglass.aborted says
+// why.
+func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr error, withPatch func(*audit.Record)) error {
+	undo, cancel := undoContext(ctx)
+	defer cancel()
+	ctx = undo
+	var undoErr error
+	if p.Join == nil {
+		undoErr = e.undoPause(ctx, p.App.Name, session, ownSession(p.App.Name, session.ID))
+	} else if p.pendingPatch != "" {
+		_, undoErr = e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) { s.dropPatch(p.pendingPatch) })
+	}
+	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
+	if undoErr != nil {
+		outcome.Error += "; undoing the pause failed too: " + undoErr.Error()
+	}
+	if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
+		return fmt.Errorf("patching %s failed (%v) and %w", p.Target, patchErr, recErr)
+	}
+	switch {
+	case undoErr != nil:
+		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `kubectl gitops restore %s`", p.Target, patchErr, undoErr, p.App.Name)
+	case p.Join != nil:
+		return fmt.Errorf("patching %s failed; session %s is as it was: %w", p.Target, session.ID, patchErr)
+	}
+	return fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, patchErr)
+}
+
+// syncRunning reports whether app has a sync operation in progress, and
+// since when.
+func syncRunning(app *unstructured.Unstructured) (string, bool) {
+	_, hasOp, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
+	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+	started, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
+	return started, hasOp && (phase == "Running" || phase == "Terminating")
+}
+
+// terminateSync ends a running sync operation the way `argocd app
+// terminate-op` does, and waits for the controller to stop it. It returns a
+// warning when it could not.
+func (e *Engine) terminateSync(ctx context.Context, name string, session *Session) string {
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
+	app, err := apps.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "could not check for a running sync operation: " + err.Error()
+	}
+	started, running := syncRunning(app)
+	if !running {
+		return ""
+	}
+	err = e.updateApp(ctx, name, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
+		return map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}
+	})
+	if err != nil {
+		return fmt.Sprintf("a sync operation (started %s) is running and could not be terminated (%v): it may apply Git's state over the patch", started, err)
+	}
+	session.TerminatedSync = started
+	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	defer cancel()
+	for {
+		app, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if _, running := syncRunning(app); !running {
+				return ""
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.controllerWait())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// explainConflict names the session that won a race for the Application,
+// when there is one.
+func (e *Engine) explainConflict(ctx context.Context, name string, conflict error) error {
+	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return conflict
+	}
+	if s, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+		return fmt.Errorf("%w on %s: session %s by %s started first; nothing was changed by this command", ErrSessionOpen, name, s.ID, s.OpenedBy)
+	}
+	return conflict
+}

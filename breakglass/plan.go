@@ -1,0 +1,318 @@
+package breakglass
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+)
+
+// Plan is a checked break-glass, ready to execute: nothing has changed yet.
+type Plan struct {
+	Request   Request
+	Actor     audit.Actor
+	App       audit.AppRef
+	Cluster   string
+	Target    audit.Target
+	PatchType string
+	// PatchBody is the patch as sent to the API server; never show or
+	// store it: PatchRedacted is its redacted form, PatchSHA256 the digest
+	// of the patch as the user gave it.
+	PatchBody     []byte
+	PatchRedacted string
+	PatchSHA256   string
+	// Changes are the changed fields, redacted like the audit log.
+	Changes []audit.Change
+	// SyncPolicy is the Application's spec.syncPolicy now and after the pause.
+	SyncPolicyBefore, SyncPolicyAfter any
+	// Git is where Git stands: the session compares later revisions with it.
+	Git audit.Git
+	// TargetOutOfSync is whether Argo CD already flagged the target.
+	TargetOutOfSync bool
+	// Parents are app-of-apps parents that would undo the pause, so they
+	// are paused too.
+	Parents []string
+
+	// Join is the open session this patch joins; nil opens a new one.
+	Join *Session
+	// Source is where the Application's manifests live, for the ticket.
+	Source ticket.Source
+	// Ticket is the existing Jira issue of --ticket, checked with Jira.
+	Ticket *audit.Ticket
+	// Warnings are what the checks found worth saying but not refusing.
+	Warnings []string
+	// Live and Patched are the target now and after the patch (from the
+	// server-side dry run), redacted and without bookkeeping, for a diff.
+	Live, Patched map[string]any
+	// TargetContext is the kubeconfig context that reaches the target; ""
+	// when it lives in the Argo CD cluster.
+	TargetContext string
+
+	cluster *Cluster
+	// fields are the changed paths with digests of their values, for the
+	// session; redactor knows the secret values of this patch.
+	fields    []PatchedField
+	redaction *patchRedaction
+	// pendingPatch is the id of this plan's patch in the session while it
+	// is being sent.
+	pendingPatch string
+	// diff is what the dry run said the patch changes, unredacted, and
+	// live the target it was computed from: the real patch must meet the
+	// same object (resourceVersion) or change the same things.
+	diff []audit.Change
+	live *unstructured.Unstructured
+	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
+	disableAutomated bool
+	// PauseMechanism says how the pause works on this Argo CD; "" when the
+	// plan joins a paused session.
+	PauseMechanism string
+
+	parents []*unstructured.Unstructured
+
+	gvr schema.GroupVersionResource
+}
+
+// Plan runs every preflight check and computes the change with a server-side
+// dry run. It writes nothing.
+func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, fmt.Errorf("%w: --reason is required", ErrPatchInvalid)
+	}
+	patchType, body, err := req.Patch.Build()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
+	}
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: application %q in namespace %s (set --app-namespace if Applications live elsewhere)", ErrNotFound, req.App, e.AppNamespace)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("%w: %s may not read application %s/%s: %v", ErrForbidden, actor.Username, e.AppNamespace, req.App, err)
+	case err != nil:
+		return nil, err
+	}
+	join, err := joinable(app, req)
+	if err != nil {
+		return nil, err
+	}
+	if join != nil {
+		// A joined patch inherits the session's saved policy and ticket:
+		// only if its audit records agree with the annotation.
+		logged, err := e.sessionFromLog(ctx, req.App, join.ID)
+		if err != nil {
+			return nil, err
+		}
+		if bad := logged.mismatches(join); len(bad) > 0 {
+			return nil, fmt.Errorf("%w on %s: %s; nothing was changed: finish the session with `kubectl gitops restore %s --force --reason …`, which restores what the audit log says", ErrSessionMismatch, req.App, strings.Join(bad, "; "), req.App)
+		}
+	}
+	if join == nil {
+		if err := e.checkApplicationSetOwner(ctx, app); err != nil {
+			return nil, err
+		}
+	}
+	if started, running := syncRunning(app); running && req.NoTerminate {
+		return nil, fmt.Errorf("%w on %s (started %s) and --no-terminate is set: wait for it, or drop --no-terminate to terminate it before patching", ErrSyncRunning, req.App, started)
+	}
+
+	kindArg, name, ok := strings.Cut(req.Target, "/")
+	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
+	}
+	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	cluster, err := e.targetCluster(req.App, dest, req.TargetContext)
+	if err != nil {
+		return nil, err
+	}
+	gr := schema.ParseGroupResource(kindArg)
+	gvr, err := cluster.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", ErrNotFound, kindArg, kindArg)
+	}
+	gvk, err := cluster.Mapper.KindFor(gvr)
+	if err != nil {
+		return nil, err
+	}
+	namespace := req.Namespace
+	if namespace == "" {
+		namespace = dest["namespace"]
+	}
+	target := audit.Target{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: namespace, Name: name}
+	status, managed := managedStatus(app, target)
+	if !managed {
+		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
+			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
+	}
+	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+		return nil, err
+	}
+	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
+	// sync off and keep its settings, and tracks by annotation by default.
+	_, enabledInSchema, _ := e.AutomatedSchema()
+	var parents []*unstructured.Unstructured
+	if join == nil {
+		if parents, err = e.selfHealingParents(ctx, app, enabledInSchema); err != nil {
+			return nil, err
+		}
+	}
+	var parentNames []string
+	for _, parent := range parents {
+		if err := allowed(ctx, e.Kube, ApplicationGVR, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
+			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
+		}
+		parentNames = append(parentNames, parent.GetName())
+	}
+	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
+		return nil, err
+	}
+
+	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
+	live, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", target, err)
+	}
+	if len(req.Patch.Images) > 0 {
+		if body, err = req.Patch.imagePatch(target, live.Object); err != nil {
+			return nil, err
+		}
+	}
+	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
+	if err != nil {
+		red, redErr := redactPatch(target, patchType, body, live.Object)
+		if redErr != nil {
+			return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, redErr)
+		}
+		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %s", ErrPatchInvalid, target, red.redactor.Text(err.Error()))
+	}
+	// Judged against the object before and after the patch, so that a
+	// value is redacted if it is secret in either.
+	red, err := redactPatch(target, patchType, body, live.Object, dry.Object)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
+	}
+	diff := Diff(live.Object, dry.Object)
+	if len(diff) == 0 {
+		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
+	}
+	changes := red.changes(target, diff, live.Object, dry.Object)
+	ticketRef, warning, err := e.checkTicket(ctx, req, join)
+	if err != nil {
+		return nil, err
+	}
+	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	after, git, disable := before, gitAt(app), false
+	if join != nil {
+		// Already paused: the policy stays as it is, and Git is compared
+		// with the revision the session opened at.
+		git = sessionGit(join)
+	} else {
+		// Removing automated is the fallback every version honours.
+		disable = enabledInSchema
+		after = pausedPolicy(before, disable)
+	}
+	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
+	server := dest["server"]
+	if server == "" {
+		server = cluster.Server
+	}
+	plan := &Plan{
+		Request: req, Actor: actor,
+		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
+		Cluster: server, Target: target,
+		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
+		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
+		diff: diff, live: live,
+		SyncPolicyBefore: before, SyncPolicyAfter: after,
+		Git: git, TargetOutOfSync: status == "OutOfSync",
+		Parents: parentNames, parents: parents,
+		Join: join, Source: source(app), Ticket: ticketRef,
+		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
+		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
+		gvr: gvr,
+	}
+	if warning != "" {
+		plan.Warnings = append(plan.Warnings, warning)
+	}
+	if join == nil {
+		plan.PauseMechanism = "remove spec.syncPolicy.automated (this Argo CD's Application schema has no automated.enabled)"
+		if disable {
+			plan.PauseMechanism = "set spec.syncPolicy.automated.enabled to false (Argo CD >= 3.1; prune and selfHeal stay visible)"
+		}
+	}
+	if err := plan.checkSize(); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// joinable returns the open session of app that req may join, nil when
+// none is open, and an error naming the holder otherwise: a session can be
+// joined only once it has patched, and only with --join.
+func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
+	value, ok := app.GetAnnotations()[SessionAnnotation]
+	if !ok {
+		if req.Join {
+			return nil, fmt.Errorf("%w: no open break-glass session on %s to --join; drop --join to open one", ErrNotFound, req.App)
+		}
+		return nil, nil
+	}
+	session, err := ParseSession(value)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: the %s annotation is unreadable", ErrSessionOpen, req.App, SessionAnnotation)
+	}
+	holder := fmt.Sprintf("session %s by %s since %s (state %s)", session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State)
+	switch {
+	case session.State != StatePatched:
+		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
+	case !req.Join:
+		return nil, fmt.Errorf("%w on %s: %s: add --join to patch within it, or finish it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
+	}
+	return session, nil
+}
+
+// managedStatus finds target among the Application's managed resources and
+// returns Argo CD's sync status for it.
+func managedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool) {
+	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		if m == nil {
+			continue
+		}
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		if str("group") == t.Group && str("kind") == t.Kind && str("name") == t.Name && str("namespace") == t.Namespace {
+			return str("status"), true
+		}
+	}
+	return "", false
+}
+
+// allowed checks with a SelfSubjectAccessReview, in the cluster of kube,
+// that the caller may patch.
+func allowed(ctx context.Context, kube kubernetes.Interface, gvr schema.GroupVersionResource, namespace, name string) error {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Group: gvr.Group, Resource: gvr.Resource, Namespace: namespace, Name: name},
+	}}
+	res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("checking your permissions: %w", err)
+	}
+	if !res.Status.Allowed {
+		return fmt.Errorf("%w: you may not patch %s %s/%s; ask for the break-glass role", ErrForbidden, gvr.GroupResource(), namespace, name)
+	}
+	return nil
+}
