@@ -27,7 +27,7 @@ const SchemaVersion = 2
 // engine builds its own keys from it too.
 const KeyPrefix = "kubectl-gitops.io/"
 
-// Event names a state change a record documents (DESIGN §6).
+// Event names a state change a record documents (docs/design.md §6).
 type Event string
 
 // The events of a break-glass session and of its ticket.

@@ -20,7 +20,7 @@ import (
 // GitState says whether Git has caught up with a session's live patch.
 type GitState string
 
-// The states of DESIGN §5.
+// The states of docs/design.md §5.
 const (
 	GitWaiting  GitState = "waiting"
 	GitDiverged GitState = "diverged"
@@ -76,7 +76,7 @@ func (e *Engine) OpenSessions(ctx context.Context, namespace, app string) ([]*un
 }
 
 // CaughtUp requests a refresh of app (when refresh is set and allowed), waits
-// for the controller, and evaluates DESIGN §5 for every patched resource.
+// for the controller, and evaluates docs/design.md §5 for every patched resource.
 // argo may be nil: then only resource-level rules apply.
 func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, refresh bool) (*SessionStatus, error) {
 	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, refresh)
@@ -243,7 +243,7 @@ func (e *Engine) seen(obj *unstructured.Unstructured, fresh map[string]*unstruct
 	}
 }
 
-// evaluate applies DESIGN §5 to one Application as it is now.
+// evaluate applies docs/design.md §5 to one Application as it is now.
 func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, notes []string) (*SessionStatus, error) {
 	session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
 	if err != nil {

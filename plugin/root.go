@@ -19,7 +19,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
-// Exit codes shared by every command (DESIGN §2).
+// Exit codes shared by every command (docs/design.md §2).
 const (
 	ExitOK      = 0
 	ExitFailure = 1
