@@ -49,15 +49,6 @@ func appenderMain() int {
 	return 0
 }
 
-func kubeFor(t *testing.T, user string) kubernetes.Interface {
-	t.Helper()
-	config, err := testEnv.RESTConfig(user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubernetes.NewForConfigOrDie(config)
-}
-
 func TestAuditConcurrentAppendersKeepOneChain(t *testing.T) {
 	e := environment(t)
 	ctx := context.Background()

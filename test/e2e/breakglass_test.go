@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -19,133 +18,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
-
-// fullPolicy is a sync policy with every part restore must keep.
-var fullPolicy = map[string]any{
-	"automated":   map[string]any{"prune": true, "selfHeal": true, "allowEmpty": true},
-	"syncOptions": []any{"ApplyOutOfSyncOnly=true", "Validate=true"},
-	"retry":       map[string]any{"limit": int64(2), "backoff": map[string]any{"duration": "5s", "factor": int64(2), "maxDuration": "1m"}},
-}
-
-// deployApp commits a copy of the fixture application for one test, with
-// its resources in a namespace of its own, creates a self-healing
-// Application for it and waits until Argo CD has synced it.
-func deployApp(t *testing.T, name string) *unstructured.Unstructured {
-	t.Helper()
-	return deployAppTo(t, name, breakglass.InClusterServer)
-}
-
-// deployAppTo is deployApp with the Application's destination server.
-func deployAppTo(t *testing.T, name, server string) *unstructured.Unstructured {
-	t.Helper()
-	e := environment(t)
-	ctx := context.Background()
-	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
-	if err := unstructured.SetNestedField(app.Object, server, "spec", "destination", "server"); err != nil {
-		t.Fatal(err)
-	}
-	apps := appsClient(t)
-	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	head, _ := e.Git.Head()
-	var got *unstructured.Unstructured
-	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	waitFor(ctx2, t, name+" Synced at "+head, func() (bool, string) {
-		a, err := apps.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		got = a
-		status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-		rev, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
-		return status == "Synced" && rev == head, status + " at " + rev
-	})
-	return got
-}
-
-// pausedFullPolicy is fullPolicy as the pause leaves it: on Argo CD >= 3.1
-// automated stays with enabled: false (prune and selfHeal kept visible); on
-// 2.14, whose schema has no enabled, automated is removed.
-func pausedFullPolicy() map[string]any {
-	want := runtimeCopy(fullPolicy)
-	if testEnv.Argo.Major() >= 3 {
-		want["automated"].(map[string]any)["enabled"] = false
-	} else {
-		delete(want, "automated")
-	}
-	return want
-}
-
-// autoSyncOn is whether a sync policy has automated sync on: automated set
-// and not disabled (Argo CD >= 3.1 has automated.enabled).
-func autoSyncOn(policy map[string]any) bool {
-	auto, ok := policy["automated"].(map[string]any)
-	if !ok {
-		return false
-	}
-	enabled, set := auto["enabled"].(bool)
-	return !set || enabled
-}
-
-func runtimeCopy(m map[string]any) map[string]any {
-	return runtimeDeepCopy(m).(map[string]any)
-}
-
-func runtimeDeepCopy(v any) any {
-	b, _ := json.Marshal(v)
-	var out any
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-func appsClient(t *testing.T) dynamic.ResourceInterface {
-	return kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(testEnv.ArgoNamespace)
-}
-
-func imageIn(ctx context.Context, t *testing.T, ns string) string {
-	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.Spec.Template.Spec.Containers[0].Image
-}
-
-// allRecords reads the whole audit log of the Applications' namespace.
-func allRecords(t *testing.T) []*audit.Record {
-	t.Helper()
-	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
-	entries, err := store.Entries(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return audit.Records(entries)
-}
-
-func replicasIn(ctx context.Context, t *testing.T, ns string) int32 {
-	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return *d.Spec.Replicas
-}
-
-func sessionRecords(t *testing.T, session string) []*audit.Record {
-	var out []*audit.Record
-	for _, r := range allRecords(t) {
-		if r.Session == session {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
 	deployApp(t, "bg-survive")
@@ -284,28 +156,6 @@ func TestBreakglassBadInputChangesNothing(t *testing.T) {
 			}
 		})
 	}
-}
-
-// headSeq is the audit log's newest sequence number, 0 while it is empty.
-func headSeq(t *testing.T, store *audit.ConfigMapStore) uint64 {
-	t.Helper()
-	head, err := store.Head(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if head == nil {
-		return 0
-	}
-	return head.Seq
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestBreakglassDryRunChangesNothing(t *testing.T) {

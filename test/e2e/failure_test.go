@@ -15,54 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
-
-// engineAs builds the engine in-process for user, so a test can use its
-// AfterPause hook.
-func engineAs(t *testing.T, user string) *breakglass.Engine {
-	t.Helper()
-	config, err := testEnv.RESTConfig(user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(config)
-	return &breakglass.Engine{
-		Kube: kube, Dynamic: dynamic.NewForConfigOrDie(config),
-		Mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
-		Audit:        audit.NewConfigMapStore(kube, testEnv.ArgoNamespace),
-		AppNamespace: testEnv.ArgoNamespace,
-	}
-}
-
-// planHotfix plans, as oncall in-process, the hotfix image for app.
-func planHotfix(t *testing.T, app string) (*breakglass.Engine, *breakglass.Plan) {
-	t.Helper()
-	engine := engineAs(t, env.Oncall.Name)
-	plan, err := engine.Plan(context.Background(), breakglass.Request{App: app, Target: "deployment/web", Reason: "failure test",
-		Patch: breakglass.PatchSpec{Images: map[string]string{"web": "registry.example/web:hotfix"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return engine, plan
-}
-
-func syncPolicyOf(t *testing.T, name string) map[string]any {
-	t.Helper()
-	app, err := appsClient(t).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
-	return p
-}
 
 func TestPatchFailingAfterPauseUndoesThePause(t *testing.T) {
 	created := deployApp(t, "bg-abort")

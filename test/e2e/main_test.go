@@ -6,13 +6,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,47 +84,4 @@ func environment(t *testing.T) *env.Env {
 		t.Fatalf("test environment is broken: %v", err)
 	}
 	return testEnv
-}
-
-// user is how a person runs commands: a temporary HOME, their own
-// KUBECONFIG, and PATH with the plugin directory first.
-type user struct {
-	t   *testing.T
-	env []string
-}
-
-func newUser(t *testing.T, name string, extraEnv ...string) *user {
-	home := t.TempDir()
-	return &user{t: t, env: append([]string{
-		"HOME=" + home,
-		"KUBECONFIG=" + testEnv.Kubeconfig(name),
-		"PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"NO_COLOR=1",
-	}, extraEnv...)}
-}
-
-// run executes name with args and returns stdout, stderr and the exit code.
-func (u *user) run(name string, args ...string) (stdout, stderr string, code int) {
-	u.t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = u.env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if exitErr, ok := err.(*exec.ExitError); ok {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		u.t.Fatalf("running %s %s: %v", name, strings.Join(args, " "), err)
-	}
-	return out.String(), errOut.String(), code
-}
-
-// kubectl runs the real kubectl, failing the test on a non-zero exit.
-func (u *user) kubectl(args ...string) string {
-	u.t.Helper()
-	out, errOut, code := u.run("kubectl", args...)
-	if code != 0 {
-		u.t.Fatalf("kubectl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-	}
-	return out
 }

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,10 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
@@ -268,44 +264,4 @@ func TestLargePatchKeepsTheSessionSmall(t *testing.T) {
 	if a, _ := appsClient(t).Get(context.Background(), "rd-huge", metav1.GetOptions{}); a.GetAnnotations()[breakglass.SessionAnnotation] != "" {
 		t.Errorf("a refused patch opened a session")
 	}
-}
-
-// grantOncall lets the on-call group patch resources in namespace, as a
-// cluster's own RBAC would for the teams' namespaces.
-func grantOncall(t *testing.T, namespace string, resources ...string) {
-	t.Helper()
-	kube := kubeFor(t, env.Admin.Name)
-	ctx := context.Background()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "oncall-patch"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: resources, Verbs: []string{"get", "list", "watch", "patch"}}}}
-	if _, err := kube.RbacV1().Roles(namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "oncall-patch"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "oncall-patch"},
-		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: env.Oncall.Groups[0]}},
-	}
-	if _, err := kube.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// headSeqOf is the audit log's newest sequence number.
-func headSeqOf(t *testing.T) uint64 {
-	t.Helper()
-	return headSeq(t, audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace))
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-func writeFile(t *testing.T, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "patch.json")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -20,36 +20,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
-// argoUser is an on-call engineer with the Argo CD API configured, which
-// enables the field-level catch-up check.
-func argoUser(t *testing.T) *user {
-	t.Helper()
-	token, err := testEnv.ArgoToken(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newUser(t, env.Oncall.Name, "ARGOCD_SERVER="+testEnv.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
-}
-
-func mustRun(t *testing.T, u *user, want int, args ...string) (string, string) {
-	t.Helper()
-	out, errOut, code := u.run("kubectl", append([]string{"gitops"}, args...)...)
-	if code != want {
-		t.Fatalf("kubectl gitops %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
-	}
-	return out, errOut
-}
-
-func statusJSON(t *testing.T, u *user, app string) *breakglass.SessionStatus {
-	t.Helper()
-	out, _, _ := u.run("kubectl", "gitops", "status", app, "-o", "json")
-	var sts []*breakglass.SessionStatus
-	if err := json.Unmarshal([]byte(out), &sts); err != nil || len(sts) != 1 {
-		t.Fatalf("status -o json: %v: %s", err, out)
-	}
-	return sts[0]
-}
-
 func TestStatusAndRestoreFollowGit(t *testing.T) {
 	e := environment(t)
 	created := deployApp(t, "bg-loop")

@@ -11,8 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
@@ -95,30 +93,6 @@ func TestVersionThroughKubectl(t *testing.T) {
 	nobody := newUser(t, env.Nobody.Name)
 	if _, errOut, code := nobody.run("kubectl", "gitops", "version", "--kubeconfig", "/nonexistent"); code != 1 || !strings.HasPrefix(errOut, "error: ") {
 		t.Errorf("unreachable server: exit %d, stderr %q; want exit 1 and one error line", code, errOut)
-	}
-}
-
-func deploymentImage(ctx context.Context, t *testing.T, kube kubernetes.Interface) string {
-	t.Helper()
-	d, err := kube.AppsV1().Deployments(env.DemoNamespace).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	return d.Spec.Template.Spec.Containers[0].Image
-}
-
-// waitFor polls cond every 200ms until it holds, failing the test with the
-// last state cond described when ctx ends.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond()
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s; last: %s", what, last)
 	}
 }
 

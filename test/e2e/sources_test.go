@@ -16,9 +16,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
-// jiraText is text as the ticket escapes it in Jira markup.
-func jiraText(s string) string { return strings.ReplaceAll(s, "-", `\-`) }
-
 // TestMultiSourceCatchUpFollowsEachSource: an Application with several
 // sources has no status.sync.revision, only status.sync.revisions. The
 // ticket names the source that renders the resource and each source's

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,41 +25,6 @@ const (
 	jiraToken    = "jira-token-5f4e3d2c1b0a"
 	dbPassword   = "hunter2-do-not-leak"
 )
-
-func startJira(t *testing.T) *jiradouble.Server {
-	d := jiradouble.Start(t, jiradouble.Options{Project: "OPS", User: jiraUserName, Token: jiraToken})
-	t.Cleanup(d.Close)
-	return d
-}
-
-// jiraEnv configures Jira for a user, as an on-call engineer's shell would.
-func jiraEnv(url, token string, extra ...string) []string {
-	return append([]string{"JIRA_URL=" + url, "JIRA_PROJECT=OPS", "JIRA_USER=" + jiraUserName, "JIRA_API_TOKEN=" + token, "JIRA_TIMEOUT=2s"}, extra...)
-}
-
-// unreachableURL is a loopback address nothing listens on.
-func unreachableURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
-}
-
-func sessionOf(t *testing.T, app string) *breakglass.Session {
-	t.Helper()
-	a, err := appsClient(t).Get(context.Background(), app, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := breakglass.ParseSession(a.GetAnnotations()[breakglass.SessionAnnotation])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func eventsOf(t *testing.T, session string) string {
 	var events []string

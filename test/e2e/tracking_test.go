@@ -13,9 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
@@ -23,17 +21,6 @@ import (
 
 // This file runs last (files run in name order): it changes argocd-cm's
 // tracking settings, which the controller applies to every Application.
-
-var appProjectsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
-
-// kubeDynamic is a dynamic client as the cluster admin.
-func kubeDynamic(t *testing.T) dynamic.Interface {
-	config, err := testEnv.RESTConfig(env.Admin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(config)
-}
 
 // setTracking writes settings into argocd-cm and removes them when the
 // test ends; "" removes a key.
