@@ -192,28 +192,3 @@ func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, che
 		}
 	})
 }
-
-// waitRefreshed waits until the controller has removed the refresh
-// annotation, i.e. has reconciled the Application as last written.
-func (e *Engine) waitRefreshed(ctx context.Context, name string) error {
-	return e.waitRefreshedIn(ctx, e.AppNamespace, name)
-}
-
-func (e *Engine) waitRefreshedIn(ctx context.Context, namespace, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
-	defer cancel()
-	for {
-		app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if _, pending := app.GetAnnotations()[RefreshAnnotation]; !pending {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}

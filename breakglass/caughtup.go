@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -161,86 +160,22 @@ func parallel(n int, do func(int)) {
 	wg.Wait()
 }
 
-// waitAllRefreshed watches the Applications' namespaces until the
-// controller has removed the refresh annotation from every requested one,
-// or the controller wait runs out, and returns the newest version of each
-// it saw.
+// waitAllRefreshed waits, at most the controller wait, until the controller
+// has refreshed every requested Application, and returns the newest
+// version of each it saw.
 func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool) map[string]*unstructured.Unstructured {
-	fresh := map[string]*unstructured.Unstructured{}
-	pending := map[string]bool{}
-	namespaces := map[string]bool{}
+	var keys []string
 	for i, app := range apps {
 		if requested[i] {
-			pending[app.GetNamespace()+"/"+app.GetName()] = true
-			namespaces[app.GetNamespace()] = true
+			keys = append(keys, app.GetNamespace()+"/"+app.GetName())
 		}
 	}
-	if len(pending) == 0 {
-		return fresh
+	if len(keys) == 0 {
+		return map[string]*unstructured.Unstructured{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
 	defer cancel()
-	namespace := ""
-	if len(namespaces) == 1 {
-		for ns := range namespaces {
-			namespace = ns
-		}
-	}
-	client := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
-	for len(pending) > 0 && ctx.Err() == nil {
-		// List, then watch from that version: a refresh finished before the
-		// watch started is seen in the list.
-		list, err := client.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fresh
-		}
-		for i := range list.Items {
-			e.seen(&list.Items[i], fresh, pending)
-		}
-		if len(pending) == 0 {
-			return fresh
-		}
-		w, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
-		if err != nil {
-			return fresh
-		}
-		e.drain(ctx, w, fresh, pending)
-		w.Stop()
-	}
-	return fresh
-}
-
-// drain reads watch events until nothing is pending, the watch ends, or
-// ctx does.
-func (e *Engine) drain(ctx context.Context, w watch.Interface, fresh map[string]*unstructured.Unstructured, pending map[string]bool) {
-	for len(pending) > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, open := <-w.ResultChan():
-			if !open {
-				return
-			}
-			if obj, ok := ev.Object.(*unstructured.Unstructured); ok {
-				e.seen(obj, fresh, pending)
-			}
-		}
-	}
-}
-
-// seen records obj as the newest version of its Application and clears it
-// from pending once the controller has refreshed it.
-func (e *Engine) seen(obj *unstructured.Unstructured, fresh map[string]*unstructured.Unstructured, pending map[string]bool) {
-	key := obj.GetNamespace() + "/" + obj.GetName()
-	if !pending[key] {
-		if _, tracked := fresh[key]; !tracked {
-			return
-		}
-	}
-	fresh[key] = obj
-	if _, refreshing := obj.GetAnnotations()[RefreshAnnotation]; !refreshing {
-		delete(pending, key)
-	}
+	return e.waitApps(ctx, keys, refreshed)
 }
 
 // evaluate applies docs/design.md §5 to one Application as it is now.

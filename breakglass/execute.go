@@ -301,19 +301,11 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 	session.TerminatedSync = started
 	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
 	defer cancel()
-	for {
-		app, err := apps.Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			if _, running := syncRunning(app); !running {
-				return ""
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.controllerWait())
-		case <-time.After(200 * time.Millisecond):
-		}
+	stopped := func(app *unstructured.Unstructured) bool { _, running := syncRunning(app); return !running }
+	if app := e.waitApps(ctx, []string{e.AppNamespace + "/" + name}, stopped)[e.AppNamespace+"/"+name]; app != nil && stopped(app) {
+		return ""
 	}
+	return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.controllerWait())
 }
 
 // explainConflict names the session that won a race for the Application,

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -131,21 +130,21 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 func (o *RestoreOptions) waitSynced(ctx context.Context, engine *breakglass.Engine) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	for {
-		app, err := engine.Dynamic.Resource(breakglass.ApplicationGVR).Namespace(o.AppNamespace).Get(ctx, o.Request.App, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	last := ""
+	_, err := engine.WaitApplication(ctx, o.Request.App, func(app *unstructured.Unstructured) bool {
 		status, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
-		if status == "Synced" {
-			fmt.Fprintf(o.Out, "%s is Synced\n", o.Request.App)
-			return nil
+		if status != "Synced" && status != last {
+			fmt.Fprintf(o.ErrOut, "waiting for %s to sync (now %s)\n", o.Request.App, status)
 		}
-		fmt.Fprintf(o.ErrOut, "waiting for %s to sync (now %s)\n", o.Request.App, status)
-		select {
-		case <-ctx.Done():
+		last = status
+		return status == "Synced"
+	})
+	if err != nil {
+		if ctx.Err() != nil {
 			return fmt.Errorf("%s not Synced after %s", o.Request.App, o.Timeout)
-		case <-time.After(2 * time.Second):
 		}
+		return err
 	}
+	fmt.Fprintf(o.Out, "%s is Synced\n", o.Request.App)
+	return nil
 }

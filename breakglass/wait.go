@@ -1,0 +1,136 @@
+package breakglass
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// waitApps is the engine's one way to wait on Argo CD: it watches the
+// Applications keyed NAMESPACE/NAME until done holds for each, or ctx
+// ends, and returns the newest version of each it saw. Each watch starts
+// from a list, so a change made before the watch is seen; a watch the
+// server closes is started again. One Application is listed by name
+// alone, so a namespace of a thousand costs nothing.
+func (e *Engine) waitApps(ctx context.Context, keys []string, done func(*unstructured.Unstructured) bool) map[string]*unstructured.Unstructured {
+	fresh := map[string]*unstructured.Unstructured{}
+	pending := map[string]bool{}
+	namespaces := map[string]bool{}
+	for _, key := range keys {
+		pending[key] = true
+		namespace, _ := splitKey(key)
+		namespaces[namespace] = true
+	}
+	namespace, options := "", metav1.ListOptions{}
+	if len(namespaces) == 1 {
+		namespace, _ = splitKey(keys[0])
+	}
+	if len(keys) == 1 {
+		_, name := splitKey(keys[0])
+		options.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
+	client := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
+	seen := func(obj *unstructured.Unstructured) {
+		key := obj.GetNamespace() + "/" + obj.GetName()
+		if _, wanted := pending[key]; !wanted {
+			if _, tracked := fresh[key]; !tracked {
+				return
+			}
+		}
+		fresh[key] = obj
+		if done(obj) {
+			delete(pending, key)
+		}
+	}
+	for len(pending) > 0 && ctx.Err() == nil {
+		list, err := client.List(ctx, options)
+		if err != nil {
+			return fresh
+		}
+		for i := range list.Items {
+			seen(&list.Items[i])
+		}
+		if len(pending) == 0 {
+			return fresh
+		}
+		watchOptions := options
+		watchOptions.ResourceVersion = list.GetResourceVersion()
+		w, err := client.Watch(ctx, watchOptions)
+		if err != nil {
+			return fresh
+		}
+		drain(ctx, w, pending, seen)
+		w.Stop()
+	}
+	return fresh
+}
+
+// drain feeds watch events to seen until nothing is pending, the watch
+// ends, or ctx does.
+func drain(ctx context.Context, w watch.Interface, pending map[string]bool, seen func(*unstructured.Unstructured)) {
+	for len(pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return
+			}
+			if obj, ok := ev.Object.(*unstructured.Unstructured); ok {
+				seen(obj)
+			}
+		}
+	}
+}
+
+// WaitApplication waits, as waitApps does, until done holds for the
+// Application name of the engine's namespace, and returns it (on timeout,
+// its newest version too, with ctx's error).
+func (e *Engine) WaitApplication(ctx context.Context, name string, done func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
+	key := e.AppNamespace + "/" + name
+	got := e.waitApps(ctx, []string{key}, done)[key]
+	if got == nil || !done(got) {
+		if ctx.Err() != nil {
+			return got, ctx.Err()
+		}
+		return got, fmt.Errorf("could not watch application %s", key)
+	}
+	return got, nil
+}
+
+// refreshed is whether the controller has reconciled the Application as
+// last written: it removes the refresh annotation when it has.
+func refreshed(app *unstructured.Unstructured) bool {
+	_, pending := app.GetAnnotations()[RefreshAnnotation]
+	return !pending
+}
+
+// waitRefreshedIn waits, at most the controller wait, until the controller
+// has reconciled the Application.
+func (e *Engine) waitRefreshedIn(ctx context.Context, namespace, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	defer cancel()
+	key := namespace + "/" + name
+	if app := e.waitApps(ctx, []string{key}, refreshed)[key]; app != nil && refreshed(app) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("could not watch application %s", key)
+}
+
+// waitRefreshed is waitRefreshedIn in the engine's namespace.
+func (e *Engine) waitRefreshed(ctx context.Context, name string) error {
+	return e.waitRefreshedIn(ctx, e.AppNamespace, name)
+}
+
+func splitKey(key string) (string, string) {
+	namespace, name, _ := strings.Cut(key, "/")
+	return namespace, name
+}
