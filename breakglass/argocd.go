@@ -133,7 +133,7 @@ func ArgoServerFromConfig(path, name string) (ArgoServer, bool, error) {
 	if name == "" {
 		return ArgoServer{}, false, nil
 	}
-	return ArgoServer{}, false, fmt.Errorf("--argocd-context %q is not a context of %s (contexts: %s)", name, path, strings.Join(known, ", "))
+	return ArgoServer{}, false, inputError(InputArgoContext, name, "not a context of %s (contexts: %s)", path, strings.Join(known, ", "))
 }
 
 // URL returns the base URL of the server's REST gateway.

@@ -207,7 +207,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		case st.FieldLevel:
 			ts.Git, ts.Detail = compareFields(p, findManifest(manifests, p.Target, dest), ts.Resource)
 		case p.ArgoSawPatch == nil || !*p.ArgoSawPatch:
-			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: set ARGOCD_SERVER for the field-level check, or restore --force"
+			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: configure the Argo CD API for the field-level check, or force the restore"
 		case ts.Resource == "Synced":
 			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %s", ShortRevisions(now))
 		default:
@@ -244,13 +244,13 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 		return GitDiverged, "Git no longer contains this resource: restoring would prune or revert it"
 	}
 	if len(p.Fields) == 0 {
-		return GitWaiting, "the session lists no changed fields to compare: check Git by hand, then restore --force"
+		return GitWaiting, "the session lists no changed fields to compare: check Git by hand, then force the restore"
 	}
 	for _, f := range p.Fields {
 		got, _ := lookup(desired, f.Path)
 		switch sum := digest(got); {
 		case f.Secret:
-			return GitWaiting, f.Path + " holds a secret value that cannot be compared: restore --force once Git has it"
+			return GitWaiting, f.Path + " holds a secret value that cannot be compared: force the restore once Git has it"
 		case sum == f.After:
 			continue
 		case sum == f.Before:

@@ -48,7 +48,7 @@ func destinationName(dest map[string]string) string {
 func (e *Engine) targetCluster(app string, dest map[string]string, kubeContext string) (*Cluster, error) {
 	switch {
 	case inCluster(dest) && kubeContext != "":
-		return nil, fmt.Errorf("%w: application %s deploys to the Argo CD cluster itself; drop --target-context", ErrPatchInvalid, app)
+		return nil, inputError(InputTargetContext, kubeContext, "application %s deploys to the Argo CD cluster itself: give no target context", app)
 	case inCluster(dest):
 		return &Cluster{Kube: e.Kube, Dynamic: e.Dynamic, Mapper: e.Mapper}, nil
 	case e.Clusters == nil:

@@ -2,6 +2,7 @@ package breakglass
 
 import (
 	"errors"
+	"fmt"
 )
 
 // Errors the plugin maps to messages and exit codes.
@@ -36,3 +37,60 @@ var (
 	// another item, a value someone else set).
 	ErrTargetChanged = errors.New("the target changed since the plan")
 )
+
+// More precise sentinels, each wrapping a general one above.
+var (
+	// ErrAppNotFound is an Application the engine's namespace does not hold.
+	ErrAppNotFound = fmt.Errorf("application %w", ErrNotFound)
+	// ErrNoSession is a join, or a restore, with no open session.
+	ErrNoSession = fmt.Errorf("break-glass session %w", ErrNotFound)
+	// ErrTicketNotFound is an existing ticket Jira does not know.
+	ErrTicketNotFound = fmt.Errorf("ticket %w", ErrNotFound)
+	// ErrJoinable is a break-glass on an Application whose open session it
+	// could join instead.
+	ErrJoinable = fmt.Errorf("%w", ErrSessionOpen)
+)
+
+// An Input is something a user gives the engine, named in the engine's
+// words. The engine's errors never name command-line flags: the plugin
+// spells each Input as the flag that sets it (plugin/hints.go), and adds
+// the hints that name flags to the sentinel errors it maps.
+type Input string
+
+// The inputs of a break-glass and a restore.
+const (
+	InputReason        Input = "reason"
+	InputTarget        Input = "target"
+	InputImage         Input = "image"
+	InputReplicas      Input = "replicas"
+	InputPatch         Input = "patch"
+	InputPatchType     Input = "patch type"
+	InputChange        Input = "change"
+	InputTicket        Input = "ticket"
+	InputTargetContext Input = "target context"
+	InputArgoContext   Input = "argocd context"
+)
+
+// InputError is an input the engine refuses before changing anything. It
+// is ErrPatchInvalid to errors.Is.
+type InputError struct {
+	Input Input
+	// Value is the input as given ("" when quoting it adds nothing).
+	Value string
+	// Problem says what is wrong, and what would do, without naming flags.
+	Problem string
+}
+
+func (e *InputError) Error() string {
+	if e.Value != "" {
+		return fmt.Sprintf("%s %q: %s", e.Input, e.Value, e.Problem)
+	}
+	return fmt.Sprintf("%s: %s", e.Input, e.Problem)
+}
+
+// Unwrap makes every input error an ErrPatchInvalid.
+func (e *InputError) Unwrap() error { return ErrPatchInvalid }
+
+func inputError(in Input, value, problem string, args ...any) error {
+	return &InputError{Input: in, Value: value, Problem: fmt.Sprintf(problem, args...)}
+}

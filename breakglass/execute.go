@@ -97,7 +97,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		status, _ := managedStatus(app, p.Target)
 		saw := status == "OutOfSync"
 		if !saw {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (ARGOCD_SERVER) or --force", p.Target))
+			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
 		}
 		if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
 			if sp := s.patchNamed(pending.ID); sp != nil {

@@ -2,7 +2,6 @@ package breakglass
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -46,13 +45,13 @@ func (p PatchSpec) Empty() bool {
 func (p PatchSpec) Build() (string, []byte, error) {
 	shortcuts := len(p.Images) > 0 || p.Replicas != nil
 	if shortcuts && p.Body != "" {
-		return "", nil, errors.New("--image and --replicas cannot be combined with --patch or --patch-file: use one way of saying the change")
+		return "", nil, inputError(InputChange, "", "an image or replicas change cannot be combined with a patch: use one way of saying the change")
 	}
 	if shortcuts {
 		spec := map[string]any{}
 		if p.Replicas != nil {
 			if *p.Replicas < 0 {
-				return "", nil, fmt.Errorf("--replicas %d: must be zero or more", *p.Replicas)
+				return "", nil, inputError(InputReplicas, strconv.Itoa(int(*p.Replicas)), "must be zero or more")
 			}
 			spec["replicas"] = *p.Replicas
 		}
@@ -72,7 +71,7 @@ func (p PatchSpec) Build() (string, []byte, error) {
 		return "strategic", body, err
 	}
 	if p.Empty() {
-		return "", nil, errors.New("no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file")
+		return "", nil, inputError(InputChange, "", "none given: give an image, replicas or a patch")
 	}
 	if len(p.Body) > MaxPatchBytes {
 		return "", nil, fmt.Errorf("%w (%d KiB): an emergency patch changes a few fields; patch in smaller steps", ErrPatchTooLarge, len(p.Body)>>10)
@@ -82,7 +81,7 @@ func (p PatchSpec) Build() (string, []byte, error) {
 		typ = "strategic"
 	}
 	if _, ok := PatchTypes[typ]; !ok {
-		return "", nil, fmt.Errorf("--type %q: use strategic, merge or json", typ)
+		return "", nil, inputError(InputPatchType, typ, "use strategic, merge or json")
 	}
 	body, err := yaml.YAMLToJSON([]byte(p.Body))
 	if err != nil {
@@ -99,28 +98,28 @@ func (p PatchSpec) Build() (string, []byte, error) {
 	switch v.(type) {
 	case []any:
 		if typ != "json" {
-			return "", nil, fmt.Errorf("the patch is a JSON array, which only --type json takes")
+			return "", nil, inputError(InputPatch, "", "a JSON array is a JSON patch: set the patch type to json")
 		}
 	case map[string]any:
 		if typ == "json" {
-			return "", nil, errors.New("--type json needs a JSON array of operations, like [{\"op\":\"replace\",\"path\":\"/spec/replicas\",\"value\":3}]")
+			return "", nil, inputError(InputPatch, "", `a JSON patch is an array of operations, like [{"op":"replace","path":"/spec/replicas","value":3}]`)
 		}
 	default:
-		return "", nil, errors.New("the patch must be a JSON object (or an array for --type json)")
+		return "", nil, inputError(InputPatch, "", "must be a JSON object (or, for a JSON patch, an array)")
 	}
 	return typ, body, nil
 }
 
-// ParseImages parses repeated --image CONTAINER=IMAGE values.
+// ParseImages parses CONTAINER=IMAGE values.
 func ParseImages(values []string) (map[string]string, error) {
 	images := map[string]string{}
 	for _, v := range values {
 		name, image, ok := strings.Cut(v, "=")
 		if !ok || name == "" || image == "" {
-			return nil, fmt.Errorf("--image %q: use CONTAINER=IMAGE, e.g. --image web=registry.example/web:1.2.2", v)
+			return nil, inputError(InputImage, v, "use CONTAINER=IMAGE, e.g. web=registry.example/web:1.2.2")
 		}
 		if _, dup := images[name]; dup {
-			return nil, fmt.Errorf("--image names container %q twice", name)
+			return nil, inputError(InputImage, "", "names container %q twice", name)
 		}
 		images[name] = image
 	}

@@ -2,6 +2,7 @@ package breakglass
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,21 +21,22 @@ func TestPatchSpecBuild(t *testing.T) {
 		wantType string
 		wantBody string
 		wantErr  string
+		input    Input
 	}{
 		{"image shortcut", PatchSpec{Images: map[string]string{"web": "r/web:2", "side": "r/side:1"}}, "strategic",
-			`{"spec":{"template":{"spec":{"containers":[{"image":"r/side:1","name":"side"},{"image":"r/web:2","name":"web"}]}}}}`, ""},
-		{"replicas shortcut", PatchSpec{Replicas: &three}, "strategic", `{"spec":{"replicas":3}}`, ""},
-		{"yaml body", PatchSpec{Type: "merge", Body: "spec:\n  replicas: 4\n"}, "merge", `{"spec":{"replicas":4}}`, ""},
-		{"json patch", PatchSpec{Type: "json", Body: `[{"op":"replace","path":"/spec/replicas","value":2}]`}, "json", `[{"op":"replace","path":"/spec/replicas","value":2}]`, ""},
-		{"default type", PatchSpec{Body: `{"spec":{}}`}, "strategic", `{"spec":{}}`, ""},
-		{"nothing", PatchSpec{}, "", "", "no change given"},
-		{"both ways", PatchSpec{Body: "{}", Replicas: &three}, "", "", "cannot be combined"},
-		{"negative replicas", PatchSpec{Replicas: &negative}, "", "", "must be zero or more"},
-		{"bad type", PatchSpec{Type: "apply", Body: "{}"}, "", "", `--type "apply"`},
-		{"malformed", PatchSpec{Body: "{bad"}, "", "", "the patch is"},
-		{"json patch object", PatchSpec{Type: "json", Body: `{"spec":{}}`}, "", "", "needs a JSON array"},
-		{"array for merge", PatchSpec{Type: "merge", Body: `[1]`}, "", "", "only --type json takes"},
-		{"scalar", PatchSpec{Body: `42`}, "", "", "must be a JSON object"},
+			`{"spec":{"template":{"spec":{"containers":[{"image":"r/side:1","name":"side"},{"image":"r/web:2","name":"web"}]}}}}`, "", ""},
+		{"replicas shortcut", PatchSpec{Replicas: &three}, "strategic", `{"spec":{"replicas":3}}`, "", ""},
+		{"yaml body", PatchSpec{Type: "merge", Body: "spec:\n  replicas: 4\n"}, "merge", `{"spec":{"replicas":4}}`, "", ""},
+		{"json patch", PatchSpec{Type: "json", Body: `[{"op":"replace","path":"/spec/replicas","value":2}]`}, "json", `[{"op":"replace","path":"/spec/replicas","value":2}]`, "", ""},
+		{"default type", PatchSpec{Body: `{"spec":{}}`}, "strategic", `{"spec":{}}`, "", ""},
+		{"nothing", PatchSpec{}, "", "", "none given", InputChange},
+		{"both ways", PatchSpec{Body: "{}", Replicas: &three}, "", "", "cannot be combined", InputChange},
+		{"negative replicas", PatchSpec{Replicas: &negative}, "", "", "must be zero or more", InputReplicas},
+		{"bad type", PatchSpec{Type: "apply", Body: "{}"}, "", "", `patch type "apply"`, InputPatchType},
+		{"malformed", PatchSpec{Body: "{bad"}, "", "", "the patch is", ""},
+		{"json patch object", PatchSpec{Type: "json", Body: `{"spec":{}}`}, "", "", "is an array of operations", InputPatch},
+		{"array for merge", PatchSpec{Type: "merge", Body: `[1]`}, "", "", "set the patch type to json", InputPatch},
+		{"scalar", PatchSpec{Body: `42`}, "", "", "must be a JSON object", InputPatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +44,11 @@ func TestPatchSpecBuild(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				// The engine names inputs, never flags: the plugin spells them.
+				var input *InputError
+				if strings.Contains(err.Error(), "--") || tt.input != "" && (!errors.As(err, &input) || input.Input != tt.input || !errors.Is(err, ErrPatchInvalid)) {
+					t.Errorf("error %v: want an InputError for %q, naming no flag", err, tt.input)
 				}
 				return
 			}

@@ -82,15 +82,35 @@ type Plan struct {
 	gvr schema.GroupVersionResource
 }
 
+// Validate is every rule a request must meet before anything is read: a
+// reason, a target spelled KIND/NAME, a change that builds, a ticket key
+// shaped like Jira's. Plan checks it; the plugin calls it first to refuse
+// bad input as a usage error.
+func (r Request) Validate() error {
+	if kind, name, ok := strings.Cut(r.Target, "/"); !ok || kind == "" || name == "" {
+		return inputError(InputTarget, r.Target, "use KIND/NAME, e.g. deployment/web")
+	}
+	if _, _, err := r.Patch.Build(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		return inputError(InputReason, "", `required: say why the live state must change, e.g. "5xx spike after 1.2.3"`)
+	}
+	if r.Ticket != "" && !TicketKey.MatchString(r.Ticket) {
+		return inputError(InputTicket, r.Ticket, "not a Jira issue key such as OPS-42")
+	}
+	return nil
+}
+
 // Plan runs every preflight check and computes the change with a server-side
 // dry run. It writes nothing.
 func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
-	if strings.TrimSpace(req.Reason) == "" {
-		return nil, fmt.Errorf("%w: --reason is required", ErrPatchInvalid)
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	patchType, body, err := req.Patch.Build()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
+		return nil, err
 	}
 	actor, err := e.Whoami(ctx)
 	if err != nil {
@@ -99,7 +119,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: application %q in namespace %s (set --app-namespace if Applications live elsewhere)", ErrNotFound, req.App, e.AppNamespace)
+		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
 	case apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("%w: %s may not read application %s/%s: %v", ErrForbidden, actor.Username, e.AppNamespace, req.App, err)
 	case err != nil:
@@ -117,7 +137,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			return nil, err
 		}
 		if bad := logged.mismatches(join); len(bad) > 0 {
-			return nil, fmt.Errorf("%w on %s: %s; nothing was changed: finish the session with `kubectl gitops restore %s --force --reason …`, which restores what the audit log says", ErrSessionMismatch, req.App, strings.Join(bad, "; "), req.App)
+			return nil, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(bad, "; "))
 		}
 	}
 	if join == nil {
@@ -126,7 +146,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		}
 	}
 	if started, running := syncRunning(app); running && req.NoTerminate {
-		return nil, fmt.Errorf("%w on %s (started %s) and --no-terminate is set: wait for it, or drop --no-terminate to terminate it before patching", ErrSyncRunning, req.App, started)
+		return nil, fmt.Errorf("%w on %s (started %s) and terminating it was not allowed", ErrSyncRunning, req.App, started)
 	}
 
 	kindArg, name, ok := strings.Cut(req.Target, "/")
@@ -266,7 +286,7 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 	value, ok := app.GetAnnotations()[SessionAnnotation]
 	if !ok {
 		if req.Join {
-			return nil, fmt.Errorf("%w: no open break-glass session on %s to --join; drop --join to open one", ErrNotFound, req.App)
+			return nil, fmt.Errorf("%w on %s to join", ErrNoSession, req.App)
 		}
 		return nil, nil
 	}
@@ -279,7 +299,7 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 	case session.State != StatePatched:
 		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
 	case !req.Join:
-		return nil, fmt.Errorf("%w on %s: %s: add --join to patch within it, or finish it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
+		return nil, fmt.Errorf("%w on %s: %s", ErrJoinable, req.App, holder)
 	}
 	return session, nil
 }

@@ -155,7 +155,7 @@ func (p PatchSpec) imagePatch(t audit.Target, live map[string]any) ([]byte, erro
 			}
 		}
 		if path == nil {
-			return nil, fmt.Errorf("%w: %s has no pod template, so --image cannot set a container image there: use --patch", ErrPatchInvalid, t)
+			return nil, inputError(InputImage, "", "%s has no pod template, so no container image can be set there: give a patch instead", t)
 		}
 	}
 	kinds := map[string]string{}
@@ -186,7 +186,7 @@ func (p PatchSpec) imagePatch(t audit.Target, live map[string]any) ([]byte, erro
 		lists[list] = append(lists[list], map[string]any{"name": name, "image": p.Images[name]})
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("%w: --image names container %s, which %s does not have (it has %s)", ErrPatchInvalid, strings.Join(unknown, ", "), t, strings.Join(names, ", "))
+		return nil, inputError(InputImage, "", "names container %s, which %s does not have (it has %s)", strings.Join(unknown, ", "), t, strings.Join(names, ", "))
 	}
 	podSpec := map[string]any{}
 	for list, items := range lists {

@@ -209,7 +209,7 @@ users:
 		t.Errorf("named context: %+v %v %v", s, ok, err)
 	}
 	_, _, err = ArgoServerFromConfig(path, "staging")
-	if err == nil || !strings.Contains(err.Error(), `--argocd-context "staging" is not a context`) || strings.Contains(err.Error(), "tok-") {
+	if err == nil || !strings.Contains(err.Error(), `argocd context "staging": not a context`) || strings.Contains(err.Error(), "tok-") {
 		t.Errorf("unknown context: %v", err)
 	}
 	if _, ok, err := ArgoServerFromConfig(filepath.Join(t.TempDir(), "none"), ""); ok || err != nil {

@@ -26,11 +26,23 @@ type RestoreRequest struct {
 	Argo *ArgoServer
 }
 
+// Validate is the rule of a restore request: forcing needs a reason, and a
+// reason only goes with forcing (a normal restore records the session's).
+func (r RestoreRequest) Validate() error {
+	switch {
+	case r.Force && strings.TrimSpace(r.Reason) == "":
+		return inputError(InputReason, "", "a forced restore needs one: say why restoring without Git's fix is right")
+	case !r.Force && r.Reason != "":
+		return inputError(InputReason, r.Reason, "goes with forcing; a normal restore records the session's reason")
+	}
+	return nil
+}
+
 // Restore re-enables sync with the exact saved policy once Git has caught
 // up (or when forced), removes the session and records it.
 func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatus, error) {
-	if req.Force && strings.TrimSpace(req.Reason) == "" {
-		return nil, fmt.Errorf("%w: --force needs --reason", ErrPatchInvalid)
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	actor, err := e.Whoami(ctx)
 	if err != nil {
@@ -40,12 +52,12 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	app, err := apps.Get(ctx, req.App, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: application %q in namespace %s", ErrNotFound, req.App, e.AppNamespace)
+		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
 	case err != nil:
 		return nil, err
 	}
 	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
-		return nil, fmt.Errorf("%w: no open break-glass session on %s, so there is nothing to restore", ErrNotFound, req.App)
+		return nil, fmt.Errorf("%w on %s, so there is nothing to restore", ErrNoSession, req.App)
 	}
 	// A dry run writes nothing, not even the refresh request.
 	st, err := e.CaughtUp(ctx, app, req.Argo, !req.DryRun)
@@ -65,7 +77,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if bad := logged.mismatches(st.Session); len(bad) > 0 {
 		discrepancy = fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(bad, "; "))
 		if !req.Force {
-			return st, fmt.Errorf("%w on %s: %s; nothing was changed: compare with `kubectl gitops audit log --app %s`, then `restore --force --reason` restores what the audit log says", ErrSessionMismatch, req.App, strings.Join(bad, "; "), req.App)
+			return st, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(bad, "; "))
 		}
 		if logged.hasPlanned {
 			st.Session = logged.fromLog(st.Session)
@@ -82,7 +94,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 				behind = append(behind, fmt.Sprintf("%s %s: %s", t.Target, t.Git, t.Detail))
 			}
 		}
-		return st, fmt.Errorf("%w: sync not restored, %s; fix Git and run restore again, or --force --reason", ErrNotCaughtUp, strings.Join(behind, "; "))
+		return st, fmt.Errorf("%w: sync not restored, %s", ErrNotCaughtUp, strings.Join(behind, "; "))
 	}
 	if req.DryRun {
 		return st, nil

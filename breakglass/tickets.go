@@ -41,25 +41,24 @@ func (e *Engine) ticketsOff() error {
 	return ticket.ErrNotConfigured
 }
 
-// checkTicket checks --ticket before anything changes: a key Jira says does
-// not exist is refused; a Jira that cannot answer only earns a warning.
+// checkTicket checks the existing ticket a request names (its key's shape
+// is Request.Validate's) before anything changes: a key Jira says does not
+// exist is refused; a Jira that cannot answer only earns a warning.
 func (e *Engine) checkTicket(ctx context.Context, req Request, join *Session) (*audit.Ticket, string, error) {
 	switch {
 	case req.Ticket == "":
 		return nil, "", nil
-	case !TicketKey.MatchString(req.Ticket):
-		return nil, "", fmt.Errorf("%w: --ticket %q is not a Jira issue key such as OPS-42", ErrPatchInvalid, req.Ticket)
 	case join != nil && join.Ticket != "" && join.Ticket != req.Ticket:
-		return nil, "", fmt.Errorf("%w: session %s is tracked by %s already; drop --ticket to comment there", ErrPatchInvalid, join.ID, join.Ticket)
+		return nil, "", inputError(InputTicket, req.Ticket, "session %s is tracked by %s already, where this patch is commented: give no ticket", join.ID, join.Ticket)
 	case e.Tickets == nil:
 		return &audit.Ticket{Key: req.Ticket}, "", nil
 	}
 	issue, err := e.Tickets.Get(ctx, req.Ticket)
 	switch {
 	case errors.Is(err, ticket.ErrNotFound):
-		return nil, "", fmt.Errorf("%w: --ticket %s: %v", ErrNotFound, req.Ticket, err)
+		return nil, "", fmt.Errorf("%w: %s: %v", ErrTicketNotFound, req.Ticket, err)
 	case err != nil:
-		return &audit.Ticket{Key: req.Ticket}, fmt.Sprintf("could not check --ticket %s (%v)", req.Ticket, err), nil
+		return &audit.Ticket{Key: req.Ticket}, fmt.Sprintf("could not check ticket %s (%v)", req.Ticket, err), nil
 	}
 	return &audit.Ticket{Key: issue.Key, URL: issue.URL}, "", nil
 }

@@ -80,7 +80,7 @@ pick them from the Applications and their managed resources.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			return o.Run(cmd.Context())
+			return explain(o.Run(cmd.Context()), "breakglass", o.appRef())
 		},
 	}
 	f := cmd.Flags()
@@ -100,6 +100,11 @@ pick them from the Applications and their managed resources.`,
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
+}
+
+// appRef is the Application the command names, for hints.
+func (o *BreakglassOptions) appRef() audit.AppRef {
+	return audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}
 }
 
 // Complete fills the request from arguments, files and the namespace flag.
@@ -125,7 +130,7 @@ func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	images, err := breakglass.ParseImages(o.Images)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return usageError(explain(err, "breakglass", o.appRef()))
 	}
 	o.Request.Patch.Images = images
 	if cmd.Flags().Changed("replicas") {
@@ -144,14 +149,8 @@ func (o *BreakglassOptions) Validate() error {
 		if !o.interactive() {
 			return usageErrorf("%s", missing)
 		}
-	} else if _, _, err := o.Request.Patch.Build(); err != nil {
-		return usageErrorf("%v", err)
-	}
-	if o.Request.Ticket != "" && !breakglass.TicketKey.MatchString(o.Request.Ticket) {
-		return usageErrorf("--ticket %q is not a Jira issue key: use the key, e.g. --ticket OPS-42", o.Request.Ticket)
-	}
-	if kind, name, ok := strings.Cut(o.Request.Target, "/"); o.Request.Target != "" && (!ok || kind == "" || name == "") {
-		return usageErrorf("TARGET %q: use KIND/NAME, e.g. deployment/web", o.Request.Target)
+	} else if err := o.Request.Validate(); err != nil {
+		return usageError(explain(err, "breakglass", o.appRef()))
 	}
 	if !o.DryRun && !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required when stdin is not a terminal (or use --dry-run to see the plan)")

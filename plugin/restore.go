@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -46,7 +46,7 @@ status): otherwise Argo CD would revert it. --force restores anyway and needs
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			return o.Run(cmd.Context())
+			return explain(o.Run(cmd.Context()), "restore", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App})
 		},
 	}
 	o.addAppNamespace(cmd)
@@ -65,11 +65,8 @@ func (o *RestoreOptions) Validate() error {
 	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
 		return err
 	}
-	if o.Request.Force && strings.TrimSpace(o.Request.Reason) == "" {
-		return usageErrorf("--force needs --reason: say why restoring without Git's fix is right")
-	}
-	if !o.Request.Force && o.Request.Reason != "" {
-		return usageErrorf("--reason goes with --force; a normal restore records the session's reason")
+	if err := o.Request.Validate(); err != nil {
+		return usageError(explain(err, "restore", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}))
 	}
 	if o.Request.Force && !o.Request.DryRun && !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required for --force when stdin is not a terminal")

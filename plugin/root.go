@@ -49,6 +49,11 @@ func usageErrorf(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
 
+// usageError makes err a usage error (exit 2).
+func usageError(err error) error {
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
 // Main runs the plugin with args and returns the process exit code. It prints
 // errors as one lowercase line starting "error: ".
 func Main(args []string) int {
@@ -62,7 +67,7 @@ func Main(args []string) int {
 
 // Execute runs cmd and maps its error to an exit code, printing the error.
 func Execute(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStreams) int {
-	err := cmd.ExecuteContext(ctx)
+	err := spellInput(cmd.ExecuteContext(ctx))
 	if err == nil {
 		return ExitOK
 	}

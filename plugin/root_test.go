@@ -3,9 +3,13 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -36,7 +40,7 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"unreachable cluster", []string{"version", "--kubeconfig", "/nonexistent/kubeconfig"}, ExitFailure, "error: kubernetes api server unreachable"},
 		{"ticket sync extra argument", []string{"ticket", "sync", "now"}, ExitUsage, "error: kubectl gitops ticket sync takes no arguments"},
 		{"ticket sync bad output", []string{"ticket", "sync", "-o", "csv"}, ExitUsage, `error: --output "csv" is not supported`},
-		{"breakglass --ticket not a key", []string{"breakglass", "web", "deploy/web", "--replicas", "2", "--reason", "r", "--ticket", "ops 7", "-y"}, ExitUsage, `error: --ticket "ops 7" is not a Jira issue key`},
+		{"breakglass --ticket not a key", []string{"breakglass", "web", "deploy/web", "--replicas", "2", "--reason", "r", "--ticket", "ops 7", "-y"}, ExitUsage, `error: --ticket "ops 7": not a Jira issue key`},
 		{"breakglass without APP, no terminal", []string{"breakglass", "--replicas", "2", "--reason", "r", "-y"}, ExitUsage, "error: missing APP and TARGET"},
 		{"breakglass without TARGET, no terminal", []string{"breakglass", "web", "--replicas", "2", "--reason", "r", "-y"}, ExitUsage, "error: missing APP and TARGET"},
 		{"breakglass extra argument", []string{"breakglass", "web", "deploy/web", "more"}, ExitUsage, "error: kubectl gitops breakglass takes at most 2 argument(s)"},
@@ -83,5 +87,45 @@ func TestClientVersionJSON(t *testing.T) {
 	}
 	if info.Kubernetes != nil || info.ArgoCD != nil {
 		t.Errorf("--client contacted servers: %+v", info)
+	}
+}
+
+// TestEngineErrorsAreSpeltAsFlags: the engine names inputs and returns
+// sentinel errors; the command line spells the inputs as flags and adds
+// the next step, keeping the error's identity.
+func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
+	for _, in := range []breakglass.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
+		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputTargetContext, breakglass.InputArgoContext} {
+		if inputFlags[in] == "" {
+			t.Errorf("input %q has no flag to spell it", in)
+		}
+	}
+	web := audit.AppRef{Namespace: "argocd", Name: "web"}
+	err := explain(&breakglass.InputError{Input: breakglass.InputReplicas, Value: "-1", Problem: "must be zero or more"}, "breakglass", web)
+	if err.Error() != `--replicas "-1": must be zero or more` || !errors.Is(err, breakglass.ErrPatchInvalid) {
+		t.Errorf("input error: %v (is ErrPatchInvalid: %v)", err, errors.Is(err, breakglass.ErrPatchInvalid))
+	}
+	if err := explain(&breakglass.InputError{Input: breakglass.InputChange, Problem: "none given"}, "breakglass", web); !strings.Contains(err.Error(), "use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file") {
+		t.Errorf("no change: %v", err)
+	}
+	for _, tt := range []struct {
+		err     error
+		command string
+		want    string
+	}{
+		{fmt.Errorf("%w on web: session s1 by sam", breakglass.ErrJoinable), "breakglass", "session s1 by sam: add --join to patch within it, or finish it with `kubectl gitops restore web`"},
+		{fmt.Errorf("%w: %q in namespace argocd", breakglass.ErrAppNotFound, "web"), "breakglass", "set --app-namespace if Applications live elsewhere"},
+		{fmt.Errorf("%w on web to join", breakglass.ErrNoSession), "breakglass", "drop --join to open one"},
+		{fmt.Errorf("%w: sync not restored", breakglass.ErrNotCaughtUp), "restore", "fix Git and run restore again, or --force --reason …"},
+		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "restore", "compare with `kubectl gitops audit log --app web`"},
+		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "breakglass", "finish the session with `kubectl gitops restore web --force --reason …`"},
+	} {
+		got := explain(tt.err, tt.command, web)
+		if !strings.Contains(got.Error(), tt.want) || !errors.Is(got, tt.err) {
+			t.Errorf("%s: %v, want it to contain %q and stay %v", tt.command, got, tt.want, tt.err)
+		}
+		if again := explain(got, tt.command, web); again.Error() != got.Error() {
+			t.Errorf("explained twice: %v", again)
+		}
 	}
 }

@@ -117,9 +117,9 @@ func TestBreakglassBadInputChangesNothing(t *testing.T) {
 	}{
 		{"unknown kind", env.Oncall.Name, []string{"bg-bad", "frobnicator/web", "--replicas", "3"}, 1, `the server has no resource type "frobnicator"`},
 		{"target not managed", env.Oncall.Name, []string{"bg-bad", "deployment/other", "--replicas", "3"}, 1, "deployment.apps/other in namespace bg-bad is not one of application bg-bad's managed resources"},
-		{"missing app", env.Oncall.Name, []string{"no-such-app", "deployment/web", "--replicas", "3"}, 1, `application "no-such-app" in namespace argocd`},
+		{"missing app", env.Oncall.Name, []string{"no-such-app", "deployment/web", "--replicas", "3"}, 1, `application not found: "no-such-app" in namespace argocd: set --app-namespace if Applications live elsewhere`},
 		{"malformed patch", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--patch", "{bad"}, 2, "the patch is"},
-		{"json patch not an array", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--type", "json", "--patch", `{"spec":{}}`}, 2, "--type json needs a JSON array"},
+		{"json patch not an array", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--type", "json", "--patch", `{"spec":{}}`}, 2, "--patch: a JSON patch is an array of operations"},
 		{"missing reason", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--replicas", "3", "--reason", ""}, 2, "--reason is required"},
 		{"no change given", env.Oncall.Name, []string{"bg-bad", "deployment/web"}, 2, "no change given"},
 		{"patch rejected by the server", env.Oncall.Name, []string{"bg-bad", "deployment/web", "--patch", `{"spec":{"replicas":"many"}}`}, 1, "the API server rejects the patch"},

@@ -131,7 +131,7 @@ func TestAdditivePatchNeedsFieldCheckOrForce(t *testing.T) {
 		t.Errorf("restore without --force: %q", errOut)
 	}
 	_, errOut = mustRun(t, oncall, 2, "restore", "bg-add", "--force")
-	if !strings.Contains(errOut, "--force needs --reason") {
+	if !strings.Contains(errOut, "--reason: a forced restore needs one") {
 		t.Errorf("--force without --reason: %q", errOut)
 	}
 	mustRun(t, oncall, 0, "restore", "bg-add", "--force", "--reason", "debug done, Git is right", "-y")
@@ -173,7 +173,7 @@ func TestArgoCDLoginIsReused(t *testing.T) {
 		t.Errorf("status did not use the argocd login: %+v", st)
 	}
 	out, errOut, code := oncall.run("kubectl", "gitops", "status", "rs-login", "--argocd-context", "nope")
-	if code != 1 || !strings.Contains(errOut, `--argocd-context "nope" is not a context`) {
+	if code != 1 || !strings.Contains(errOut, `--argocd-context "nope": not a context`) {
 		t.Errorf("an unknown --argocd-context: exit %d, %q", code, errOut)
 	}
 	version, _ := mustRun(t, oncall, 0, "version", "-o", "json")

@@ -321,7 +321,7 @@ func TestTicketFlagAttachesToAnExistingIssue(t *testing.T) {
 	key := d.AddIssue("INC-9: web is down")
 	oncall := newUser(t, env.Oncall.Name, jiraEnv(d.URL, jiraToken)...)
 	_, errOut := mustRun(t, oncall, 1, "breakglass", "tk-attach", "deployment/web", "--replicas", "3", "--reason", "load", "--ticket", "OPS-404", "-y")
-	if !strings.Contains(errOut, "--ticket OPS-404") || !strings.Contains(errOut, "Issue does not exist") {
+	if !strings.Contains(errOut, "ticket not found: OPS-404") || !strings.Contains(errOut, "Issue does not exist") || !strings.Contains(errOut, "give --ticket an existing issue") {
 		t.Errorf("--ticket of a missing issue: %q", errOut)
 	}
 	if a, err := appsClient(t).Get(context.Background(), "tk-attach", metav1.GetOptions{}); err != nil || a.GetAnnotations()[breakglass.SessionAnnotation] != "" {

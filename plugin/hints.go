@@ -1,0 +1,98 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// inputFlags spells each engine input as the flag (or argument) that sets it.
+var inputFlags = map[breakglass.Input]string{
+	breakglass.InputReason:        "--reason",
+	breakglass.InputTarget:        "TARGET",
+	breakglass.InputImage:         "--image",
+	breakglass.InputReplicas:      "--replicas",
+	breakglass.InputPatch:         "--patch",
+	breakglass.InputPatchType:     "--type",
+	breakglass.InputChange:        "the change",
+	breakglass.InputTicket:        "--ticket",
+	breakglass.InputTargetContext: "--target-context",
+	breakglass.InputArgoContext:   "--argocd-context",
+}
+
+// inputHints are what to type, for the inputs whose problem the flags say
+// best.
+var inputHints = map[breakglass.Input]string{
+	breakglass.InputChange:    "use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file",
+	breakglass.InputPatchType: "--type json takes a JSON array of operations",
+}
+
+// explain turns an engine error into the command line's terms: inputs
+// named as their flags, and for each sentinel the next step, naming flags
+// and commands. command is the command that failed; app the Application.
+func explain(err error, command string, app audit.AppRef) error {
+	var done *hinted
+	if err == nil || errors.As(err, &done) {
+		return err
+	}
+	if spelt := spellInput(err); spelt != err {
+		return spelt
+	}
+	restore := breakglass.RestoreCommand(app)
+	var hint string
+	switch {
+	case errors.Is(err, breakglass.ErrAppNotFound):
+		hint = "set --app-namespace if Applications live elsewhere"
+	case errors.Is(err, breakglass.ErrNoSession) && command == "breakglass":
+		hint = "drop --join to open one"
+	case errors.Is(err, breakglass.ErrJoinable):
+		hint = "add --join to patch within it, or finish it with `" + restore + "`"
+	case errors.Is(err, breakglass.ErrSessionMismatch) && command == "restore":
+		hint = "compare with `kubectl gitops audit log --app " + app.Name + "`, then `" + restore + " --force --reason …` restores what the audit log says"
+	case errors.Is(err, breakglass.ErrSessionMismatch):
+		hint = "finish the session with `" + restore + " --force --reason …`, which restores what the audit log says"
+	case errors.Is(err, breakglass.ErrSyncRunning):
+		hint = "wait for it, or drop --no-terminate to terminate it before patching"
+	case errors.Is(err, breakglass.ErrNotCaughtUp):
+		hint = "fix Git and run restore again, or --force --reason …"
+	case errors.Is(err, breakglass.ErrTicketNotFound):
+		hint = "give --ticket an existing issue, or leave it out to file a new one"
+	default:
+		return err
+	}
+	return withHint(err, fmt.Errorf("%w: %s", err, hint))
+}
+
+// spellInput names the input of an engine InputError as its flag; other
+// errors are returned as they are. Every command's error goes through it.
+func spellInput(err error) error {
+	var input *breakglass.InputError
+	var done *hinted
+	if !errors.As(err, &input) || errors.As(err, &done) {
+		return err
+	}
+	msg := inputFlags[input.Input]
+	if input.Value != "" {
+		msg += fmt.Sprintf(" %q", input.Value)
+	}
+	msg += ": " + input.Problem
+	if hint := inputHints[input.Input]; hint != "" {
+		msg += " (" + hint + ")"
+	}
+	return withHint(err, errors.New(msg))
+}
+
+// withHint keeps the error's identity (errors.Is, errors.As) and shows
+// shown's text.
+func withHint(original, shown error) error {
+	return &hinted{error: shown, original: original}
+}
+
+type hinted struct {
+	error
+	original error
+}
+
+func (h *hinted) Unwrap() []error { return []error{h.error, h.original} }
