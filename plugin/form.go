@@ -154,13 +154,5 @@ func changeFrom(kind, value string) (breakglass.PatchSpec, error) {
 
 // confirm asks for the Application's name before anything changes.
 func (o *BreakglassOptions) confirm(app string) error {
-	var typed string
-	input := huh.NewInput().Title(fmt.Sprintf("Type the Application name (%s) to go ahead", app)).Value(&typed)
-	if err := o.runForm(input); err != nil {
-		return fmt.Errorf("not confirmed: %w", err)
-	}
-	if strings.TrimSpace(typed) != app {
-		return fmt.Errorf("not confirmed: you typed %q, not %q; nothing was changed", typed, app)
-	}
-	return nil
+	return confirmApp(o.In, o.Out, "The plan above pauses its automated sync and patches the live resource.", app)
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -84,11 +83,8 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Request.Force && !o.Request.DryRun && !o.Yes {
-		fmt.Fprintf(o.Out, "Forcing restore of %s may revert the live fix. Type the Application name to go ahead: ", o.Request.App)
-		var answer string
-		fmt.Fscanln(o.In, &answer)
-		if answer != o.Request.App {
-			return errors.New("not confirmed: nothing was changed")
+		if err := confirmApp(o.In, o.Out, "Forcing the restore may revert the live fix.", o.Request.App); err != nil {
+			return err
 		}
 	}
 	st, err := engine.Restore(ctx, o.Request)

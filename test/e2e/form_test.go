@@ -149,3 +149,32 @@ func TestBreakglassFormPicksTheApplicationAndResource(t *testing.T) {
 		t.Fatalf("replicas after the form: %d, want 3", n)
 	}
 }
+
+// TestForcedRestoreAsksForTheName: a forced restore in a terminal asks for
+// the Application's name, as a break-glass does: a wrong name changes
+// nothing, the right one restores.
+func TestForcedRestoreAsksForTheName(t *testing.T) {
+	deployApp(t, "rs-confirm")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "rs-confirm", "deployment/web", "--replicas", "4", "--reason", "confirm test", "-y")
+	for _, typed := range []string{"rs-other", "rs-confirm"} {
+		term := newTmux(t, oncall, "kubectl gitops restore rs-confirm --force --reason 'abandoned'")
+		term.waitFor("Type the Application name (rs-confirm)")
+		if !strings.Contains(term.screen(), "Forcing the restore may revert the live fix.") {
+			t.Errorf("the prompt does not say what going ahead does:\n%s", term.screen())
+		}
+		term.keys(typed, "Enter")
+		term.waitFor("EXIT=")
+		screen := term.screen()
+		if typed == "rs-other" {
+			if !strings.Contains(screen, "EXIT=1") || !strings.Contains(screen, `not confirmed: you typed "rs-other"`) {
+				t.Fatalf("a wrong name went ahead:\n%s", screen)
+			}
+			sessionOf(t, "rs-confirm") // fails the test if the session is gone
+		}
+		if typed == "rs-confirm" && (!strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "forced restore of rs-confirm")) {
+			t.Fatalf("the right name did not restore:\n%s", screen)
+		}
+		_ = exec.Command("tmux", "kill-session", "-t", term.name).Run()
+	}
+}
