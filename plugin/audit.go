@@ -330,7 +330,7 @@ hash can be recomputed independently (indented; the hash covers the canonical fo
 		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ID = args[0]
-			if err := validateOutput(o.Output, "yaml", "json"); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -340,6 +340,9 @@ hash can be recomputed independently (indented; the hash covers the canonical fo
 	outputFlag(cmd, &o.Output, "yaml", "json")
 	return cmd
 }
+
+// Validate checks the flags.
+func (o *AuditShowOptions) Validate() error { return validateOutput(o.Output, "yaml", "json") }
 
 // Run finds the record and prints it.
 func (o *AuditShowOptions) Run(ctx context.Context) error {
@@ -418,7 +421,7 @@ could not be read.`,
   kubectl gitops audit verify --jira`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -446,6 +449,9 @@ func witnesses(ctx context.Context) ([]audit.Witness, error) {
 	}
 	return out, nil
 }
+
+// Validate checks the flags.
+func (o *AuditVerifyOptions) Validate() error { return validateOutput(o.Output, "text", "json", "yaml") }
 
 // Run verifies the chain and prints the report.
 func (o *AuditVerifyOptions) Run(ctx context.Context) error {

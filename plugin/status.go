@@ -55,11 +55,8 @@ never set.`,
 			if len(args) == 1 {
 				o.App = args[0]
 			}
-			if err := validateOutput(o.Output, statusFormats...); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
-			}
-			if o.Wait && o.Watch {
-				return usageErrorf("--wait and --watch cannot be combined: --wait ends when caught up, --watch runs until Ctrl-C")
 			}
 			return o.Run(cmd.Context())
 		},
@@ -72,6 +69,17 @@ never set.`,
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	outputFlag(cmd, &o.Output, statusFormats...)
 	return cmd
+}
+
+// Validate checks the flags.
+func (o *StatusOptions) Validate() error {
+	if err := validateOutput(o.Output, statusFormats...); err != nil {
+		return err
+	}
+	if o.Wait && o.Watch {
+		return usageErrorf("--wait and --watch cannot be combined: --wait ends when caught up, --watch runs until Ctrl-C")
+	}
+	return nil
 }
 
 // Run evaluates and prints the sessions.

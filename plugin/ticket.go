@@ -49,7 +49,7 @@ Exit 0 when nothing is left queued, 1 when some work failed again.`,
   kubectl gitops ticket sync`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -59,6 +59,9 @@ Exit 0 when nothing is left queued, 1 when some work failed again.`,
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
 }
+
+// Validate checks the flags.
+func (o *TicketSyncOptions) Validate() error { return validateOutput(o.Output, "text", "json", "yaml") }
 
 // Run does the queued work and reports each session.
 func (o *TicketSyncOptions) Run(ctx context.Context) error {
