@@ -451,7 +451,9 @@ func witnesses(ctx context.Context) ([]audit.Witness, error) {
 }
 
 // Validate checks the flags.
-func (o *AuditVerifyOptions) Validate() error { return validateOutput(o.Output, "text", "json", "yaml") }
+func (o *AuditVerifyOptions) Validate() error {
+	return validateOutput(o.Output, "text", "json", "yaml")
+}
 
 // Run verifies the chain and prints the report.
 func (o *AuditVerifyOptions) Run(ctx context.Context) error {
