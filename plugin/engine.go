@@ -43,9 +43,16 @@ func kubeClient(flags *genericclioptions.ConfigFlags) (*rest.Config, kubernetes.
 	return config, kube, err
 }
 
-// engine builds the break-glass engine from the kubeconfig flags; the audit
-// log lives in --audit-namespace.
-func (f *engineFlags) engine() (*breakglass.Engine, error) {
+// engine builds the engine a command drives, through newEngine.
+func (f *engineFlags) engine() (*breakglass.Engine, error) { return newEngine(f) }
+
+// newEngine is the seam between the commands and the cluster: tests replace
+// it to run whole commands against fake clients (plugin/fake_test.go).
+var newEngine = (*engineFlags).clusterEngine
+
+// clusterEngine builds the break-glass engine from the kubeconfig flags;
+// the audit log lives in --audit-namespace.
+func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	config, kube, err := kubeClient(f.configFlags)
 	if err != nil {
 		return nil, err

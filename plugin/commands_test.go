@@ -1,0 +1,155 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+)
+
+// runGolden runs the plugin, wants its exit code, and compares stdout and
+// stderr (normalised) with testdata/name.
+func runGolden(t *testing.T, name string, want int, args ...string) {
+	t.Helper()
+	code, out, errOut := runPlugin(t, args...)
+	if code != want {
+		t.Fatalf("kubectl gitops %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	golden(t, name, normalise("$ kubectl gitops "+strings.Join(args, " ")+"\n--- stdout\n"+out+"--- stderr\n"+errOut))
+}
+
+// TestCommandsOnFakes runs a whole break-glass through the commands, on
+// the engine seam's fake cluster: the plan, the break-glass, status in
+// each format, a restore refused while Git waits, the restore once it has
+// caught up, and ticket sync filing the queued ticket.
+func TestCommandsOnFakes(t *testing.T) {
+	f := newFakeCluster(t)
+	change := []string{"web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike, scale out", "--incident", "INC-7"}
+
+	runGolden(t, "breakglass-dry-run.golden", ExitOK, append([]string{"breakglass"}, append(change, "--dry-run")...)...)
+	if len(records(t, f)) != 0 {
+		t.Fatal("the dry run wrote audit records")
+	}
+	runGolden(t, "breakglass.golden", ExitOK, append([]string{"breakglass"}, append(change, "-y")...)...)
+	d, _ := f.dyn.Resource(deploymentsGVR).Namespace("demo").Get(context.Background(), "web", metav1.GetOptions{})
+	if replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); replicas != 3 {
+		t.Errorf("replicas %d after the break-glass, want 3", replicas)
+	}
+	// The schema has automated.enabled (Argo CD ≥ 3.1): the pause keeps
+	// prune and selfHeal and turns automated sync off.
+	if enabled, set, _ := unstructured.NestedBool(f.app().Object, "spec", "syncPolicy", "automated", "enabled"); !set || enabled {
+		t.Errorf("automated sync not paused: %v", f.app().Object["spec"])
+	}
+
+	runGolden(t, "status.golden", ExitOK, "status")
+	runGolden(t, "status-wide.golden", ExitOK, "status", "-o", "wide")
+	runGolden(t, "status-json.golden", ExitOK, "status", "-o", "json")
+	runGolden(t, "restore-waiting.golden", ExitFailure, "restore", "web")
+
+	f.commit("2222222222222222222222222222222222222222", 3)
+	runGolden(t, "restore.golden", ExitOK, "restore", "web")
+	policy, _, _ := unstructured.NestedMap(f.app().Object, "spec", "syncPolicy")
+	if !strings.Contains(jsonText(policy), `"automated":{"prune":true,"selfHeal":true}`) || !strings.Contains(jsonText(policy), "CreateNamespace=true") {
+		t.Errorf("restored policy %s", jsonText(policy))
+	}
+
+	f.tickets = &fakeTickets{}
+	runGolden(t, "ticket-sync.golden", ExitOK, "ticket", "sync")
+	var events []string
+	for _, r := range records(t, f) {
+		events = append(events, string(r.Event)+"/"+r.Outcome.Status)
+	}
+	if want := "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,ticket.queued/queued," +
+		"breakglass.restored/started,breakglass.restored/succeeded,ticket.filed/started,ticket.filed/succeeded"; strings.Join(events, ",") != want {
+		t.Errorf("audit events\n %s\nwant\n %s", strings.Join(events, ","), want)
+	}
+	if rep, err := audit.VerifyStore(context.Background(), f.audit); err != nil || !rep.Intact() {
+		t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
+	}
+}
+
+func records(t *testing.T, f *fakeCluster) []*audit.Record {
+	t.Helper()
+	entries, err := f.audit.Entries(context.Background(), audit.Filter{})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing appended yet
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return audit.Records(entries)
+}
+
+// fakeTickets is a Jira that files every ticket as OPS-1, OPS-2, … and
+// remembers what it was asked.
+type fakeTickets struct{ created, comments, closed []string }
+
+func (j *fakeTickets) Create(_ context.Context, rc ticket.Reconcile) (ticket.Issue, error) {
+	j.created = append(j.created, ticket.Summary(rc))
+	key := "OPS-" + string(rune('0'+len(j.created)))
+	return ticket.Issue{Key: key, URL: "https://jira.example/browse/" + key}, nil
+}
+func (j *fakeTickets) FindSession(context.Context, string) (ticket.Issue, bool, error) {
+	return ticket.Issue{}, false, nil
+}
+func (j *fakeTickets) Get(_ context.Context, key string) (ticket.Issue, error) {
+	return ticket.Issue{Key: key}, nil
+}
+func (j *fakeTickets) Comment(_ context.Context, key, body string) error {
+	j.comments = append(j.comments, key)
+	return nil
+}
+func (j *fakeTickets) Close(_ context.Context, key, comment string) error {
+	j.closed = append(j.closed, key)
+	return nil
+}
+func (j *fakeTickets) LinkTo(context.Context, string, string, string) error { return nil }
+
+var _ breakglass.Tickets = (*fakeTickets)(nil)
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestEngineDecisionsOnFakes: a second break-glass on an open session is
+// refused with the way on (join, or restore); --join patches within it;
+// a forced restore needs a reason and is recorded as forced.
+func TestEngineDecisionsOnFakes(t *testing.T) {
+	f := newFakeCluster(t)
+	patch := func(replicas string, extra ...string) []string {
+		return append([]string{"breakglass", "web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":` + replicas + `}}`, "--reason", "load", "-y"}, extra...)
+	}
+	if code, out, errOut := runPlugin(t, patch("3")...); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	code, _, errOut := runPlugin(t, patch("4")...)
+	if code != ExitFailure || !strings.Contains(errOut, "a break-glass session is already open on web") || !strings.Contains(errOut, "add --join to patch within it, or finish it with `kubectl gitops restore web`") {
+		t.Errorf("a second break-glass: exit %d, %s", code, errOut)
+	}
+	if code, out, errOut := runPlugin(t, patch("4", "--join")...); code != ExitOK || !strings.Contains(out, "/spec/replicas: 3 -> 4") {
+		t.Errorf("--join: exit %d, %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runPlugin(t, "restore", "web", "--force"); code != ExitUsage || !strings.Contains(errOut, "--reason: a forced restore needs one") {
+		t.Errorf("--force without --reason: exit %d, %s", code, errOut)
+	}
+	if code, out, errOut := runPlugin(t, "restore", "web", "--force", "--reason", "abandoned", "-y"); code != ExitOK || !strings.Contains(out, "forced restore of web") {
+		t.Errorf("forced restore: exit %d, %s %s", code, out, errOut)
+	}
+	last := records(t, f)
+	if r := last[len(last)-1]; r.Event != audit.EventForced || r.Outcome.Status != audit.StatusSucceeded || r.Reason != "abandoned" {
+		t.Errorf("last record %s/%s %q, want a succeeded breakglass.forced with the reason", r.Event, r.Outcome.Status, r.Reason)
+	}
+	if _, open := f.app().GetAnnotations()[breakglass.SessionAnnotation]; open {
+		t.Error("the session is still open after the forced restore")
+	}
+}

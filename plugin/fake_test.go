@@ -1,0 +1,334 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/openapi"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+)
+
+// fakeCluster is an API server and an Argo CD controller in memory, for
+// running whole commands through the engine seam (newEngine): client-go's
+// fakes hold an Application "web" (self-healing, Synced) and the
+// Deployment it manages; a goroutine plays the controller, removing the
+// refresh annotation as Argo CD does once it has reconciled.
+type fakeCluster struct {
+	t       *testing.T
+	dyn     *dynamicfake.FakeDynamicClient
+	audit   *audit.FileStore
+	tickets breakglass.Tickets
+
+	mu sync.Mutex
+	// git is what Git holds: its revision and the Deployment's replicas.
+	gitRevision string
+	gitReplicas int64
+}
+
+var (
+	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	fakeRevision   = "1111111111111111111111111111111111111111"
+)
+
+func newFakeCluster(t *testing.T) *fakeCluster {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir()) // no argocd CLI login
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, k := range []string{"ARGOCD_SERVER", "ARGOCD_AUTH_TOKEN", "JIRA_URL", "JIRA_PROJECT", "JIRA_USER", "JIRA_API_TOKEN", "JIRA_PAT"} {
+		t.Setenv(k, "")
+	}
+	app := &unstructured.Unstructured{Object: decodeJSON(t, `{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": {"name": "web", "namespace": "argocd"},
+		"spec": {
+			"project": "default",
+			"source": {"repoURL": "https://git.example/apps.git", "path": "apps/web", "targetRevision": "HEAD"},
+			"destination": {"server": "https://kubernetes.default.svc", "namespace": "demo"},
+			"syncPolicy": {"automated": {"prune": true, "selfHeal": true}, "syncOptions": ["CreateNamespace=true"]}
+		},
+		"status": {
+			"sourceType": "Kustomize",
+			"sync": {"status": "Synced", "revision": "`+fakeRevision+`"},
+			"resources": [{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": "Synced"}]
+		}}`)}
+	deployment := &unstructured.Unstructured{Object: decodeJSON(t, `{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": {"name": "web", "namespace": "demo"},
+		"spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "registry.example/web:1.0.0"}]}}}}`)}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		breakglass.ApplicationGVR: "ApplicationList", breakglass.ApplicationSetGVR: "ApplicationSetList", deploymentsGVR: "DeploymentList",
+	}, app, deployment)
+
+	kube := kubefake.NewSimpleClientset()
+	kube.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
+			UserInfo: authenticationv1.UserInfo{Username: "oncall", Groups: []string{"oncall"}}}}, nil
+	})
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
+	})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+
+	f := &fakeCluster{t: t, dyn: dyn, audit: &audit.FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, gitRevision: fakeRevision, gitReplicas: 2}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); f.controller(ctx) }()
+	previous := newEngine
+	newEngine = func(flags *engineFlags) (*breakglass.Engine, error) {
+		return &breakglass.Engine{
+			Kube: argoSchema{kube}, Dynamic: dryRunAware{dyn}, Mapper: mapper, Audit: f.audit, AppNamespace: flags.AppNamespace,
+			ControllerWait: 2 * time.Second, Tickets: f.tickets, TicketsOff: ticketsOff(f.tickets),
+		}, nil
+	}
+	t.Cleanup(func() { cancel(); wg.Wait(); newEngine = previous })
+	return f
+}
+
+func ticketsOff(t breakglass.Tickets) error {
+	if t == nil {
+		return ticket.ErrNotConfigured
+	}
+	return nil
+}
+
+// controller reconciles every Application that asks for a refresh, as
+// Argo CD's controller does: it compares the live Deployment with Git,
+// writes the sync status, and removes the refresh annotation.
+func (f *fakeCluster) controller(ctx context.Context) {
+	apps := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd")
+	w, err := apps.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return
+			}
+			app, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			if _, pending := app.GetAnnotations()[breakglass.RefreshAnnotation]; pending {
+				// The fake's watch cannot resume from a resourceVersion as the
+				// API server's does: give the waiter time to start watching.
+				time.Sleep(100 * time.Millisecond)
+				_, _ = apps.Patch(ctx, app.GetName(), types.MergePatchType, f.reconciled(ctx), metav1.PatchOptions{})
+			}
+		}
+	}
+}
+
+// reconciled is the patch a reconcile writes: the sync status of the live
+// Deployment against Git, and no refresh annotation.
+func (f *fakeCluster) reconciled(ctx context.Context) []byte {
+	f.mu.Lock()
+	revision, replicas := f.gitRevision, f.gitReplicas
+	f.mu.Unlock()
+	status := "Synced"
+	d, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Get(ctx, "web", metav1.GetOptions{})
+	if live, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); err != nil || live != replicas {
+		status = "OutOfSync"
+	}
+	body, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{breakglass.RefreshAnnotation: nil}},
+		"status": map[string]any{
+			"sync":      map[string]any{"status": status, "revision": revision},
+			"resources": []any{map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": status}},
+		},
+	})
+	return body
+}
+
+// app returns the Application as the fake API server holds it.
+func (f *fakeCluster) app() *unstructured.Unstructured {
+	f.t.Helper()
+	app, err := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return app
+}
+
+// commit plays a commit to Git: Argo CD sees it at its next reconcile.
+func (f *fakeCluster) commit(revision string, replicas int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gitRevision, f.gitReplicas = revision, replicas
+}
+
+// argoSchema publishes, as an API server with Argo CD 3.x's CRDs does, the
+// OpenAPI v3 schema of argoproj.io/v1alpha1 (the part the engine reads:
+// spec.syncPolicy.automated.enabled exists), which the fake lacks.
+type argoSchema struct{ *kubefake.Clientset }
+
+func (k argoSchema) Discovery() discovery.DiscoveryInterface {
+	return argoDiscovery{k.Clientset.Discovery()}
+}
+
+type argoDiscovery struct{ discovery.DiscoveryInterface }
+
+func (argoDiscovery) OpenAPIV3() openapi.Client { return argoOpenAPI{} }
+
+type argoOpenAPI struct{}
+
+func (argoOpenAPI) Paths() (map[string]openapi.GroupVersion, error) {
+	return map[string]openapi.GroupVersion{"apis/argoproj.io/v1alpha1": argoOpenAPI{}}, nil
+}
+
+func (argoOpenAPI) Schema(string) ([]byte, error) {
+	return []byte(`{"components":{"schemas":{"io.argoproj.v1alpha1.Application":{"properties":{"spec":{"properties":{"syncPolicy":{"properties":{"automated":{"properties":{"enabled":{},"prune":{},"selfHeal":{}}}}}}}}}}}}`), nil
+}
+
+// dryRunAware gives the fake dynamic client the API server's server-side
+// dry run, which the fake ignores: a dry-run merge or JSON patch returns
+// the patched object and stores nothing.
+type dryRunAware struct{ dynamic.Interface }
+
+func (d dryRunAware) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return dryRunResource{NamespaceableResourceInterface: d.Interface.Resource(gvr)}
+}
+
+type dryRunResource struct {
+	dynamic.NamespaceableResourceInterface
+	namespaced dynamic.ResourceInterface
+}
+
+func (r dryRunResource) Namespace(ns string) dynamic.ResourceInterface {
+	return dryRunResource{NamespaceableResourceInterface: r.NamespaceableResourceInterface, namespaced: r.NamespaceableResourceInterface.Namespace(ns)}
+}
+
+func (r dryRunResource) client() dynamic.ResourceInterface {
+	if r.namespaced != nil {
+		return r.namespaced
+	}
+	return r.NamespaceableResourceInterface
+}
+
+func (r dryRunResource) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.client().Get(ctx, name, opts, sub...)
+}
+
+func (r dryRunResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return r.client().List(ctx, opts)
+}
+
+func (r dryRunResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return r.client().Watch(ctx, opts)
+}
+
+func (r dryRunResource) Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.client().Create(ctx, obj, opts, sub...)
+}
+
+func (r dryRunResource) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.client().Update(ctx, obj, opts, sub...)
+}
+
+func (r dryRunResource) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	return r.client().UpdateStatus(ctx, obj, opts)
+}
+
+func (r dryRunResource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
+	return r.client().Delete(ctx, name, opts, sub...)
+}
+
+func (r dryRunResource) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, list metav1.ListOptions) error {
+	return r.client().DeleteCollection(ctx, opts, list)
+}
+
+func (r dryRunResource) Apply(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.client().Apply(ctx, name, obj, opts, sub...)
+}
+
+func (r dryRunResource) ApplyStatus(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions) (*unstructured.Unstructured, error) {
+	return r.client().ApplyStatus(ctx, name, obj, opts)
+}
+
+func (r dryRunResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
+	if len(opts.DryRun) == 0 {
+		return r.client().Patch(ctx, name, pt, data, opts, sub...)
+	}
+	live, err := r.client().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(live.Object)
+	if err != nil {
+		return nil, err
+	}
+	switch pt {
+	case types.MergePatchType:
+		doc, err = jsonpatch.MergePatch(doc, data)
+	case types.JSONPatchType:
+		var p jsonpatch.Patch
+		if p, err = jsonpatch.DecodePatch(data); err == nil {
+			doc, err = p.Apply(doc)
+		}
+	default:
+		r.fail("the fake API server dry-runs merge and JSON patches only, not %s", pt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &unstructured.Unstructured{}
+	return out, out.UnmarshalJSON(doc)
+}
+
+func (r dryRunResource) fail(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+func decodeJSON(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// normalise replaces what changes from run to run (session and record
+// ids, hashes, times, ages) with fixed words, for golden files.
+func normalise(s string) string {
+	for _, r := range []struct{ re, with string }{
+		{`\b[0-9a-f]{64}\b`, "HASH"},
+		{`\b\d{8}-\d{6}-[0-9a-f]{6}\b`, "RECORD-ID"},
+		{`\b\d{8}-\d{6}-[0-9a-z]{5}\b`, "SESSION-ID"},
+		{`"id": "[0-9a-z]{6}"`, `"id": "PATCH-ID"`},
+		{`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`, "TIME"},
+		{`\b\d{2}:\d{2}:\d{2}\b`, "CLOCK"},
+		{`\b\d+(\.\d+)?(ms|s|m)\b`, "AGE"},
+	} {
+		s = regexp.MustCompile(r.re).ReplaceAllString(s, r.with)
+	}
+	return s
+}
