@@ -8,9 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
-
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // NewCmdCompletion returns the completion command for bash, zsh, fish and
@@ -50,20 +47,6 @@ shipped beside the binary: put it on your PATH.`,
 // for them.
 const completionTimeout = 5 * time.Second
 
-// completionEngine is an engine for completion: the kubeconfig flags as
-// parsed so far, and nothing that needs Jira or Argo CD's API.
-func (f *engineFlags) completionEngine() (*breakglass.Engine, error) {
-	config, kube, err := kubeClient(f.configFlags)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return &breakglass.Engine{Kube: kube, Dynamic: dyn, AppNamespace: f.AppNamespace}, nil
-}
-
 // completeApplications completes APP, the first argument, with the
 // Applications of --app-namespace; withSession keeps those with an open
 // session (restore, status). Each comes with its project and state.
@@ -77,7 +60,7 @@ func (f *engineFlags) completeApplications(withSession bool) func(*cobra.Command
 }
 
 func (f *engineFlags) applicationNames(ctx context.Context, withSession bool, prefix string) []string {
-	engine, err := f.completionEngine()
+	engine, err := f.engine()
 	if err != nil {
 		return nil
 	}
@@ -111,7 +94,7 @@ func (f *engineFlags) completeBreakglass(cmd *cobra.Command, args []string, toCo
 	default:
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	engine, err := f.completionEngine()
+	engine, err := f.engine()
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

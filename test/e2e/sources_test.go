@@ -16,16 +16,14 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
-// TestMultiSourceCatchUpFollowsEachSource: an Application with several
-// sources has no status.sync.revision, only status.sync.revisions. The
-// ticket names the source that renders the resource and each source's
-// revision; status compares per source, so the Git fix in the first
-// source is seen while the second stays pinned, and restore goes ahead.
-func TestMultiSourceCatchUpFollowsEachSource(t *testing.T) {
+// createAppWith commits an application like the fixture's at apps/NAME,
+// creates its namespace and a self-healing Application whose spec.source
+// is replaced by spec[key] = source(the commit), and returns the commit.
+func createAppWith(t *testing.T, name, key string, source func(head string) any) string {
+	t.Helper()
 	e := environment(t)
 	ctx := context.Background()
-	const name = "ms-web"
-	pinned, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
+	head, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,15 +33,30 @@ func TestMultiSourceCatchUpFollowsEachSource(t *testing.T) {
 	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
 	spec := app.Object["spec"].(map[string]any)
 	delete(spec, "source")
-	spec["sources"] = []any{
-		map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
-		// Read from by $pinned only: it renders nothing, and stays put.
-		map[string]any{"repoURL": e.Git.URL(), "targetRevision": pinned, "ref": "pinned"},
-	}
-	apps := appsClient(t)
-	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+	spec[key] = source(head)
+	if _, err := appsClient(t).Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return head
+}
+
+// TestMultiSourceCatchUpFollowsEachSource: an Application with several
+// sources has no status.sync.revision, only status.sync.revisions. The
+// ticket names the source that renders the resource and each source's
+// revision; status compares per source, so the Git fix in the first
+// source is seen while the second stays pinned, and restore goes ahead.
+func TestMultiSourceCatchUpFollowsEachSource(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	const name = "ms-web"
+	pinned := createAppWith(t, name, "sources", func(head string) any {
+		return []any{
+			map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
+			// Read from by $pinned only: it renders nothing, and stays put.
+			map[string]any{"repoURL": e.Git.URL(), "targetRevision": head, "ref": "pinned"},
+		}
+	})
+	apps := appsClient(t)
 	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	waitFor(ctxWait, t, name+" Synced at both sources' revisions", func() (bool, string) {
@@ -112,24 +125,13 @@ func TestSourceHydratorTicketNamesTheDrySource(t *testing.T) {
 	}
 	ctx := context.Background()
 	const name = "hy-web"
-	dry, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
-	spec := app.Object["spec"].(map[string]any)
-	delete(spec, "source")
-	spec["sourceHydrator"] = map[string]any{
-		"drySource":  map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
-		"syncSource": map[string]any{"targetBranch": "env/" + name, "path": name},
-	}
+	dry := createAppWith(t, name, "sourceHydrator", func(string) any {
+		return map[string]any{
+			"drySource":  map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
+			"syncSource": map[string]any{"targetBranch": "env/" + name, "path": name},
+		}
+	})
 	apps := appsClient(t)
-	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var hydrated string
 	hydratedFrom := func(drySHA string) func() (bool, string) {
 		return func() (bool, string) {
