@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"strings"
@@ -115,11 +114,6 @@ func (j *fakeTickets) Close(_ context.Context, key, comment string) error {
 func (j *fakeTickets) LinkTo(context.Context, string, string, string) error { return nil }
 
 var _ breakglass.Tickets = (*fakeTickets)(nil)
-
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
 
 // TestEngineDecisionsOnFakes: a second break-glass on an open session is
 // refused with the way on (join, or restore); --join patches within it;

@@ -109,3 +109,9 @@ func csvCell(s string) string {
 	}
 	return safeText(s, true)
 }
+
+// jsonText is v as compact JSON, for a table cell.
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -130,6 +130,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.AddCommand(NewCmdVersion(flags, streams))
 	cmd.AddCommand(NewCmdBreakglass(flags, streams))
 	cmd.AddCommand(NewCmdStatus(flags, streams))
+	cmd.AddCommand(NewCmdDrift(flags, streams))
 	cmd.AddCommand(NewCmdRestore(flags, streams))
 	cmd.AddCommand(NewCmdAudit(flags, streams))
 	cmd.AddCommand(NewCmdTicket(flags, streams))

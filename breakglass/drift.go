@@ -1,0 +1,418 @@
+package breakglass
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
+)
+
+// A DriftClass says who drifted a field, and so what the response is.
+type DriftClass string
+
+// The classes of drift, as GitOps triage tells them apart.
+const (
+	// DriftBreakGlass is a patch of a break-glass session of this tool.
+	DriftBreakGlass DriftClass = "break-glass"
+	// DriftManual is a person's kubectl.
+	DriftManual DriftClass = "manual"
+	// DriftPipeline is a deploy tool or CI job patching live manifests.
+	DriftPipeline DriftClass = "pipeline"
+	// DriftController is a controller or operator that owns the field.
+	DriftController DriftClass = "controller"
+	// DriftDefaulted is a field no manager owns: set by the API server's
+	// defaulting or an admission webhook.
+	DriftDefaulted DriftClass = "defaulted"
+	// DriftArgoCD is Argo CD itself (a sync that has not finished).
+	DriftArgoCD DriftClass = "argocd"
+	// DriftUnknown is a field whose live object could not be read, so
+	// nobody can be named.
+	DriftUnknown DriftClass = "unknown"
+)
+
+// ManagerClass maps field managers whose name starts with Prefix to a class.
+type ManagerClass struct {
+	Prefix string
+	Class  DriftClass
+}
+
+// DefaultManagerClasses is the manager-to-class table; the first matching
+// prefix wins, and --manager-class entries go before it. Managers that match
+// nothing are controllers: writes with operation Update by a program.
+var DefaultManagerClasses = []ManagerClass{
+	{"kubectl-gitops", DriftBreakGlass},
+	{"argocd-controller", DriftArgoCD},
+	{"argocd-application-controller", DriftArgoCD},
+	{"kubectl", DriftManual}, // kubectl-edit, -patch, -set, -scale, -client-side-apply, -label, -annotate
+	{"k9s", DriftManual},
+	{"Mozilla", DriftManual}, // the dashboard's browser requests
+	{"helm", DriftPipeline},
+	{"argo-rollouts", DriftPipeline},
+	{"jenkins", DriftPipeline},
+	{"tekton", DriftPipeline},
+	{"github-actions", DriftPipeline},
+	{"gitlab", DriftPipeline},
+	{"spinnaker", DriftPipeline},
+	{"skaffold", DriftPipeline},
+	{"before-first-apply", DriftDefaulted},
+}
+
+// ClassOf classes a field manager by the table.
+func ClassOf(table []ManagerClass, manager string) DriftClass {
+	for _, mc := range table {
+		if strings.HasPrefix(strings.ToLower(manager), strings.ToLower(mc.Prefix)) {
+			return mc.Class
+		}
+	}
+	return DriftController
+}
+
+// DriftedField is one field whose live value differs from Git's target
+// state, with who last wrote it and what to do about it.
+type DriftedField struct {
+	App      audit.AppRef `json:"application"`
+	Owner    string       `json:"owner,omitempty"`
+	SelfHeal bool         `json:"selfHeal"`
+	Resource audit.Target `json:"resource"`
+	// Path is the field (JSON pointer, list items by name); "" when only
+	// the resource is known to drift (no Argo CD API).
+	Path    string     `json:"path,omitempty"`
+	Live    any        `json:"live,omitempty"`
+	Git     any        `json:"git,omitempty"`
+	Manager string     `json:"manager,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	Class   DriftClass `json:"class"`
+	// Session is the break-glass session that patched it.
+	Session  string `json:"session,omitempty"`
+	Response string `json:"response"`
+}
+
+// DriftReport is what drift found in one Application.
+type DriftReport struct {
+	App audit.AppRef `json:"application"`
+	// Mode is "field" (Argo CD's API compared each field, after its own
+	// normalisation and ignoreDifferences) or "resource" (OutOfSync
+	// resources from status.resources, attributed from the live objects).
+	Mode   string         `json:"mode"`
+	Fields []DriftedField `json:"fields"`
+	Notes  []string       `json:"notes,omitempty"`
+}
+
+// DriftOptions are what drift reads beyond the Applications.
+type DriftOptions struct {
+	// Argo is the Argo CD API; nil reports resource-level drift only.
+	Argo *ArgoServer
+	// Managers is the manager-to-class table.
+	Managers []ManagerClass
+	// OwnerKey is the Application annotation, else label, naming whom to
+	// page.
+	OwnerKey string
+}
+
+// OwnerAnnotation is where an Application names its owner by default.
+const OwnerAnnotation = audit.KeyPrefix + "owner"
+
+// Drift reports the drift of each Application.
+func (e *Engine) Drift(ctx context.Context, apps []*unstructured.Unstructured, opts DriftOptions) ([]*DriftReport, error) {
+	out := make([]*DriftReport, len(apps))
+	errs := make([]error, len(apps))
+	parallel(len(apps), func(i int) { out[i], errs[i] = e.drift(ctx, apps[i], opts) })
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts DriftOptions) (*DriftReport, error) {
+	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+	ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+	rep := &DriftReport{App: ref, Mode: "resource", Fields: []DriftedField{}}
+	base := DriftedField{App: ref, Owner: ownerOf(app, opts.OwnerKey)}
+	selfHeal, _, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "selfHeal")
+	base.SelfHeal = selfHeal && syncsAutomatically(app)
+	session, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+
+	var diffs []resourceDiff
+	if opts.Argo != nil {
+		var err error
+		if diffs, err = opts.Argo.managedResources(ctx, ref); err != nil {
+			rep.Notes = append(rep.Notes, "field-level comparison unavailable ("+shortErr(err)+"): resource level only")
+		} else {
+			rep.Mode = "field"
+		}
+	}
+	if rep.Mode == "resource" {
+		diffs = outOfSyncResources(app)
+	}
+	for _, d := range diffs {
+		target := audit.Target{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
+		live, err := e.liveObject(ctx, app, target)
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s/%s: %v", d.Kind, d.Namespace, d.Name, shortErr(err)))
+		}
+		if live != nil {
+			target.Version = live.GroupVersionKind().Version
+		}
+		row := base
+		row.Resource = target
+		if rep.Mode == "resource" {
+			row.Manager, row.Since = lastWriter(live)
+			row.Class = ClassOf(opts.Managers, row.Manager)
+			if live == nil {
+				row.Class = DriftUnknown
+			}
+			row.Session = sessionFor(session, target, row.Class)
+			row.Response = response(row, app) + " (configure the Argo CD API to see which fields drifted)"
+			rep.Fields = append(rep.Fields, row)
+			continue
+		}
+		var before, after map[string]any
+		if json.Unmarshal([]byte(d.PredictedLiveState), &before) != nil || json.Unmarshal([]byte(d.NormalizedLiveState), &after) != nil {
+			continue
+		}
+		for _, c := range Diff(before, after) {
+			row := row
+			row.Path = c.Path
+			row.Git, row.Live = redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
+			if target.Group == "" && target.Kind == "Secret" {
+				row.Git, row.Live = redact.All(c.Before), redact.All(c.After)
+			}
+			row.Manager, row.Since = fieldWriter(live, c.Path)
+			switch {
+			case live == nil:
+				row.Class = DriftUnknown
+			case row.Manager == "":
+				row.Class = DriftDefaulted
+			default:
+				row.Class = ClassOf(opts.Managers, row.Manager)
+			}
+			row.Session = sessionFor(session, target, row.Class)
+			row.Response = response(row, app)
+			rep.Fields = append(rep.Fields, row)
+		}
+	}
+	return rep, nil
+}
+
+// resourceDiff is one entry of Argo CD's managed-resources answer.
+type resourceDiff struct {
+	Group, Kind, Namespace, Name string
+	NormalizedLiveState          string `json:"normalizedLiveState"`
+	PredictedLiveState           string `json:"predictedLiveState"`
+	Modified                     bool   `json:"modified"`
+	Hook                         bool   `json:"hook"`
+}
+
+// managedResources asks the Argo CD API for the Application's resources
+// that differ from Git, as its own diff sees them.
+func (s ArgoServer) managedResources(ctx context.Context, app audit.AppRef) ([]resourceDiff, error) {
+	var resp struct {
+		Items []resourceDiff `json:"items"`
+	}
+	path := "/api/v1/applications/" + url.PathEscape(app.Name) + "/managed-resources?appNamespace=" + url.QueryEscape(app.Namespace)
+	if err := s.get(ctx, path, &resp); err != nil {
+		return nil, err
+	}
+	var out []resourceDiff
+	for _, d := range resp.Items {
+		if d.Modified && !d.Hook && d.NormalizedLiveState != "" && d.NormalizedLiveState != "null" {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// outOfSyncResources are the resources status.resources reports OutOfSync.
+func outOfSyncResources(app *unstructured.Unstructured) []resourceDiff {
+	var out []resourceDiff
+	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		if str(m, "status") == "OutOfSync" {
+			out = append(out, resourceDiff{Group: str(m, "group"), Kind: str(m, "kind"), Namespace: str(m, "namespace"), Name: str(m, "name")})
+		}
+	}
+	return out
+}
+
+// liveObject reads a managed resource from the Application's destination.
+func (e *Engine) liveObject(ctx context.Context, app *unstructured.Unstructured, t audit.Target) (*unstructured.Unstructured, error) {
+	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	cluster, err := e.targetCluster(app.GetName(), dest, "")
+	if err != nil {
+		return nil, err
+	}
+	mapping, err := cluster.Mapper.RESTMapping(schema.GroupKind{Group: t.Group, Kind: t.Kind})
+	if err != nil {
+		return nil, err
+	}
+	return cluster.Dynamic.Resource(mapping.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+}
+
+// fieldWriter is the manager that owns path in live's managedFields, the
+// latest when several do, with when it wrote; "" when none does.
+func fieldWriter(live *unstructured.Unstructured, path string) (string, *time.Time) {
+	if live == nil {
+		return "", nil
+	}
+	segs := redact.Segments(path)
+	var manager string
+	var since *time.Time
+	for _, mf := range live.GetManagedFields() {
+		if mf.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil || !owns(fields, segs) {
+			continue
+		}
+		if at := mf.Time; manager == "" || at != nil && (since == nil || at.After(*since)) {
+			manager = mf.Manager
+			if at != nil {
+				t := at.Time
+				since = &t
+			}
+		}
+	}
+	return manager, since
+}
+
+// owns is whether a fieldsV1 set covers the field at segs: each segment a
+// field (f:NAME) or a list item keyed by name (k:{"name":…}); a set that
+// stops early owns the whole value below (an atomic field).
+func owns(fields map[string]any, segs []string) bool {
+	node := fields
+	for _, seg := range segs {
+		if next, ok := node["f:"+seg].(map[string]any); ok {
+			node = next
+			continue
+		}
+		next := itemKeyed(node, seg)
+		if next == nil {
+			return len(node) == 0
+		}
+		node = next
+	}
+	return true
+}
+
+// itemKeyed is the fieldsV1 child for the list item named name.
+func itemKeyed(node map[string]any, name string) map[string]any {
+	for k, v := range node {
+		if !strings.HasPrefix(k, "k:") {
+			continue
+		}
+		var key map[string]any
+		if json.Unmarshal([]byte(k[2:]), &key) == nil && key["name"] == name {
+			child, _ := v.(map[string]any)
+			return child
+		}
+	}
+	return nil
+}
+
+// lastWriter is the manager that wrote live last, other than Argo CD.
+func lastWriter(live *unstructured.Unstructured) (string, *time.Time) {
+	if live == nil {
+		return "", nil
+	}
+	entries := live.GetManagedFields()
+	sort.SliceStable(entries, func(i, j int) bool {
+		return entries[i].Time != nil && (entries[j].Time == nil || entries[i].Time.After(entries[j].Time.Time))
+	})
+	for _, mf := range entries {
+		if ClassOf(DefaultManagerClasses, mf.Manager) != DriftArgoCD {
+			var since *time.Time
+			if mf.Time != nil {
+				t := mf.Time.Time
+				since = &t
+			}
+			return mf.Manager, since
+		}
+	}
+	return "", nil
+}
+
+// sessionFor is the open session that patched t, for a break-glass row.
+func sessionFor(s *Session, t audit.Target, class DriftClass) string {
+	if s == nil || class != DriftBreakGlass {
+		return ""
+	}
+	for _, p := range s.Patches {
+		if p.Target.Kind == t.Kind && p.Target.Name == t.Name && p.Target.Namespace == t.Namespace {
+			return s.ID
+		}
+	}
+	return ""
+}
+
+// ownerOf is whom to page for app: the key as an annotation, else as a
+// label, else the project's name.
+func ownerOf(app *unstructured.Unstructured, key string) string {
+	if key == "" {
+		key = OwnerAnnotation
+	}
+	if v := app.GetAnnotations()[key]; v != "" {
+		return v
+	}
+	if v := app.GetLabels()[key]; v != "" {
+		return v
+	}
+	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
+	return "project " + project
+}
+
+// response is what to do about a drifted field, by its class.
+func response(f DriftedField, app *unstructured.Unstructured) string {
+	heal := "Argo CD does not self-heal this Application: the drift stays until someone acts. "
+	if f.SelfHeal {
+		heal = ""
+	}
+	src := source(app)
+	where := "the manifests"
+	if src.Path != "" {
+		where = src.Path
+	}
+	switch f.Class {
+	case DriftBreakGlass:
+		if f.Session != "" {
+			return heal + "break-glass session " + f.Session + ": bring Git up to the fix (its ticket says how), then `" + RestoreCommand(f.App) + "`"
+		}
+		return heal + "a break-glass patch whose session is closed: move the value into Git or let Argo CD sync it back"
+	case DriftManual, DriftPipeline:
+		if img, ok := f.Live.(string); ok && strings.HasSuffix(f.Path, "/image") && strings.Contains(f.Path, "ontainers/") {
+			if before, ok := f.Git.(string); ok && before != "" {
+				name := before
+				if i := strings.LastIndexAny(before, ":@"); i > strings.LastIndex(before, "/") {
+					name = before[:i]
+				}
+				return heal + fmt.Sprintf("move it into Git: `kustomize edit set image %s=%s` in %s, or sync to drop it", name, img, where)
+			}
+		}
+		if f.Path == "" {
+			return heal + "move the change into Git in " + where + ", or sync to drop it"
+		}
+		return heal + fmt.Sprintf("move it into Git: set %s to %s in %s, or sync to drop it", f.Path, jsonText(f.Live), where)
+	case DriftController:
+		return heal + fmt.Sprintf("%s owns this field: remove %s from the manifests in %s, or ignore it: ignoreDifferences: [{group: %q, kind: %s, managedFieldsManagers: [%s]}]",
+			f.Manager, dash(f.Path), where, f.Resource.Group, f.Resource.Kind, f.Manager)
+	case DriftArgoCD:
+		return heal + "Argo CD wrote it last: a sync is in progress or failed; look at the Application's sync status"
+	case DriftUnknown:
+		return heal + "the live object could not be read (see the note), so nobody can be named: ask someone who may read it"
+	default:
+		return heal + fmt.Sprintf("set by defaulting or an admission webhook: ignore it: ignoreDifferences: [{group: %q, kind: %s, jsonPointers: [%s]}]", f.Resource.Group, f.Resource.Kind, dash(f.Path))
+	}
+}

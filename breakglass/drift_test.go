@@ -1,0 +1,84 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestFieldWriterReadsManagedFields(t *testing.T) {
+	at := func(min int) *metav1.Time {
+		v := metav1.NewTime(time.Date(2026, 12, 3, 3, min, 0, 0, time.UTC))
+		return &v
+	}
+	entry := func(manager string, min int, fields string) metav1.ManagedFieldsEntry {
+		e := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		if min >= 0 {
+			e.Time = at(min)
+		}
+		return e
+	}
+	live := &unstructured.Unstructured{Object: map[string]any{}}
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{
+		entry("argocd-controller", 0, `{"f:data":{},"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:name":{}}}}}}}`),
+		entry("kubectl", -1, `{"f:spec":{"f:replicas":{}}}`),
+		entry("kubectl-set", 2, `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:image":{}}}}}}}`),
+		entry("my-operator", 5, `{"f:data":{"f:greeting":{}}}`),
+	})
+	for _, tt := range []struct{ path, manager string }{
+		{"/spec/replicas", "kubectl"},
+		{"/spec/template/spec/containers/web/image", "kubectl-set"},
+		{"/spec/template/spec/containers/sidecar/image", ""},
+		// argocd-controller owns data whole (an atomic entry); the later
+		// writer of the key wins.
+		{"/data/greeting", "my-operator"},
+		{"/data/other", "argocd-controller"},
+		{"/metadata/labels/app", ""},
+	} {
+		if got, _ := fieldWriter(live, tt.path); got != tt.manager {
+			t.Errorf("fieldWriter(%s) = %q, want %q", tt.path, got, tt.manager)
+		}
+	}
+	if _, since := fieldWriter(live, "/spec/replicas"); since != nil {
+		t.Errorf("an entry without a time (the scale subresource) gave a time: %v", since)
+	}
+	if manager, since := lastWriter(live); manager != "my-operator" || since == nil || since.Minute() != 5 {
+		t.Errorf("lastWriter = %s %v", manager, since)
+	}
+}
+
+func TestClassOfManagers(t *testing.T) {
+	table := append([]ManagerClass{{"my-deployer", DriftPipeline}}, DefaultManagerClasses...)
+	for manager, want := range map[string]DriftClass{
+		"kubectl-gitops": DriftBreakGlass, "kubectl-edit": DriftManual, "kubectl-client-side-apply": DriftManual, "kubectl": DriftManual,
+		"helm": DriftPipeline, "argo-rollouts": DriftPipeline, "my-deployer-v2": DriftPipeline, "argocd-controller": DriftArgoCD,
+		"kube-controller-manager": DriftController, "vpa-updater": DriftController, "before-first-apply": DriftDefaulted,
+	} {
+		if got := ClassOf(table, manager); got != want {
+			t.Errorf("ClassOf(%s) = %s, want %s", manager, got, want)
+		}
+	}
+}
+
+func TestDriftResponses(t *testing.T) {
+	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"source": map[string]any{"repoURL": "r", "path": "apps/web"}}}}
+	for _, tt := range []struct {
+		f    DriftedField
+		want string
+	}{
+		{DriftedField{Class: DriftManual, Path: "/spec/template/spec/containers/web/image", Git: "registry.example/web:1.0", Live: "registry.example/web:1.1", SelfHeal: true},
+			"move it into Git: `kustomize edit set image registry.example/web=registry.example/web:1.1` in apps/web"},
+		{DriftedField{Class: DriftPipeline, Path: "/spec/replicas", Git: json.Number("2"), Live: json.Number("5")}, "does not self-heal"},
+		{DriftedField{Class: DriftController, Path: "/spec/replicas", Manager: "kube-controller-manager", SelfHeal: true},
+			`ignoreDifferences: [{group: "", kind: , managedFieldsManagers: [kube-controller-manager]}]`},
+		{DriftedField{Class: DriftDefaulted, Path: "/spec/template/spec/dnsPolicy", SelfHeal: true}, "jsonPointers: [/spec/template/spec/dnsPolicy]"},
+	} {
+		if got := response(tt.f, app); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %s\nwant it to contain %s", tt.f.Class, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// ExitDriftError is drift's exit code for a run that failed, with
+// --exit-code: 0 and 1 then say "no drift" and "drift".
+const ExitDriftError = 3
+
+// DriftOptions holds the flags of `kubectl gitops drift`.
+type DriftOptions struct {
+	engineFlags
+	App           string
+	AllNamespaces bool
+	Project       string
+	Selector      string
+	Output        string
+	ExitCode      bool
+	ManagerClass  []string
+	OwnerKey      string
+	genericiooptions.IOStreams
+}
+
+var driftFormats = []string{"table", "wide", "json", "yaml"}
+
+// NewCmdDrift returns the drift command.
+func NewCmdDrift(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DriftOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "drift [APP]",
+		Short: "Show live fields that differ from Git, who changed them, and what to do",
+		Long: `For each Application, list every live field that differs from Git's target
+state, who last wrote it (from the live object's managedFields), its class, and
+the response that fits:
+
+  break-glass  a patch of an open session: bring Git up, then restore
+  manual       a person's kubectl: move the value into Git, or sync it away
+  pipeline     a deploy tool or CI job: move the change into Git
+  controller   an operator or controller owns the field: remove it from the
+               manifests, or ignore it (managedFieldsManagers)
+  defaulted    no manager owns it (defaulting, admission): an ignoreDifferences entry
+  argocd       Argo CD wrote it last: a sync is running or failed
+
+With the Argo CD API (ARGOCD_SERVER, or your argocd login) fields are compared
+after Argo CD's own normalisation and ignoreDifferences. Without it, only the
+resources Argo CD reports OutOfSync are listed, attributed to their last writer.`,
+		Example: `  kubectl gitops drift web
+  kubectl gitops drift -A -o wide
+  # A scheduled check: exit 0 without drift, 1 with drift, 3 when it could not tell
+  kubectl gitops drift -A -o json --exit-code`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeApplications(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.App = args[0]
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			err := o.Run(cmd.Context())
+			if err != nil && o.ExitCode {
+				var exit *ExitError
+				if !errors.As(err, &exit) {
+					return &ExitError{Code: ExitDriftError, Err: err}
+				}
+			}
+			return err
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
+	cmd.Flags().StringVar(&o.Project, "project", "", "only Applications of this project")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "only Applications with these labels (as kubectl -l)")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
+	cmd.Flags().StringArrayVar(&o.ManagerClass, "manager-class", nil, "class a field manager: PREFIX=CLASS (repeatable; before the built-in table), e.g. my-deployer=pipeline")
+	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", breakglass.OwnerAnnotation, "Application annotation (or label) naming whom to page")
+	outputFlag(cmd, &o.Output, driftFormats...)
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *DriftOptions) Validate() error {
+	if err := validateOutput(o.Output, driftFormats...); err != nil {
+		return err
+	}
+	if o.App != "" && o.AllNamespaces {
+		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or list them all")
+	}
+	_, err := o.managers()
+	return err
+}
+
+// managers is the manager-to-class table: --manager-class first.
+func (o *DriftOptions) managers() ([]breakglass.ManagerClass, error) {
+	classes := map[string]bool{}
+	for _, c := range []breakglass.DriftClass{breakglass.DriftBreakGlass, breakglass.DriftManual, breakglass.DriftPipeline, breakglass.DriftController, breakglass.DriftDefaulted, breakglass.DriftArgoCD, breakglass.DriftUnknown} {
+		classes[string(c)] = true
+	}
+	var table []breakglass.ManagerClass
+	for _, v := range o.ManagerClass {
+		prefix, class, ok := strings.Cut(v, "=")
+		if !ok || prefix == "" || !classes[class] {
+			return nil, usageErrorf("--manager-class %q: use PREFIX=CLASS, CLASS one of manual, pipeline, controller, defaulted, break-glass, argocd", v)
+		}
+		table = append(table, breakglass.ManagerClass{Prefix: prefix, Class: breakglass.DriftClass(class)})
+	}
+	return append(table, breakglass.DefaultManagerClasses...), nil
+}
+
+// Run reads the Applications, their drift, and prints it.
+func (o *DriftOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	argo, err := o.argoServer()
+	if err != nil {
+		return err
+	}
+	apps, err := o.applications(ctx, engine)
+	if err != nil {
+		return err
+	}
+	managers, _ := o.managers()
+	reports, err := engine.Drift(ctx, apps, breakglass.DriftOptions{Argo: argo, Managers: managers, OwnerKey: o.OwnerKey})
+	if err != nil {
+		return err
+	}
+	drifted := 0
+	for _, r := range reports {
+		drifted += len(r.Fields)
+	}
+	if err := o.print(reports); err != nil {
+		return err
+	}
+	if o.ExitCode && drifted > 0 {
+		return &ExitError{Code: ExitFailure}
+	}
+	return nil
+}
+
+func (o *DriftOptions) applications(ctx context.Context, engine *breakglass.Engine) ([]*unstructured.Unstructured, error) {
+	client := engine.Dynamic.Resource(breakglass.ApplicationGVR)
+	if o.App != "" {
+		app, err := client.Namespace(o.AppNamespace).Get(ctx, o.App, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading application %s/%s: %w", o.AppNamespace, o.App, err)
+		}
+		return []*unstructured.Unstructured{app}, nil
+	}
+	namespace := o.AppNamespace
+	if o.AllNamespaces {
+		namespace = ""
+	}
+	var apps []*unstructured.Unstructured
+	options := metav1.ListOptions{LabelSelector: o.Selector, Limit: 500}
+	for {
+		list, err := client.Namespace(namespace).List(ctx, options)
+		if err != nil {
+			return nil, fmt.Errorf("listing applications: %w", err)
+		}
+		for i := range list.Items {
+			project, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "project")
+			if o.Project == "" || project == o.Project {
+				apps = append(apps, &list.Items[i])
+			}
+		}
+		if options.Continue = list.GetContinue(); options.Continue == "" {
+			return apps, nil
+		}
+	}
+}
+
+func (o *DriftOptions) print(reports []*breakglass.DriftReport) error {
+	if o.Output == "json" || o.Output == "yaml" {
+		if reports == nil {
+			reports = []*breakglass.DriftReport{}
+		}
+		return printStructured(o.Out, o.Output, reports)
+	}
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	header := "APP\tRESOURCE\tFIELD\tMANAGER\tSINCE\tCLASS\tOWNER"
+	if o.Output == "wide" {
+		header += "\tLIVE\tGIT\tRESPONSE"
+	}
+	rows := 0
+	for _, r := range reports {
+		for _, f := range r.Fields {
+			if rows == 0 {
+				fmt.Fprintln(w, header)
+			}
+			rows++
+			since := "-"
+			if f.Since != nil {
+				since = age(*f.Since)
+			}
+			row := []string{r.App.Name, f.Resource.String(), dash(f.Path), dash(f.Manager), since, string(f.Class), f.Owner}
+			if o.Output == "wide" {
+				row = append(row, jsonOrDash(f.Live), jsonOrDash(f.Git), f.Response)
+			}
+			writeRow(w, row...)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	modes := map[string]int{}
+	for _, r := range reports {
+		modes[r.Mode]++
+		for _, n := range r.Notes {
+			note(o.ErrOut, "note: %s: %s", r.App.Name, n)
+		}
+	}
+	if rows == 0 {
+		fmt.Fprintf(o.ErrOut, "no drift in %d application(s)\n", len(reports))
+	}
+	if modes["resource"] > 0 {
+		note(o.ErrOut, "note: %d application(s) compared by resource only: configure the Argo CD API (ARGOCD_SERVER or argocd login) for field-level drift", modes["resource"])
+	}
+	return nil
+}
+
+func jsonOrDash(v any) string {
+	if v == nil {
+		return "-"
+	}
+	return jsonText(v)
+}

@@ -1,0 +1,177 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+func driftJSON(t *testing.T, u *user, args ...string) []breakglass.DriftReport {
+	t.Helper()
+	out, errOut, _ := u.run("kubectl", append([]string{"gitops", "drift", "-o", "json"}, args...)...)
+	var reports []breakglass.DriftReport
+	if err := json.Unmarshal([]byte(out), &reports); err != nil {
+		t.Fatalf("drift -o json: %v\n%s\n%s", err, out, errOut)
+	}
+	return reports
+}
+
+func driftedField(reports []breakglass.DriftReport, kind, path string) *breakglass.DriftedField {
+	for _, r := range reports {
+		for i, f := range r.Fields {
+			if f.Resource.Kind == kind && f.Path == path {
+				return &r.Fields[i]
+			}
+		}
+	}
+	return nil
+}
+
+// TestDriftNamesWhoChangedLiveStateAndWhatToDo: on an Application that
+// does not self-heal, a person's kubectl scale and set image and an
+// operator's write drift three fields. drift finds each through Argo CD's
+// own comparison, names the manager from managedFields, classes it and
+// says what to do; without the API it still names the drifted resources;
+// --exit-code says whether anything drifted; a break-glass patch is
+// linked to its session.
+func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	const name = "dr-web"
+	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
+		t.Fatal(err)
+	}
+	kube := kubeFor(t, env.Admin.Name)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := e.Application(name, "apps/"+name, name, map[string]any{"automated": map[string]any{"prune": true}}) // no self-heal
+	app.SetAnnotations(map[string]string{breakglass.OwnerAnnotation: "team-payments"})
+	apps := appsClient(t)
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	syncStatus := func() string {
+		a, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		s, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+		return s
+	}
+	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	waitFor(ctxWait, t, name+" Synced", func() (bool, string) { s := syncStatus(); return s == "Synced", s })
+
+	admin, oncall := argoAdmin(t), argoUser(t)
+	if _, code := runCode(oncall, "drift", name, "--exit-code"); code != 0 {
+		t.Fatalf("drift --exit-code on a synced Application: exit %d, want 0", code)
+	}
+	plain := newUser(t, env.Oncall.Name)
+	person := newUser(t, env.Admin.Name)
+	person.kubectl("-n", name, "scale", "deployment", "web", "--replicas", "5")
+	person.kubectl("-n", name, "set", "image", "deployment/web", "web=registry.example/web:manual")
+	if _, err := kube.CoreV1().ConfigMaps(name).Patch(ctx, "web-config", types.MergePatchType, []byte(`{"data":{"greeting":"hi"}}`), metav1.PatchOptions{FieldManager: "my-operator"}); err != nil {
+		t.Fatal(err)
+	}
+	// Argo CD's view catches up with each write in turn: wait until its
+	// comparison has all three.
+	var reports []breakglass.DriftReport
+	waitFor(ctxWait, t, "Argo CD to see the three writes", func() (bool, string) {
+		reports = driftJSON(t, admin, name)
+		return len(reports) == 1 && len(reports[0].Fields) == 3, jsonText(reports)
+	})
+	if len(reports) != 1 || reports[0].Mode != "field" {
+		t.Fatalf("reports %+v, want one in field mode", reports)
+	}
+	replicas := driftedField(reports, "Deployment", "/spec/replicas")
+	if replicas == nil || !strings.HasPrefix(replicas.Manager, "kubectl") || replicas.Class != breakglass.DriftManual ||
+		jsonText(replicas.Live) != "5" || jsonText(replicas.Git) != "2" || replicas.Owner != "team-payments" || replicas.SelfHeal ||
+		!strings.Contains(replicas.Response, "does not self-heal") || !strings.Contains(replicas.Response, "move it into Git: set /spec/replicas to 5 in apps/dr-web") {
+		d, _ := kube.AppsV1().Deployments(name).Get(ctx, "web", metav1.GetOptions{})
+		mf, _ := json.Marshal(d.ManagedFields)
+		t.Errorf("replicas: %+v\nmanagedFields: %s", replicas, mf)
+	}
+	image := driftedField(reports, "Deployment", "/spec/template/spec/containers/web/image")
+	// The scale subresource records no time; kubectl set image does.
+	if image == nil || image.Manager != "kubectl-set" || image.Since == nil || image.Class != breakglass.DriftManual ||
+		!strings.Contains(image.Response, "kustomize edit set image registry.example/web=registry.example/web:manual") {
+		t.Errorf("image: %+v", image)
+	}
+	greeting := driftedField(reports, "ConfigMap", "/data/greeting")
+	if greeting == nil || greeting.Manager != "my-operator" || greeting.Class != breakglass.DriftController ||
+		!strings.Contains(greeting.Response, "managedFieldsManagers: [my-operator]") {
+		cm, _ := kube.CoreV1().ConfigMaps(name).Get(ctx, "web-config", metav1.GetOptions{})
+		mf, _ := json.Marshal(cm.ManagedFields)
+		t.Errorf("greeting: %+v\nmanagedFields: %s", greeting, mf)
+	}
+	if n := len(reports[0].Fields); n != 3 {
+		t.Errorf("%d drifted fields, want 3: %+v", n, reports[0].Fields)
+	}
+
+	// The manager table takes additions from the command line.
+	if g := driftedField(driftJSON(t, admin, name, "--manager-class", "my-operator=pipeline"), "ConfigMap", "/data/greeting"); g == nil || g.Class != breakglass.DriftPipeline {
+		t.Errorf("--manager-class: %+v", g)
+	}
+	// The on-call role may not read ConfigMaps there: that field's writer
+	// is unknown, said so, never guessed.
+	limited := driftJSON(t, oncall, name)
+	if g := driftedField(limited, "ConfigMap", "/data/greeting"); g == nil || g.Class != breakglass.DriftUnknown || len(limited[0].Notes) == 0 || !strings.Contains(limited[0].Notes[0], "forbidden") {
+		t.Errorf("a live object the user may not read: %+v %v", g, limited[0].Notes)
+	}
+	// Without the Argo CD API: the drifted resources, by their last writer.
+	noAPI := driftJSON(t, plain, name)
+	if len(noAPI) != 1 || noAPI[0].Mode != "resource" || len(noAPI[0].Fields) != 2 {
+		t.Errorf("without the API: %+v", noAPI)
+	}
+	out, code := runCode(oncall, "drift", name, "--exit-code")
+	if code != 1 || !strings.Contains(out, "APP") || !strings.Contains(out, "deployment.apps/web") || !strings.Contains(out, "team-payments") {
+		t.Errorf("drift --exit-code with drift: exit %d\n%s", code, out)
+	}
+	if _, code := runCode(admin, "drift", "no-such-app", "--exit-code"); code != 3 {
+		t.Errorf("drift --exit-code of a missing Application: exit %d, want 3", code)
+	}
+
+	// A break-glass patch is drift too: linked to its session.
+	deployApp(t, "dr-bg")
+	mustRun(t, oncall, 0, "breakglass", "dr-bg", "deployment/web", "--replicas", "4", "--reason", "drift test", "-y")
+	bg := driftedField(driftJSON(t, oncall, "dr-bg"), "Deployment", "/spec/replicas")
+	session := sessionOf(t, "dr-bg")
+	if bg == nil || bg.Class != breakglass.DriftBreakGlass || bg.Session != session.ID || !strings.Contains(bg.Response, "kubectl gitops restore dr-bg") {
+		t.Errorf("break-glass drift: %+v (session %s)", bg, session.ID)
+	}
+	mustRun(t, oncall, 0, "restore", "dr-bg", "--force", "--reason", "test over", "-y")
+}
+
+// runCode runs kubectl gitops ARGS and returns stdout and the exit code.
+func runCode(u *user, args ...string) (string, int) {
+	out, _, code := u.run("kubectl", append([]string{"gitops"}, args...)...)
+	return out, code
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// argoAdmin is the cluster admin with the Argo CD API configured.
+func argoAdmin(t *testing.T) *user {
+	t.Helper()
+	token, err := testEnv.ArgoToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newUser(t, env.Admin.Name, "ARGOCD_SERVER="+testEnv.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
+}
