@@ -93,7 +93,10 @@ type DriftedField struct {
 	Since   *time.Time `json:"since,omitempty"`
 	Class   DriftClass `json:"class"`
 	// Session is the break-glass session that patched it.
-	Session  string `json:"session,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Contract says how the write breaks the namespace's live-state
+	// contract; "" when it does not.
+	Contract string `json:"contract,omitempty"`
 	Response string `json:"response"`
 }
 
@@ -156,6 +159,31 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 	if rep.Mode == "resource" {
 		diffs = outOfSyncResources(app)
 	}
+	contracts := map[string]Contract{}
+	contractOf := func(namespace string) Contract {
+		if c, ok := contracts[namespace]; ok {
+			return c
+		}
+		c := Contract{Namespace: namespace}
+		dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+		if cluster, err := e.targetCluster(app.GetName(), dest, ""); err == nil && namespace != "" {
+			var err error
+			if c, err = ContractOf(ctx, cluster.Kube, namespace); err != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("the live-state contract of namespace %s could not be read (%s)", namespace, shortErr(err)))
+			}
+		}
+		contracts[namespace] = c
+		return c
+	}
+	finish := func(row DriftedField) DriftedField {
+		row.Session = sessionFor(session, row.Resource, row.Class)
+		row.Contract = contractOf(row.Resource.Namespace).violatedBy(row.Class)
+		row.Response = response(row, app)
+		if row.Contract != "" {
+			row.Response = "against the contract: " + row.Contract + ". " + row.Response
+		}
+		return row
+	}
 	for _, d := range diffs {
 		target := audit.Target{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
 		live, err := e.liveObject(ctx, app, target)
@@ -173,8 +201,8 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 			if live == nil {
 				row.Class = DriftUnknown
 			}
-			row.Session = sessionFor(session, target, row.Class)
-			row.Response = response(row, app) + " (configure the Argo CD API to see which fields drifted)"
+			row = finish(row)
+			row.Response += " (configure the Argo CD API to see which fields drifted)"
 			rep.Fields = append(rep.Fields, row)
 			continue
 		}
@@ -198,9 +226,7 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 			default:
 				row.Class = ClassOf(opts.Managers, row.Manager)
 			}
-			row.Session = sessionFor(session, target, row.Class)
-			row.Response = response(row, app)
-			rep.Fields = append(rep.Fields, row)
+			rep.Fields = append(rep.Fields, finish(row))
 		}
 	}
 	return rep, nil

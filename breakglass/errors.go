@@ -46,6 +46,9 @@ var (
 	ErrNoSession = fmt.Errorf("break-glass session %w", ErrNotFound)
 	// ErrTicketNotFound is an existing ticket Jira does not know.
 	ErrTicketNotFound = fmt.Errorf("ticket %w", ErrNotFound)
+	// ErrContract is a break-glass the namespace's live-state contract
+	// does not allow.
+	ErrContract = fmt.Errorf("%w by the namespace's live-state contract", ErrForbidden)
 	// ErrJoinable is a break-glass on an Application whose open session it
 	// could join instead.
 	ErrJoinable = fmt.Errorf("%w", ErrSessionOpen)
@@ -69,6 +72,7 @@ const (
 	InputTicket        Input = "ticket"
 	InputTargetContext Input = "target context"
 	InputArgoContext   Input = "argocd context"
+	InputDebtNote      Input = "debt note"
 )
 
 // InputError is an input the engine refuses before changing anything. It

@@ -180,6 +180,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
+	var warnings []string
+	contract, err := ContractOf(ctx, cluster.Kube, namespace)
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("the live-state contract of namespace %s could not be read (%s): checked nothing", namespace, shortErr(err)))
+	} else if err := contract.AllowsBreakGlass(actor); err != nil {
+		return nil, err
+	}
 	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
 	// sync off and keep its settings, and tracks by annotation by default.
 	_, enabledInSchema, _ := e.AutomatedSchema()
@@ -265,8 +272,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		gvr: gvr,
 	}
 	if warning != "" {
-		plan.Warnings = append(plan.Warnings, warning)
+		warnings = append(warnings, warning)
 	}
+	plan.Warnings = append(plan.Warnings, warnings...)
 	if join == nil {
 		plan.PauseMechanism = "remove spec.syncPolicy.automated (this Argo CD's Application schema has no automated.enabled)"
 		if disable {

@@ -153,20 +153,32 @@ func (o *DriftOptions) Run(ctx context.Context) error {
 }
 
 func (o *DriftOptions) applications(ctx context.Context, engine *breakglass.Engine) ([]*unstructured.Unstructured, error) {
+	return applications(ctx, engine, appQuery{app: o.App, namespace: o.AppNamespace, all: o.AllNamespaces, selector: o.Selector, project: o.Project})
+}
+
+// appQuery says which Applications a command reads.
+type appQuery struct {
+	app, namespace, selector, project string
+	all                               bool
+}
+
+// applications reads one Application, or pages through the list (500 at a
+// time) of a namespace or all, keeping those of the project.
+func applications(ctx context.Context, engine *breakglass.Engine, q appQuery) ([]*unstructured.Unstructured, error) {
 	client := engine.Dynamic.Resource(breakglass.ApplicationGVR)
-	if o.App != "" {
-		app, err := client.Namespace(o.AppNamespace).Get(ctx, o.App, metav1.GetOptions{})
+	if q.app != "" {
+		app, err := client.Namespace(q.namespace).Get(ctx, q.app, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("reading application %s/%s: %w", o.AppNamespace, o.App, err)
+			return nil, fmt.Errorf("reading application %s/%s: %w", q.namespace, q.app, err)
 		}
 		return []*unstructured.Unstructured{app}, nil
 	}
-	namespace := o.AppNamespace
-	if o.AllNamespaces {
+	namespace := q.namespace
+	if q.all {
 		namespace = ""
 	}
 	var apps []*unstructured.Unstructured
-	options := metav1.ListOptions{LabelSelector: o.Selector, Limit: 500}
+	options := metav1.ListOptions{LabelSelector: q.selector, Limit: 500}
 	for {
 		list, err := client.Namespace(namespace).List(ctx, options)
 		if err != nil {
@@ -174,7 +186,7 @@ func (o *DriftOptions) applications(ctx context.Context, engine *breakglass.Engi
 		}
 		for i := range list.Items {
 			project, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "project")
-			if o.Project == "" || project == o.Project {
+			if q.project == "" || project == q.project {
 				apps = append(apps, &list.Items[i])
 			}
 		}
@@ -194,7 +206,7 @@ func (o *DriftOptions) print(reports []*breakglass.DriftReport) error {
 	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	header := "APP\tRESOURCE\tFIELD\tMANAGER\tSINCE\tCLASS\tOWNER"
 	if o.Output == "wide" {
-		header += "\tLIVE\tGIT\tRESPONSE"
+		header += "\tLIVE\tGIT\tCONTRACT\tRESPONSE"
 	}
 	rows := 0
 	for _, r := range reports {
@@ -209,7 +221,7 @@ func (o *DriftOptions) print(reports []*breakglass.DriftReport) error {
 			}
 			row := []string{r.App.Name, f.Resource.String(), dash(f.Path), dash(f.Manager), since, string(f.Class), f.Owner}
 			if o.Output == "wide" {
-				row = append(row, jsonOrDash(f.Live), jsonOrDash(f.Git), f.Response)
+				row = append(row, jsonOrDash(f.Live), jsonOrDash(f.Git), dash(f.Contract), f.Response)
 			}
 			writeRow(w, row...)
 		}

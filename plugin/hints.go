@@ -20,6 +20,7 @@ var inputFlags = map[breakglass.Input]string{
 	breakglass.InputTicket:        "--ticket",
 	breakglass.InputTargetContext: "--target-context",
 	breakglass.InputArgoContext:   "--argocd-context",
+	breakglass.InputDebtNote:      "--owner/--reason/--review",
 }
 
 // inputHints are what to type, for the inputs whose problem the flags say

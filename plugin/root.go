@@ -131,6 +131,8 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.AddCommand(NewCmdBreakglass(flags, streams))
 	cmd.AddCommand(NewCmdStatus(flags, streams))
 	cmd.AddCommand(NewCmdDrift(flags, streams))
+	cmd.AddCommand(NewCmdContract(flags, streams))
+	cmd.AddCommand(NewCmdDebt(flags, streams))
 	cmd.AddCommand(NewCmdRestore(flags, streams))
 	cmd.AddCommand(NewCmdAudit(flags, streams))
 	cmd.AddCommand(NewCmdTicket(flags, streams))

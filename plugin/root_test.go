@@ -95,7 +95,7 @@ func TestClientVersionJSON(t *testing.T) {
 // the next step, keeping the error's identity.
 func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 	for _, in := range []breakglass.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
-		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputTargetContext, breakglass.InputArgoContext} {
+		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputTargetContext, breakglass.InputArgoContext, breakglass.InputDebtNote} {
 		if inputFlags[in] == "" {
 			t.Errorf("input %q has no flag to spell it", in)
 		}

@@ -1,0 +1,159 @@
+package breakglass
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// The live-state contract of a namespace: annotations on the Namespace,
+// which only those who may edit namespaces (cluster admins, as a rule) can
+// change. The break-glass group reads them; it cannot write them.
+const (
+	// ContractPatches says whether live patches are forbidden, allowed only
+	// through break-glass, or allowed.
+	ContractPatches = audit.KeyPrefix + "live-patches"
+	// ContractGroups lists, comma-separated, the groups that may patch
+	// live state (break-glass or allowed); empty means any.
+	ContractGroups = audit.KeyPrefix + "live-patch-groups"
+	// ContractSelfHeal says whether Applications deploying there are
+	// expected to self-heal: on or off.
+	ContractSelfHeal = audit.KeyPrefix + "self-heal"
+)
+
+// The rules of ContractPatches.
+const (
+	PatchesForbidden  = "forbidden"
+	PatchesBreakGlass = "break-glass"
+	PatchesAllowed    = "allowed"
+)
+
+// Contract is a namespace's declared rule for its live state; the zero
+// value is a namespace that declares none.
+type Contract struct {
+	Namespace string   `json:"namespace"`
+	Patches   string   `json:"livePatches,omitempty"`
+	Groups    []string `json:"groups,omitempty"`
+	SelfHeal  string   `json:"selfHeal,omitempty"`
+}
+
+// Declared is whether the namespace declares any rule.
+func (c Contract) Declared() bool { return c.Patches != "" || len(c.Groups) > 0 || c.SelfHeal != "" }
+
+// ContractOf reads namespace's contract. A namespace that is gone declares
+// nothing; one the caller may not read is an error for the caller to judge.
+func ContractOf(ctx context.Context, kube kubernetes.Interface, namespace string) (Contract, error) {
+	c := Contract{Namespace: namespace}
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	a := ns.GetAnnotations()
+	c.Patches, c.SelfHeal = strings.TrimSpace(a[ContractPatches]), strings.TrimSpace(a[ContractSelfHeal])
+	for _, g := range strings.Split(a[ContractGroups], ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			c.Groups = append(c.Groups, g)
+		}
+	}
+	return c, nil
+}
+
+// AllowsBreakGlass checks a break-glass by actor against the contract: a
+// namespace that forbids live patches refuses it, one that names groups
+// refuses everyone else, and a rule it does not know refuses too (a typo
+// must not open a namespace).
+func (c Contract) AllowsBreakGlass(actor audit.Actor) error {
+	switch c.Patches {
+	case "", PatchesBreakGlass, PatchesAllowed:
+	case PatchesForbidden:
+		return fmt.Errorf("%w: namespace %s forbids live patches (%s: %s): change Git instead", ErrContract, c.Namespace, ContractPatches, c.Patches)
+	default:
+		return fmt.Errorf("%w: namespace %s declares %s: %q, which is none of forbidden, break-glass, allowed: its owners must fix the annotation", ErrContract, c.Namespace, ContractPatches, c.Patches)
+	}
+	if len(c.Groups) == 0 {
+		return nil
+	}
+	for _, g := range actor.Groups {
+		if slices.Contains(c.Groups, g) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: namespace %s lets only groups %s patch live state (%s); %s is in %s", ErrContract, c.Namespace,
+		strings.Join(c.Groups, ", "), ContractGroups, actor.Username, dash(strings.Join(actor.Groups, ", ")))
+}
+
+// violatedBy says how a live write by a manager of class violates the
+// contract, "" when it does not: where live patches are forbidden, or
+// allowed only through break-glass, a person's or a pipeline's write is a
+// violation (controllers own their fields; break-glass is the sanctioned
+// path).
+func (c Contract) violatedBy(class DriftClass) string {
+	if class != DriftManual && class != DriftPipeline {
+		return ""
+	}
+	switch c.Patches {
+	case PatchesForbidden:
+		return "namespace " + c.Namespace + " forbids live patches"
+	case PatchesBreakGlass:
+		return "namespace " + c.Namespace + " allows live patches only through break-glass"
+	}
+	return ""
+}
+
+// SelfHealFinding is an Application whose self-heal contradicts the
+// contract of the namespace it deploys to.
+type SelfHealFinding struct {
+	App      audit.AppRef `json:"application"`
+	Contract Contract     `json:"contract"`
+	SelfHeal bool         `json:"selfHeal"`
+	Problem  string       `json:"problem"`
+}
+
+// CheckContracts reports every Application whose self-heal setting
+// contradicts its destination namespace's declared expectation, with the
+// namespaces it could not read.
+func (e *Engine) CheckContracts(ctx context.Context, apps []*unstructured.Unstructured) ([]SelfHealFinding, []string, error) {
+	var findings []SelfHealFinding
+	var notes []string
+	for _, app := range apps {
+		dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+		cluster, err := e.targetCluster(app.GetName(), dest, "")
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %v", app.GetName(), err))
+			continue
+		}
+		c, err := ContractOf(ctx, cluster.Kube, dest["namespace"])
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: reading namespace %s: %v", app.GetName(), dest["namespace"], shortErr(err)))
+			continue
+		}
+		selfHeal, _, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "selfHeal")
+		selfHeal = selfHeal && syncsAutomatically(app)
+		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+		f := SelfHealFinding{App: ref, Contract: c, SelfHeal: selfHeal}
+		switch {
+		case c.SelfHeal == "on" && !selfHeal:
+			f.Problem = "namespace " + c.Namespace + " expects self-heal on, and this Application does not self-heal: live drift stays"
+		case c.SelfHeal == "off" && selfHeal:
+			f.Problem = "namespace " + c.Namespace + " expects self-heal off, and this Application self-heals: live changes there are reverted"
+		case c.SelfHeal != "" && c.SelfHeal != "on" && c.SelfHeal != "off":
+			f.Problem = fmt.Sprintf("namespace %s declares %s: %q, which is neither on nor off", c.Namespace, ContractSelfHeal, c.SelfHeal)
+		default:
+			continue
+		}
+		findings = append(findings, f)
+	}
+	return findings, notes, nil
+}

@@ -1,0 +1,198 @@
+package breakglass
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// DebtAnnotation records, on an Application (or on argocd-cm for the
+// system-level entries), who owns each ignoreDifferences entry, why it
+// exists and when to review it: a JSON object keyed by entry id.
+const DebtAnnotation = audit.KeyPrefix + "debt"
+
+// DebtNote is what DebtAnnotation says of one entry.
+type DebtNote struct {
+	Owner      string    `json:"owner"`
+	Reason     string    `json:"reason"`
+	Review     string    `json:"review"` // YYYY-MM-DD
+	RecordedBy string    `json:"recordedBy,omitempty"`
+	RecordedAt time.Time `json:"recordedAt,omitempty"`
+}
+
+// The findings debt flags.
+const (
+	DebtNoOwner    = "no-owner"
+	DebtOverdue    = "review-overdue"
+	DebtUnused     = "matches-nothing"
+	DebtOverCap    = "over-cap"
+	DebtNoReview   = "no-review-date"
+	DebtBadNoteKey = "note-for-missing-entry"
+)
+
+// DebtEntry is one ignoreDifferences entry with its recorded note and what
+// is wrong with it.
+type DebtEntry struct {
+	App audit.AppRef `json:"application"`
+	// System is set for the entries of argocd-cm, which hold for every
+	// Application (Key is then the argocd-cm key).
+	System bool           `json:"system,omitempty"`
+	Key    string         `json:"key,omitempty"`
+	ID     string         `json:"id"`
+	Entry  map[string]any `json:"entry"`
+	Note   *DebtNote      `json:"note,omitempty"`
+	Flags  []string       `json:"flags,omitempty"`
+}
+
+// DebtID names an entry by its content: the first 12 hex digits of the
+// SHA-256 of its JSON (keys sorted), so it stays put when entries move.
+func DebtID(entry any) string {
+	b, _ := json.Marshal(entry)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// Debt lists the ignoreDifferences entries of apps and of argocd-cm, each
+// with its note and flags: no owner or review date, a review in the past
+// (as of now), an Application entry matching none of its managed
+// resources, and entries of an Application over maxPerApp (0: no cap).
+func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, maxPerApp int, now time.Time, system bool) ([]DebtEntry, error) {
+	var out []DebtEntry
+	for _, app := range apps {
+		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+		notes := debtNotes(app.GetAnnotations()[DebtAnnotation])
+		entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+		seen := map[string]bool{}
+		for _, raw := range entries {
+			entry, _ := raw.(map[string]any)
+			d := DebtEntry{App: ref, ID: DebtID(entry), Entry: entry}
+			seen[d.ID] = true
+			d.Note = notes[d.ID]
+			d.Flags = noteFlags(d.Note, now)
+			if !matchesResource(app, entry) {
+				d.Flags = append(d.Flags, DebtUnused)
+			}
+			if maxPerApp > 0 && len(entries) > maxPerApp {
+				d.Flags = append(d.Flags, DebtOverCap)
+			}
+			out = append(out, d)
+		}
+		for _, id := range sortedNoteIDs(notes) {
+			if !seen[id] {
+				out = append(out, DebtEntry{App: ref, ID: id, Note: notes[id], Flags: []string{DebtBadNoteKey}})
+			}
+		}
+	}
+	if !system {
+		return out, nil
+	}
+	cm, err := e.Kube.CoreV1().ConfigMaps(e.AppNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{})
+	if err != nil {
+		return out, fmt.Errorf("reading argocd-cm for the system-level entries: %w", err)
+	}
+	notes := debtNotes(cm.GetAnnotations()[DebtAnnotation])
+	var keys []string
+	for k := range cm.Data {
+		if strings.HasPrefix(k, "resource.customizations.ignoreDifferences.") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		entry := map[string]any{"argocd-cm": k, "value": cm.Data[k]}
+		d := DebtEntry{System: true, Key: k, ID: DebtID(entry), Entry: entry}
+		d.Note = notes[d.ID]
+		d.Flags = noteFlags(d.Note, now)
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func debtNotes(annotation string) map[string]*DebtNote {
+	notes := map[string]*DebtNote{}
+	if annotation != "" {
+		_ = json.Unmarshal([]byte(annotation), &notes)
+	}
+	return notes
+}
+
+func sortedNoteIDs(notes map[string]*DebtNote) []string {
+	ids := make([]string, 0, len(notes))
+	for id := range notes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func noteFlags(n *DebtNote, now time.Time) []string {
+	switch {
+	case n == nil || strings.TrimSpace(n.Owner) == "":
+		return []string{DebtNoOwner}
+	case n.Review == "":
+		return []string{DebtNoReview}
+	}
+	review, err := time.Parse("2006-01-02", n.Review)
+	if err != nil || !now.Before(review.AddDate(0, 0, 1)) {
+		return []string{DebtOverdue}
+	}
+	return nil
+}
+
+// matchesResource is whether an Application's ignoreDifferences entry
+// names at least one of its managed resources (group, kind, and name and
+// namespace when it gives them).
+func matchesResource(app *unstructured.Unstructured, entry map[string]any) bool {
+	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		if str(m, "group") == str(entry, "group") && str(m, "kind") == str(entry, "kind") &&
+			(str(entry, "name") == "" || str(entry, "name") == str(m, "name")) &&
+			(str(entry, "namespace") == "" || str(entry, "namespace") == str(m, "namespace")) {
+			return true
+		}
+	}
+	return false
+}
+
+// RecordDebt writes the note of entry id of Application app, guarded by
+// the resourceVersion it read: the entry must still be there.
+func (e *Engine) RecordDebt(ctx context.Context, app, id string, note DebtNote) error {
+	if strings.TrimSpace(note.Owner) == "" || strings.TrimSpace(note.Reason) == "" {
+		return inputError(InputDebtNote, "", "an owner and a reason are both required")
+	}
+	if _, err := time.Parse("2006-01-02", note.Review); err != nil {
+		return inputError(InputDebtNote, note.Review, "the review date is YYYY-MM-DD")
+	}
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return err
+	}
+	note.RecordedBy, note.RecordedAt = actor.Username, time.Now().UTC().Truncate(time.Second)
+	var notes map[string]*DebtNote
+	return e.updateAppIn(ctx, e.AppNamespace, app, func(a *unstructured.Unstructured) error {
+		entries, _, _ := unstructured.NestedSlice(a.Object, "spec", "ignoreDifferences")
+		for _, raw := range entries {
+			if DebtID(raw) == id {
+				notes = debtNotes(a.GetAnnotations()[DebtAnnotation])
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: application %s has no ignoreDifferences entry %s (kubectl gitops debt %s lists them)", ErrNotFound, app, id, app)
+	}, func(*unstructured.Unstructured) map[string]any {
+		notes[id] = &note
+		value, _ := json.Marshal(notes)
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{DebtAnnotation: string(value)}}}
+	})
+}

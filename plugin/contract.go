@@ -1,0 +1,127 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// NewCmdContract returns the contract command and its check.
+func NewCmdContract(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "contract",
+		Short: "Check Applications against their namespaces' live-state contracts",
+		Long: `A namespace declares its live-state contract with annotations on the Namespace
+(only those who may edit namespaces can change them):
+
+  ` + breakglass.ContractPatches + `: forbidden | break-glass | allowed
+  ` + breakglass.ContractGroups + `: GROUP[,GROUP…]   who may patch live state
+  ` + breakglass.ContractSelfHeal + `: on | off       whether Applications there self-heal
+
+breakglass refuses a target in a namespace that forbids live patches, or whose
+groups do not include yours; drift flags a person's or a pipeline's write where
+live patches are forbidden or go through break-glass only; contract check
+reports Applications whose self-heal contradicts the contract.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdContractCheck(flags, streams))
+	return cmd
+}
+
+// ContractCheckOptions holds the flags of `contract check`.
+type ContractCheckOptions struct {
+	engineFlags
+	App           string
+	AllNamespaces bool
+	Output        string
+	ExitCode      bool
+	genericiooptions.IOStreams
+}
+
+func newCmdContractCheck(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &ContractCheckOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "check [APP]",
+		Short: "Report Applications whose self-heal contradicts their namespace's contract",
+		Example: `  kubectl gitops contract check -A
+  kubectl gitops contract check -A -o json --exit-code`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeApplications(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.App = args[0]
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when an Application contradicts its contract")
+	outputFlag(cmd, &o.Output, "table", "json", "yaml")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *ContractCheckOptions) Validate() error {
+	if o.App != "" && o.AllNamespaces {
+		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or check them all")
+	}
+	return validateOutput(o.Output, "table", "json", "yaml")
+}
+
+// Run checks and prints the findings.
+func (o *ContractCheckOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	apps, err := applications(ctx, engine, appQuery{app: o.App, namespace: o.AppNamespace, all: o.AllNamespaces})
+	if err != nil {
+		return err
+	}
+	findings, notes, err := engine.CheckContracts(ctx, apps)
+	if err != nil {
+		return err
+	}
+	if o.Output != "table" {
+		if findings == nil {
+			findings = []breakglass.SelfHealFinding{}
+		}
+		if err := printStructured(o.Out, o.Output, findings); err != nil {
+			return err
+		}
+	} else if len(findings) == 0 {
+		fmt.Fprintf(o.ErrOut, "%d application(s) checked: none contradicts its namespace's contract\n", len(apps))
+	} else {
+		w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "APP\tNAMESPACE\tEXPECTS\tSELF-HEAL\tPROBLEM")
+		for _, f := range findings {
+			heal := "off"
+			if f.SelfHeal {
+				heal = "on"
+			}
+			writeRow(w, f.App.Name, f.Contract.Namespace, "self-heal "+f.Contract.SelfHeal, heal, f.Problem)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, n := range notes {
+		note(o.ErrOut, "note: %s", strings.TrimSpace(n))
+	}
+	if o.ExitCode && len(findings) > 0 {
+		return &ExitError{Code: ExitFailure}
+	}
+	return nil
+}

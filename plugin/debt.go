@@ -1,0 +1,219 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// DebtOptions holds the flags of `kubectl gitops debt`.
+type DebtOptions struct {
+	engineFlags
+	App           string
+	AllNamespaces bool
+	MaxPerApp     int
+	System        bool
+	Output        string
+	ExitCode      bool
+	genericiooptions.IOStreams
+	now func() time.Time
+}
+
+// NewCmdDebt returns the debt command and debt record.
+func NewCmdDebt(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DebtOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "debt [APP]",
+		Short: "List ignoreDifferences entries as owned debt: owner, reason, review date",
+		Long: `Every ignoreDifferences entry hides drift from Argo CD. debt lists each entry of
+the Applications (and, with --system, the resource.customizations.ignoreDifferences
+keys of argocd-cm) with the owner, reason and review date recorded for it in the
+` + breakglass.DebtAnnotation + ` annotation, and flags:
+
+  no-owner                nobody recorded as owning it
+  no-review-date          owned, but never to be reviewed
+  review-overdue          its review date has passed
+  matches-nothing         it names no managed resource of the Application
+  over-cap                the Application has more entries than --max-per-app
+  note-for-missing-entry  a note whose entry is gone
+
+Record an entry's owner with kubectl gitops debt record.`,
+		Example: `  kubectl gitops debt web
+  kubectl gitops debt -A --system --exit-code
+  kubectl gitops debt record web 3f2a9c1b7d20 --owner team-payments --reason "HPA owns replicas" --review 2027-03-01`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeApplications(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.App = args[0]
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
+	cmd.Flags().IntVar(&o.MaxPerApp, "max-per-app", 5, "flag Applications with more entries than this (0: no cap)")
+	cmd.Flags().BoolVar(&o.System, "system", false, "also list argocd-cm's system-level entries")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged")
+	outputFlag(cmd, &o.Output, "table", "json", "yaml")
+	cmd.AddCommand(newCmdDebtRecord(flags, streams))
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *DebtOptions) Validate() error {
+	if o.App != "" && o.AllNamespaces {
+		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or list them all")
+	}
+	if o.MaxPerApp < 0 {
+		return usageErrorf("--max-per-app %d: use 0 for no cap, or a positive number", o.MaxPerApp)
+	}
+	return validateOutput(o.Output, "table", "json", "yaml")
+}
+
+// Run lists the entries.
+func (o *DebtOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	apps, err := applications(ctx, engine, appQuery{app: o.App, namespace: o.AppNamespace, all: o.AllNamespaces})
+	if err != nil {
+		return err
+	}
+	entries, err := engine.Debt(ctx, apps, o.MaxPerApp, o.now(), o.System)
+	if err != nil {
+		return err
+	}
+	flagged := 0
+	for _, e := range entries {
+		if len(e.Flags) > 0 {
+			flagged++
+		}
+	}
+	if o.Output != "table" {
+		if entries == nil {
+			entries = []breakglass.DebtEntry{}
+		}
+		if err := printStructured(o.Out, o.Output, entries); err != nil {
+			return err
+		}
+	} else if len(entries) == 0 {
+		fmt.Fprintf(o.ErrOut, "no ignoreDifferences entries in %d application(s)\n", len(apps))
+	} else {
+		w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "APP\tID\tENTRY\tOWNER\tREVIEW\tFLAGS")
+		for _, e := range entries {
+			app, owner, review := e.App.Name, "-", "-"
+			if e.System {
+				app = "(argocd-cm)"
+			}
+			if e.Note != nil {
+				owner, review = dash(e.Note.Owner), dash(e.Note.Review)
+			}
+			writeRow(w, app, e.ID, entrySummary(e), owner, review, dash(strings.Join(e.Flags, ",")))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if o.ExitCode && flagged > 0 {
+		return &ExitError{Code: ExitFailure}
+	}
+	return nil
+}
+
+// entrySummary is an entry in a few words: what it covers and which fields.
+func entrySummary(e breakglass.DebtEntry) string {
+	if e.System {
+		return e.Key
+	}
+	if e.Entry == nil {
+		return "-"
+	}
+	str := func(k string) string { s, _ := e.Entry[k].(string); return s }
+	what := str("kind")
+	if g := str("group"); g != "" {
+		what += "." + g
+	}
+	if n := str("name"); n != "" {
+		what += "/" + n
+	}
+	var fields []string
+	for _, k := range []string{"jsonPointers", "jqPathExpressions", "managedFieldsManagers"} {
+		if list, ok := e.Entry[k].([]any); ok {
+			for _, v := range list {
+				fields = append(fields, fmt.Sprint(v))
+			}
+		}
+	}
+	return what + " " + strings.Join(fields, ",")
+}
+
+// DebtRecordOptions holds the flags of `debt record`.
+type DebtRecordOptions struct {
+	engineFlags
+	App, ID string
+	Note    breakglass.DebtNote
+	genericiooptions.IOStreams
+}
+
+func newCmdDebtRecord(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DebtRecordOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "record APP ID",
+		Short: "Record who owns an ignoreDifferences entry, why, and when to review it",
+		Long: `Record the owner, reason and review date of the Application's ignoreDifferences
+entry ID (as debt lists it) in the ` + breakglass.DebtAnnotation + ` annotation, with a patch
+guarded by the Application's resourceVersion.`,
+		Example: `  kubectl gitops debt record web 3f2a9c1b7d20 --owner team-payments --reason "HPA owns replicas" --review 2027-03-01`,
+		Args:    exactArgs("APP", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.App, o.ID = args[0], args[1]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().StringVar(&o.Note.Owner, "owner", "", "who owns the entry (a team to page)")
+	cmd.Flags().StringVar(&o.Note.Reason, "reason", "", "why the difference is ignored")
+	cmd.Flags().StringVar(&o.Note.Review, "review", "", "when to review it: YYYY-MM-DD")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *DebtRecordOptions) Validate() error {
+	if strings.TrimSpace(o.Note.Owner) == "" || strings.TrimSpace(o.Note.Reason) == "" || o.Note.Review == "" {
+		return usageErrorf("--owner, --reason and --review are all required")
+	}
+	if _, err := time.Parse("2006-01-02", o.Note.Review); err != nil {
+		return usageErrorf("--review %q: use YYYY-MM-DD", o.Note.Review)
+	}
+	return nil
+}
+
+// Run records the note.
+func (o *DebtRecordOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	if err := engine.RecordDebt(ctx, o.App, o.ID, o.Note); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "recorded entry %s of %s: owner %s, review %s\n", o.ID, o.App, printable(o.Note.Owner), o.Note.Review)
+	return nil
+}
