@@ -2,10 +2,14 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -146,4 +150,60 @@ func TestEngineDecisionsOnFakes(t *testing.T) {
 	if _, open := f.app().GetAnnotations()[breakglass.SessionAnnotation]; open {
 		t.Error("the session is still open after the forced restore")
 	}
+}
+
+// TestDriftOutputOnFakes: drift's table, wide table and JSON, on the fake
+// cluster with a fake Argo CD API answering managed-resources: a person
+// scaled the Deployment and set its image, and an operator owns a label.
+func TestDriftOutputOnFakes(t *testing.T) {
+	f := newFakeCluster(t)
+	deployments := f.dyn.Resource(deploymentsGVR).Namespace("demo")
+	d, err := deployments.Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(d.Object, int64(5), "spec", "replicas")
+	_ = unstructured.SetNestedSlice(d.Object, []any{map[string]any{"name": "web", "image": "registry.example/web:manual"}}, "spec", "template", "spec", "containers")
+	// Times relative to now, so that the SINCE column reads the same on
+	// every run.
+	at := func(ago string) *metav1.Time {
+		d, _ := time.ParseDuration(ago)
+		mt := metav1.NewTime(time.Now().Add(-d).Truncate(time.Second))
+		return &mt
+	}
+	d.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "argocd-controller", Operation: "Update", Time: at("50h"), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:name":{}}}}}}}`)}},
+		{Manager: "kubectl", Operation: "Update", Subresource: "scale", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}},
+		{Manager: "kubectl-set", Operation: "Update", Time: at("3h30m"), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:image":{}}}}}}}`)}},
+		{Manager: "label-operator", Operation: "Update", Time: at("25m"), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:tier":{}}}}`)}},
+	})
+	if _, err := deployments.Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	state := func(replicas int, image, tier string) string {
+		b, _ := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "demo", "labels": map[string]any{"tier": tier}},
+			"spec":     map[string]any{"replicas": replicas, "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": image}}}}}})
+		return string(b)
+	}
+	argo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/applications/web/managed-resources" || r.URL.Query().Get("appNamespace") != "argocd" {
+			t.Errorf("unexpected Argo CD API request %s", r.URL)
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": []any{map[string]any{
+			"group": "apps", "kind": "Deployment", "namespace": "demo", "name": "web", "modified": true,
+			"predictedLiveState":  state(2, "registry.example/web:1.0.0", "web"),
+			"normalizedLiveState": state(5, "registry.example/web:manual", "frontend"),
+		}}})
+	}))
+	defer argo.Close()
+	t.Setenv("ARGOCD_SERVER", strings.TrimPrefix(argo.URL, "http://"))
+	t.Setenv("ARGOCD_AUTH_TOKEN", "token-not-printed")
+	t.Setenv("ARGOCD_OPTS", "--plaintext")
+
+	runGolden(t, "drift.golden", ExitOK, "drift", "web")
+	runGolden(t, "drift-wide.golden", ExitOK, "drift", "web", "-o", "wide")
+	runGolden(t, "drift-json.golden", ExitFailure, "drift", "web", "-o", "json", "--exit-code")
 }

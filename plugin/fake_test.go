@@ -91,7 +91,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
 	})
-	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 
 	f := &fakeCluster{t: t, dyn: dyn, audit: &audit.FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, gitRevision: fakeRevision, gitReplicas: 2}
