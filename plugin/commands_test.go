@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -206,4 +208,36 @@ func TestDriftOutputOnFakes(t *testing.T) {
 	runGolden(t, "drift.golden", ExitOK, "drift", "web")
 	runGolden(t, "drift-wide.golden", ExitOK, "drift", "web", "-o", "wide")
 	runGolden(t, "drift-json.golden", ExitFailure, "drift", "web", "-o", "json", "--exit-code")
+}
+
+// TestDebtAndContractOutputOnFakes: debt's and contract check's table and
+// JSON, on the fake cluster: two ignoreDifferences entries, one owned; a
+// namespace expecting self-heal off under a self-healing Application.
+func TestDebtAndContractOutputOnFakes(t *testing.T) {
+	f := newFakeCluster(t)
+	ctx := context.Background()
+	owned := map[string]any{"group": "apps", "kind": "Deployment", "jsonPointers": []any{"/spec/replicas"}}
+	notes, _ := json.Marshal(map[string]any{breakglass.DebtID(owned): map[string]any{"owner": "team-payments", "reason": "the HPA owns replicas", "review": "2099-01-01"}})
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{breakglass.DebtAnnotation: string(notes)}},
+		"spec":     map[string]any{"ignoreDifferences": []any{owned, map[string]any{"kind": "Service", "jsonPointers": []any{"/spec/ports"}}}},
+	})
+	if _, err := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runGolden(t, "debt.golden", ExitFailure, "debt", "web", "--exit-code")
+	runGolden(t, "debt-json.golden", ExitOK, "debt", "web", "-o", "json")
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{breakglass.ContractSelfHeal: "off", breakglass.ContractPatches: breakglass.PatchesBreakGlass}}}
+	if _, err := f.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runGolden(t, "contract-check.golden", ExitFailure, "contract", "check", "-A", "--exit-code")
+	runGolden(t, "contract-check-json.golden", ExitOK, "contract", "check", "web", "-o", "json")
+	// The same contract refuses a break-glass by a group it does not name.
+	ns.Annotations[breakglass.ContractGroups] = "sre"
+	if _, err := f.kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runGolden(t, "breakglass-contract.golden", ExitFailure, "breakglass", "web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "r", "--dry-run")
 }

@@ -39,6 +39,7 @@ import (
 // refresh annotation as Argo CD does once it has reconciled.
 type fakeCluster struct {
 	t       *testing.T
+	kube    *kubefake.Clientset
 	dyn     *dynamicfake.FakeDynamicClient
 	audit   *audit.FileStore
 	tickets breakglass.Tickets
@@ -94,7 +95,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 
-	f := &fakeCluster{t: t, dyn: dyn, audit: &audit.FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, gitRevision: fakeRevision, gitReplicas: 2}
+	f := &fakeCluster{t: t, kube: kube, dyn: dyn, audit: &audit.FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, gitRevision: fakeRevision, gitReplicas: 2}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
