@@ -38,6 +38,7 @@ const (
 	DebtOverCap    = "over-cap"
 	DebtNoReview   = "no-review-date"
 	DebtBadNoteKey = "note-for-missing-entry"
+	DebtUnreadable = "notes-unreadable"
 )
 
 // DebtEntry is one ignoreDifferences entry with its recorded note and what
@@ -71,15 +72,18 @@ func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, ma
 	for _, app := range apps {
 		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
-		notes := debtNotes(app.GetAnnotations()[DebtAnnotation])
+		notes, unreadable := debtNotes(app.GetAnnotations()[DebtAnnotation])
 		entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
 		seen := map[string]bool{}
 		for _, raw := range entries {
 			entry, _ := raw.(map[string]any)
-			d := DebtEntry{App: ref, ID: DebtID(entry), Entry: entry}
+			d := DebtEntry{App: ref, ID: DebtID(raw), Entry: entry}
 			seen[d.ID] = true
 			d.Note = notes[d.ID]
 			d.Flags = noteFlags(d.Note, now)
+			if unreadable != nil {
+				d.Flags = append(d.Flags, DebtUnreadable)
+			}
 			if !matchesResource(app, entry) {
 				d.Flags = append(d.Flags, DebtUnused)
 			}
@@ -101,7 +105,7 @@ func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, ma
 	if err != nil {
 		return out, fmt.Errorf("reading argocd-cm for the system-level entries: %w", err)
 	}
-	notes := debtNotes(cm.GetAnnotations()[DebtAnnotation])
+	notes, unreadable := debtNotes(cm.GetAnnotations()[DebtAnnotation])
 	var keys []string
 	for k := range cm.Data {
 		if strings.HasPrefix(k, "resource.customizations.ignoreDifferences.") {
@@ -114,17 +118,25 @@ func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, ma
 		d := DebtEntry{System: true, Key: k, ID: DebtID(entry), Entry: entry}
 		d.Note = notes[d.ID]
 		d.Flags = noteFlags(d.Note, now)
+		if unreadable != nil {
+			d.Flags = append(d.Flags, DebtUnreadable)
+		}
 		out = append(out, d)
 	}
 	return out, nil
 }
 
-func debtNotes(annotation string) map[string]*DebtNote {
+// debtNotes reads a DebtAnnotation; an unreadable one reads as no notes,
+// with its error.
+func debtNotes(annotation string) (map[string]*DebtNote, error) {
 	notes := map[string]*DebtNote{}
-	if annotation != "" {
-		_ = json.Unmarshal([]byte(annotation), &notes)
+	if annotation == "" {
+		return notes, nil
 	}
-	return notes
+	if err := json.Unmarshal([]byte(annotation), &notes); err != nil || notes == nil {
+		return map[string]*DebtNote{}, fmt.Errorf("the %s annotation is not a JSON object of notes", DebtAnnotation)
+	}
+	return notes, nil
 }
 
 func sortedNoteIDs(notes map[string]*DebtNote) []string {
@@ -185,7 +197,10 @@ func (e *Engine) RecordDebt(ctx context.Context, app, id string, note DebtNote) 
 		entries, _, _ := unstructured.NestedSlice(a.Object, "spec", "ignoreDifferences")
 		for _, raw := range entries {
 			if DebtID(raw) == id {
-				notes = debtNotes(a.GetAnnotations()[DebtAnnotation])
+				var err error
+				if notes, err = debtNotes(a.GetAnnotations()[DebtAnnotation]); err != nil {
+					return fmt.Errorf("%w: %v: recording would drop the notes in it; fix or remove it first", ErrConflict, err)
+				}
 				return nil
 			}
 		}

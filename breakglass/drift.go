@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,9 +36,11 @@ const (
 	DriftDefaulted DriftClass = "defaulted"
 	// DriftArgoCD is Argo CD itself (a sync that has not finished).
 	DriftArgoCD DriftClass = "argocd"
-	// DriftUnknown is a field whose live object could not be read, so
-	// nobody can be named.
+	// DriftUnknown is a field whose writer cannot be named: the live
+	// object could not be read, or its managedFields do not say.
 	DriftUnknown DriftClass = "unknown"
+	// DriftDeleted is a resource Git has and the cluster does not.
+	DriftDeleted DriftClass = "deleted"
 )
 
 // ManagerClass maps field managers whose name starts with Prefix to a class.
@@ -109,6 +112,9 @@ type DriftReport struct {
 	Mode   string         `json:"mode"`
 	Fields []DriftedField `json:"fields"`
 	Notes  []string       `json:"notes,omitempty"`
+	// Incomplete is set when part of the Application could not be
+	// compared: "no drift" would not be the whole truth.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // DriftOptions are what drift reads beyond the Applications.
@@ -117,13 +123,13 @@ type DriftOptions struct {
 	Argo *ArgoServer
 	// Managers is the manager-to-class table.
 	Managers []ManagerClass
-	// OwnerKey is the Application annotation, else label, naming whom to
-	// page.
+	// OwnerKey is the Application label naming whom to page.
 	OwnerKey string
 }
 
-// OwnerAnnotation is where an Application names its owner by default.
-const OwnerAnnotation = audit.KeyPrefix + "owner"
+// OwnerLabel is where an Application names its owner by default: a label,
+// which the break-glass group may not change (deploy/policy).
+const OwnerLabel = audit.KeyPrefix + "owner"
 
 // Drift reports the drift of each Application.
 func (e *Engine) Drift(ctx context.Context, apps []*unstructured.Unstructured, opts DriftOptions) ([]*DriftReport, error) {
@@ -147,11 +153,14 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 	base.SelfHeal = selfHeal && syncsAutomatically(app)
 	session, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
 
+	note := func(format string, args ...any) {
+		rep.Notes = append(rep.Notes, redact.Text(fmt.Sprintf(format, args...)))
+	}
 	var diffs []resourceDiff
 	if opts.Argo != nil {
 		var err error
 		if diffs, err = opts.Argo.managedResources(ctx, ref); err != nil {
-			rep.Notes = append(rep.Notes, "field-level comparison unavailable ("+shortErr(err)+"): resource level only")
+			note("field-level comparison unavailable (%s): resource level only", shortErr(err))
 		} else {
 			rep.Mode = "field"
 		}
@@ -169,7 +178,7 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 		if cluster, err := e.targetCluster(app.GetName(), dest, ""); err == nil && namespace != "" {
 			var err error
 			if c, err = ContractOf(ctx, cluster.Kube, namespace); err != nil {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("the live-state contract of namespace %s could not be read (%s)", namespace, shortErr(err)))
+				note("the live-state contract of namespace %s could not be read (%s)", namespace, shortErr(err))
 			}
 		}
 		contracts[namespace] = c
@@ -187,8 +196,9 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 	for _, d := range diffs {
 		target := audit.Target{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
 		live, err := e.liveObject(ctx, app, target)
-		if err != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s/%s: %v", d.Kind, d.Namespace, d.Name, shortErr(err)))
+		if err != nil && !(d.deleted() && apierrors.IsNotFound(err)) {
+			note("%s %s/%s: %s", d.Kind, d.Namespace, d.Name, shortErr(err))
+			rep.Incomplete = true
 		}
 		if live != nil {
 			target.Version = live.GroupVersionKind().Version
@@ -198,7 +208,7 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 		if rep.Mode == "resource" {
 			row.Manager, row.Since = lastWriter(live)
 			row.Class = ClassOf(opts.Managers, row.Manager)
-			if live == nil {
+			if live == nil || row.Manager == "" {
 				row.Class = DriftUnknown
 			}
 			row = finish(row)
@@ -206,25 +216,45 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 			rep.Fields = append(rep.Fields, row)
 			continue
 		}
+		if d.deleted() {
+			row.Class, row.Path = DriftDeleted, ""
+			rep.Fields = append(rep.Fields, finish(row))
+			continue
+		}
 		var before, after map[string]any
 		if json.Unmarshal([]byte(d.PredictedLiveState), &before) != nil || json.Unmarshal([]byte(d.NormalizedLiveState), &after) != nil {
+			note("%s %s/%s: Argo CD's states of it are not JSON: not compared", d.Kind, d.Namespace, d.Name)
+			rep.Incomplete = true
 			continue
 		}
 		for _, c := range Diff(before, after) {
 			row := row
 			row.Path = c.Path
 			row.Git, row.Live = redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
-			if target.Group == "" && target.Kind == "Secret" {
+			if target.IsSecret() || afterSecretFlag(c.Path, []map[string]any{before, after}) {
 				row.Git, row.Live = redact.All(c.Before), redact.All(c.After)
 			}
 			row.Manager, row.Since = fieldWriter(live, c.Path)
 			switch {
 			case live == nil:
 				row.Class = DriftUnknown
+			case len(live.GetManagedFields()) == 0:
+				row.Class = DriftUnknown
+				note("%s %s/%s has no managedFields (they were reset): nobody can be named", target.Kind, target.Namespace, target.Name)
+			case row.Manager == "" && throughKeyedItem(c.Path):
+				// A list item keyed by something other than its name
+				// (volumeMounts, ports): its writer cannot be told apart.
+				row.Class = DriftUnknown
 			case row.Manager == "":
 				row.Class = DriftDefaulted
 			default:
 				row.Class = ClassOf(opts.Managers, row.Manager)
+			}
+			if row.Class == DriftBreakGlass && !sessionPatched(session, target, c.Path) {
+				// A manager may call itself anything: only a path the open
+				// session patched is a break-glass.
+				row.Class = DriftManual
+				note("%s %s/%s: %s is written by manager %q, which no open break-glass session patched: shown as manual", target.Kind, target.Namespace, target.Name, c.Path, row.Manager)
 			}
 			rep.Fields = append(rep.Fields, finish(row))
 		}
@@ -235,10 +265,16 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 // resourceDiff is one entry of Argo CD's managed-resources answer.
 type resourceDiff struct {
 	Group, Kind, Namespace, Name string
+	TargetState                  string `json:"targetState"`
 	NormalizedLiveState          string `json:"normalizedLiveState"`
 	PredictedLiveState           string `json:"predictedLiveState"`
 	Modified                     bool   `json:"modified"`
 	Hook                         bool   `json:"hook"`
+}
+
+// deleted is whether Git has the resource and the cluster does not.
+func (d resourceDiff) deleted() bool {
+	return d.NormalizedLiveState == "" || d.NormalizedLiveState == "null"
 }
 
 // managedResources asks the Argo CD API for the Application's resources
@@ -253,7 +289,7 @@ func (s ArgoServer) managedResources(ctx context.Context, app audit.AppRef) ([]r
 	}
 	var out []resourceDiff
 	for _, d := range resp.Items {
-		if d.Modified && !d.Hook && d.NormalizedLiveState != "" && d.NormalizedLiveState != "null" {
+		if d.Modified && !d.Hook && d.TargetState != "" && d.TargetState != "null" {
 			out = append(out, d)
 		}
 	}
@@ -371,6 +407,37 @@ func lastWriter(live *unstructured.Unstructured) (string, *time.Time) {
 	return "", nil
 }
 
+// sessionPatched is whether the open session patched path of t.
+func sessionPatched(s *Session, t audit.Target, path string) bool {
+	if s == nil {
+		return false
+	}
+	for _, p := range s.Patches {
+		if p.Target.Group != t.Group || p.Target.Kind != t.Kind || p.Target.Name != t.Name || p.Target.Namespace != t.Namespace {
+			continue
+		}
+		for _, f := range p.Fields {
+			if f.Path == path {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// throughKeyedItem is whether path goes through a list item that Diff
+// names (a segment that is not a field of the item's list): Kubernetes
+// may key such items by other fields (mountPath, port), which managedFields
+// then use instead of the name.
+func throughKeyedItem(path string) bool {
+	for _, seg := range []string{"/volumeMounts/", "/volumeDevices/", "/ports/", "/hostAliases/", "/topologySpreadConstraints/"} {
+		if strings.Contains(path, seg) {
+			return true
+		}
+	}
+	return false
+}
+
 // sessionFor is the open session that patched t, for a break-glass row.
 func sessionFor(s *Session, t audit.Target, class DriftClass) string {
 	if s == nil || class != DriftBreakGlass {
@@ -384,14 +451,11 @@ func sessionFor(s *Session, t audit.Target, class DriftClass) string {
 	return ""
 }
 
-// ownerOf is whom to page for app: the key as an annotation, else as a
-// label, else the project's name.
+// ownerOf is whom to page for app: the key as a label (the break-glass
+// group cannot change labels: deploy/policy), else the project's name.
 func ownerOf(app *unstructured.Unstructured, key string) string {
 	if key == "" {
-		key = OwnerAnnotation
-	}
-	if v := app.GetAnnotations()[key]; v != "" {
-		return v
+		key = OwnerLabel
 	}
 	if v := app.GetLabels()[key]; v != "" {
 		return v
@@ -432,13 +496,15 @@ func response(f DriftedField, app *unstructured.Unstructured) string {
 		}
 		return heal + fmt.Sprintf("move it into Git: set %s to %s in %s, or sync to drop it", f.Path, jsonText(f.Live), where)
 	case DriftController:
-		return heal + fmt.Sprintf("%s owns this field: remove %s from the manifests in %s, or ignore it: ignoreDifferences: [{group: %q, kind: %s, managedFieldsManagers: [%s]}]",
+		return heal + fmt.Sprintf("%s owns this field: remove %s from the manifests in %s, or ignore it: ignoreDifferences: [{group: %q, kind: %q, managedFieldsManagers: [%q]}]",
 			f.Manager, dash(f.Path), where, f.Resource.Group, f.Resource.Kind, f.Manager)
 	case DriftArgoCD:
 		return heal + "Argo CD wrote it last: a sync is in progress or failed; look at the Application's sync status"
 	case DriftUnknown:
-		return heal + "the live object could not be read (see the note), so nobody can be named: ask someone who may read it"
+		return heal + "its writer cannot be named (see the notes): find who changed it before moving it into Git or syncing it away"
+	case DriftDeleted:
+		return heal + "the resource is in Git but not in the cluster: sync to recreate it, or remove it from Git"
 	default:
-		return heal + fmt.Sprintf("set by defaulting or an admission webhook: ignore it: ignoreDifferences: [{group: %q, kind: %s, jsonPointers: [%s]}]", f.Resource.Group, f.Resource.Kind, dash(f.Path))
+		return heal + fmt.Sprintf("set by defaulting or an admission webhook: ignore it: ignoreDifferences: [{group: %q, kind: %q, jsonPointers: [%q]}]", f.Resource.Group, f.Resource.Kind, dash(f.Path))
 	}
 }

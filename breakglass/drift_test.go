@@ -74,8 +74,8 @@ func TestDriftResponses(t *testing.T) {
 			"move it into Git: `kustomize edit set image registry.example/web=registry.example/web:1.1` in apps/web"},
 		{DriftedField{Class: DriftPipeline, Path: "/spec/replicas", Git: json.Number("2"), Live: json.Number("5")}, "does not self-heal"},
 		{DriftedField{Class: DriftController, Path: "/spec/replicas", Manager: "kube-controller-manager", SelfHeal: true},
-			`ignoreDifferences: [{group: "", kind: , managedFieldsManagers: [kube-controller-manager]}]`},
-		{DriftedField{Class: DriftDefaulted, Path: "/spec/template/spec/dnsPolicy", SelfHeal: true}, "jsonPointers: [/spec/template/spec/dnsPolicy]"},
+			`ignoreDifferences: [{group: "", kind: "", managedFieldsManagers: ["kube-controller-manager"]}]`},
+		{DriftedField{Class: DriftDefaulted, Path: "/spec/template/spec/dnsPolicy", SelfHeal: true}, `jsonPointers: ["/spec/template/spec/dnsPolicy"]`},
 	} {
 		if got := response(tt.f, app); !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %s\nwant it to contain %s", tt.f.Class, got, tt.want)

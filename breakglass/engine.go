@@ -82,8 +82,11 @@ func (e *Engine) controllerWait() time.Duration {
 }
 
 // Whoami asks the API server who the caller is.
-func (e *Engine) Whoami(ctx context.Context) (audit.Actor, error) {
-	review, err := e.Kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+func (e *Engine) Whoami(ctx context.Context) (audit.Actor, error) { return whoami(ctx, e.Kube) }
+
+// whoami asks kube's API server who the caller is.
+func whoami(ctx context.Context, kube kubernetes.Interface) (audit.Actor, error) {
+	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		return audit.Actor{}, fmt.Errorf("asking the API server who you are: %w", err)
 	}

@@ -180,13 +180,6 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
-	var warnings []string
-	contract, err := ContractOf(ctx, cluster.Kube, namespace)
-	if err != nil {
-		warnings = append(warnings, fmt.Sprintf("the live-state contract of namespace %s could not be read (%s): checked nothing", namespace, shortErr(err)))
-	} else if err := contract.AllowsBreakGlass(actor); err != nil {
-		return nil, err
-	}
 	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
 	// sync off and keep its settings, and tracks by annotation by default.
 	_, enabledInSchema, _ := e.AutomatedSchema()
@@ -205,6 +198,25 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
 		return nil, err
+	}
+	var warnings []string
+	if namespace != "" {
+		// The contract is the target namespace's, checked with who the
+		// target cluster says the caller is; one that cannot be read
+		// refuses (a missing Namespace declares nothing).
+		contract, err := ContractOf(ctx, cluster.Kube, namespace)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", ErrContract, namespace, shortErr(err))
+		}
+		who := actor
+		if cluster.Kube != e.Kube {
+			if who, err = whoami(ctx, cluster.Kube); err != nil {
+				return nil, err
+			}
+		}
+		if err := contract.AllowsBreakGlass(who); err != nil {
+			return nil, err
+		}
 	}
 
 	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)

@@ -188,22 +188,12 @@ func TestDriftOutputOnFakes(t *testing.T) {
 			"spec":     map[string]any{"replicas": replicas, "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": image}}}}}})
 		return string(b)
 	}
-	argo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/api/v1/applications/web/managed-resources" || r.URL.Query().Get("appNamespace") != "argocd" {
-			t.Errorf("unexpected Argo CD API request %s", r.URL)
-			http.NotFound(w, r)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"items": []any{map[string]any{
-			"group": "apps", "kind": "Deployment", "namespace": "demo", "name": "web", "modified": true,
-			"predictedLiveState":  state(2, "registry.example/web:1.0.0", "web"),
-			"normalizedLiveState": state(5, "registry.example/web:manual", "frontend"),
-		}}})
-	}))
-	defer argo.Close()
-	t.Setenv("ARGOCD_SERVER", strings.TrimPrefix(argo.URL, "http://"))
-	t.Setenv("ARGOCD_AUTH_TOKEN", "token-not-printed")
-	t.Setenv("ARGOCD_OPTS", "--plaintext")
+	fakeArgoAPI(t, map[string]any{
+		"group": "apps", "kind": "Deployment", "namespace": "demo", "name": "web", "modified": true,
+		"targetState":         state(2, "registry.example/web:1.0.0", "web"),
+		"predictedLiveState":  state(2, "registry.example/web:1.0.0", "web"),
+		"normalizedLiveState": state(5, "registry.example/web:manual", "frontend"),
+	})
 
 	runGolden(t, "drift.golden", ExitOK, "drift", "web")
 	runGolden(t, "drift-wide.golden", ExitOK, "drift", "web", "-o", "wide")
@@ -240,4 +230,84 @@ func TestDebtAndContractOutputOnFakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	runGolden(t, "breakglass-contract.golden", ExitFailure, "breakglass", "web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "r", "--dry-run")
+}
+
+// fakeArgoAPI serves Argo CD's managed-resources for Application web with
+// items, and points the plugin at it.
+func fakeArgoAPI(t *testing.T, items ...any) {
+	t.Helper()
+	argo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/applications/web/managed-resources" || r.URL.Query().Get("appNamespace") != "argocd" {
+			t.Errorf("unexpected Argo CD API request %s", r.URL)
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": items})
+	}))
+	t.Cleanup(argo.Close)
+	t.Setenv("ARGOCD_SERVER", strings.TrimPrefix(argo.URL, "http://"))
+	t.Setenv("ARGOCD_AUTH_TOKEN", "token-not-printed")
+	t.Setenv("ARGOCD_OPTS", "--plaintext")
+}
+
+// TestDriftTrustsNoClaimsAndLeaksNoSecrets: a manager calling itself
+// kubectl-gitops without a session that patched the field is shown as
+// manual; managedFields that were reset name nobody; a deleted resource is
+// drift; a password passed as the argument after its flag is redacted.
+func TestDriftTrustsNoClaimsAndLeaksNoSecrets(t *testing.T) {
+	f := newFakeCluster(t)
+	deployments := f.dyn.Resource(deploymentsGVR).Namespace("demo")
+	d, err := deployments.Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-gitops", Operation: "Update", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{"f:image":{},"f:args":{}}}}}}}`)}},
+	})
+	if _, err := deployments.Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	state := func(image, password string) string {
+		b, _ := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web", "namespace": "demo"},
+			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": image, "args": []any{"--db-password", password}}}}}}})
+		return string(b)
+	}
+	gone := `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"web","namespace":"demo"}}`
+	fakeArgoAPI(t, map[string]any{
+		"group": "apps", "kind": "Deployment", "namespace": "demo", "name": "web", "modified": true, "targetState": state("r/web:1", "old-pass-1"),
+		"predictedLiveState": state("r/web:1", "old-pass-1"), "normalizedLiveState": state("r/web:2", "new-pass-2"),
+	}, map[string]any{
+		"group": "policy", "kind": "PodDisruptionBudget", "namespace": "demo", "name": "web", "modified": true, "targetState": gone, "normalizedLiveState": "null",
+	})
+	code, out, errOut := runPlugin(t, "drift", "web", "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("drift: exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "new-pass-2") || strings.Contains(out, "old-pass-1") {
+		t.Errorf("a password reached drift's output:\n%s", out)
+	}
+	var reports []*breakglass.DriftReport
+	if err := json.Unmarshal([]byte(out), &reports); err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]breakglass.DriftClass{}
+	for _, f := range reports[0].Fields {
+		classes[f.Resource.Kind+" "+f.Path] = f.Class
+	}
+	if classes["Deployment /spec/template/spec/containers/web/image"] != breakglass.DriftManual || classes["PodDisruptionBudget "] != breakglass.DriftDeleted {
+		t.Errorf("classes %v", classes)
+	}
+	if !strings.Contains(strings.Join(reports[0].Notes, "\n"), `written by manager "kubectl-gitops", which no open break-glass session patched`) {
+		t.Errorf("notes %v", reports[0].Notes)
+	}
+
+	d, _ = deployments.Get(context.Background(), "web", metav1.GetOptions{})
+	d.SetManagedFields(nil)
+	if _, err := deployments.Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ = runPlugin(t, "drift", "web", "-o", "json")
+	if !strings.Contains(out, `"class": "unknown"`) || strings.Contains(out, `"class": "defaulted"`) || !strings.Contains(out, "has no managedFields (they were reset)") {
+		t.Errorf("reset managedFields:\n%s", out)
+	}
 }

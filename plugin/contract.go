@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -67,7 +68,7 @@ func newCmdContractCheck(flags *genericclioptions.ConfigFlags, streams genericio
 	}
 	o.addAppNamespace(cmd)
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when an Application contradicts its contract")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when an Application contradicts its contract, 3 when a contract could not be read")
 	outputFlag(cmd, &o.Output, "table", "json", "yaml")
 	return cmd
 }
@@ -120,8 +121,11 @@ func (o *ContractCheckOptions) Run(ctx context.Context) error {
 	for _, n := range notes {
 		note(o.ErrOut, "note: %s", strings.TrimSpace(n))
 	}
-	if o.ExitCode && len(findings) > 0 {
+	switch {
+	case o.ExitCode && len(findings) > 0:
 		return &ExitError{Code: ExitFailure}
+	case o.ExitCode && len(notes) > 0:
+		return &ExitError{Code: ExitDriftError, Err: errors.New("some contracts could not be read (see the notes)")}
 	}
 	return nil
 }

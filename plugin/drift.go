@@ -86,7 +86,7 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "only Applications with these labels (as kubectl -l)")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
 	cmd.Flags().StringArrayVar(&o.ManagerClass, "manager-class", nil, "class a field manager: PREFIX=CLASS (repeatable; before the built-in table), e.g. my-deployer=pipeline")
-	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", breakglass.OwnerAnnotation, "Application annotation (or label) naming whom to page")
+	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", breakglass.OwnerLabel, "Application label naming whom to page (a label: the break-glass group cannot change it)")
 	outputFlag(cmd, &o.Output, driftFormats...)
 	return cmd
 }
@@ -106,7 +106,7 @@ func (o *DriftOptions) Validate() error {
 // managers is the manager-to-class table: --manager-class first.
 func (o *DriftOptions) managers() ([]breakglass.ManagerClass, error) {
 	classes := map[string]bool{}
-	for _, c := range []breakglass.DriftClass{breakglass.DriftBreakGlass, breakglass.DriftManual, breakglass.DriftPipeline, breakglass.DriftController, breakglass.DriftDefaulted, breakglass.DriftArgoCD, breakglass.DriftUnknown} {
+	for _, c := range []breakglass.DriftClass{breakglass.DriftBreakGlass, breakglass.DriftManual, breakglass.DriftPipeline, breakglass.DriftController, breakglass.DriftDefaulted, breakglass.DriftArgoCD, breakglass.DriftUnknown, breakglass.DriftDeleted} {
 		classes[string(c)] = true
 	}
 	var table []breakglass.ManagerClass
@@ -146,8 +146,15 @@ func (o *DriftOptions) Run(ctx context.Context) error {
 	if err := o.print(reports); err != nil {
 		return err
 	}
-	if o.ExitCode && drifted > 0 {
+	incomplete := false
+	for _, r := range reports {
+		incomplete = incomplete || r.Incomplete
+	}
+	switch {
+	case o.ExitCode && drifted > 0:
 		return &ExitError{Code: ExitFailure}
+	case o.ExitCode && incomplete:
+		return &ExitError{Code: ExitDriftError, Err: errors.New("part of the drift could not be read (see the notes): no drift found is not the whole truth")}
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := e.Application(name, "apps/"+name, name, map[string]any{"automated": map[string]any{"prune": true}}) // no self-heal
-	app.SetAnnotations(map[string]string{breakglass.OwnerAnnotation: "team-payments"})
+	app.SetLabels(map[string]string{breakglass.OwnerLabel: "team-payments"})
 	apps := appsClient(t)
 	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	}
 	greeting := driftedField(reports, "ConfigMap", "/data/greeting")
 	if greeting == nil || greeting.Manager != "my-operator" || greeting.Class != breakglass.DriftController ||
-		!strings.Contains(greeting.Response, "managedFieldsManagers: [my-operator]") {
+		!strings.Contains(greeting.Response, `managedFieldsManagers: ["my-operator"]`) {
 		cm, _ := kube.CoreV1().ConfigMaps(name).Get(ctx, "web-config", metav1.GetOptions{})
 		mf, _ := json.Marshal(cm.ManagedFields)
 		t.Errorf("greeting: %+v\nmanagedFields: %s", greeting, mf)
