@@ -1,6 +1,10 @@
 package plugin
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+)
 
 // noArgs rejects positional arguments with a usage error (exit 2).
 func noArgs(cmd *cobra.Command, args []string) error {
@@ -29,4 +33,29 @@ func maxArgs(names ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// command is what every command's options are: checked, then run.
+type command interface {
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// withOptionalApp is the RunE of a command taking [APP]: the argument, if
+// given, into app, then Validate, then Run.
+func withOptionalApp(app *string, c command) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			*app = args[0]
+		}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		return c.Run(cmd.Context())
+	}
+}
+
+// addAllNamespaces registers -A/--all-namespaces.
+func addAllNamespaces(cmd *cobra.Command, all *bool) {
+	cmd.Flags().BoolVarP(all, "all-namespaces", "A", false, "Applications in every namespace")
 }

@@ -56,18 +56,10 @@ func newCmdContractCheck(flags *genericclioptions.ConfigFlags, streams genericio
   kubectl gitops contract check -A -o json --exit-code`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeApplications(false),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.App = args[0]
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              withOptionalApp(&o.App, o),
 	}
 	o.addAppNamespace(cmd)
-	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
+	addAllNamespaces(cmd, &o.AllNamespaces)
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when an Application contradicts its contract, 3 when a contract could not be read")
 	outputFlag(cmd, &o.Output, "table", "json", "yaml")
 	return cmd

@@ -51,18 +51,10 @@ Record an entry's owner with kubectl gitops debt record.`,
   kubectl gitops debt record web 3f2a9c1b7d20 --owner team-payments --reason "HPA owns replicas" --review 2027-03-01`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeApplications(false),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.App = args[0]
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              withOptionalApp(&o.App, o),
 	}
 	o.addAppNamespace(cmd)
-	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
+	addAllNamespaces(cmd, &o.AllNamespaces)
 	cmd.Flags().IntVar(&o.MaxPerApp, "max-per-app", 5, "flag Applications with more entries than this (0: no cap)")
 	cmd.Flags().BoolVar(&o.System, "system", false, "also list argocd-cm's system-level entries")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged")

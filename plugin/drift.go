@@ -64,13 +64,7 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeApplications(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.App = args[0]
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			err := o.Run(cmd.Context())
+			err := withOptionalApp(&o.App, o)(cmd, args)
 			if err != nil && o.ExitCode {
 				var exit *ExitError
 				if !errors.As(err, &exit) {
@@ -81,7 +75,7 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 		},
 	}
 	o.addAppNamespace(cmd)
-	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Applications in every namespace")
+	addAllNamespaces(cmd, &o.AllNamespaces)
 	cmd.Flags().StringVar(&o.Project, "project", "", "only Applications of this project")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "only Applications with these labels (as kubectl -l)")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 without drift, 1 with drift, 3 when drift could not be read")

@@ -51,15 +51,7 @@ never set.`,
   kubectl gitops status web --wait --timeout 30m`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeApplications(true),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.App = args[0]
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              withOptionalApp(&o.App, o),
 	}
 	o.addAppNamespace(cmd)
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "sessions in every namespace")

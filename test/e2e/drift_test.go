@@ -167,11 +167,4 @@ func jsonText(v any) string {
 }
 
 // argoAdmin is the cluster admin with the Argo CD API configured.
-func argoAdmin(t *testing.T) *user {
-	t.Helper()
-	token, err := testEnv.ArgoToken(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newUser(t, env.Admin.Name, "ARGOCD_SERVER="+testEnv.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
-}
+func argoAdmin(t *testing.T) *user { t.Helper(); return argoAs(t, env.Admin.Name) }

@@ -81,13 +81,16 @@ func (u *user) kubectl(args ...string) string {
 
 // argoUser is an on-call engineer with the Argo CD API configured, which
 // enables the field-level catch-up check.
-func argoUser(t *testing.T) *user {
+func argoUser(t *testing.T) *user { t.Helper(); return argoAs(t, env.Oncall.Name) }
+
+// argoAs is the user name with the Argo CD API configured.
+func argoAs(t *testing.T, name string) *user {
 	t.Helper()
 	token, err := testEnv.ArgoToken(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newUser(t, env.Oncall.Name, "ARGOCD_SERVER="+testEnv.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
+	return newUser(t, name, "ARGOCD_SERVER="+testEnv.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
 }
 
 func mustRun(t *testing.T, u *user, want int, args ...string) (string, string) {
