@@ -50,6 +50,16 @@ type Engine struct {
 	// to make the patch fail; nil otherwise.
 	AfterPause       func(ctx context.Context) error
 	AfterParentPause func(ctx context.Context) error
+	// Progress hears what Execute has done as it happens (the fix being
+	// live comes before the checks that follow it); nil hears nothing.
+	Progress func(msg string)
+}
+
+// progress tells Progress, when there is one.
+func (e *Engine) progress(format string, args ...any) {
+	if e.Progress != nil {
+		e.Progress(fmt.Sprintf(format, args...))
+	}
 }
 
 // Request is what the user asked for.

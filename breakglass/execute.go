@@ -78,6 +78,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	if err := e.patchTarget(ctx, p); err != nil {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
+	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
 	if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
 		s.State = StatePatched
 		if sp := s.patchNamed(pending.ID); sp != nil {

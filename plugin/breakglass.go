@@ -205,6 +205,10 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if isTerminal(o.ErrOut) {
+		// Progress for a person watching; scripts get the result only.
+		engine.Progress = func(msg string) { note(o.ErrOut, "%s", msg) }
+	}
 	if o.Output == "text" {
 		o.printPlan(plan)
 	}

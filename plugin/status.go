@@ -97,8 +97,10 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 				o.print(statuses)
 				return &ExitError{Code: ExitFailure, Err: fmt.Errorf("not caught up after %s", o.Timeout)}
 			}
-			for _, s := range statuses {
-				note(o.ErrOut, "%s %s: %s", time.Now().Format("15:04:05"), s.App.Name, summary(s))
+			if isTerminal(o.ErrOut) { // progress for a person; silent for scripts
+				for _, s := range statuses {
+					note(o.ErrOut, "%s %s: %s", time.Now().Format("15:04:05"), s.App.Name, summary(s))
+				}
 			}
 		case o.Watch:
 			o.print(statuses)

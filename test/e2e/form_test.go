@@ -97,6 +97,10 @@ func TestBreakglassInteractiveForm(t *testing.T) {
 	if screen := term.screen(); !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "/spec/replicas: 2 -> 5") {
 		t.Fatalf("the form's break-glass did not succeed:\n%s", screen)
 	}
+	// In a terminal, the fix being live is said as soon as it is.
+	if screen := term.screen(); !strings.Contains(screen, "the fix is live: deployment.apps/web patched") {
+		t.Errorf("no progress line in the terminal:\n%s", screen)
+	}
 	if n := replicasIn(context.Background(), t, "bg-form"); n != 5 {
 		t.Fatalf("replicas after the form: %d, want 5", n)
 	}

@@ -25,7 +25,9 @@ func TestStatusAndRestoreFollowGit(t *testing.T) {
 	created := deployApp(t, "bg-loop")
 	ctx := context.Background()
 	oncall := argoUser(t)
-	mustRun(t, oncall, 0, "breakglass", "bg-loop", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "bad release", "-y")
+	if _, errOut := mustRun(t, oncall, 0, "breakglass", "bg-loop", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "bad release", "-y"); strings.Contains(errOut, "the fix is live") {
+		t.Errorf("progress reached a stderr that is not a terminal: %s", errOut)
+	}
 
 	st := statusJSON(t, oncall, "bg-loop")
 	if st.Git != breakglass.GitWaiting || st.Ready || !st.FieldLevel {
