@@ -51,6 +51,9 @@ type ConfigMapStore struct {
 	Namespace string
 	// PageSize is the list page size (limit/continue); 0 means 500.
 	PageSize int64
+	// Listed hears how many objects Entries has read, after each page;
+	// nil hears nothing.
+	Listed func(n int)
 }
 
 // NewConfigMapStore returns the store of namespace.
@@ -290,6 +293,9 @@ func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, e
 				e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
 			}
 			entries = append(entries, e)
+		}
+		if s.Listed != nil {
+			s.Listed(len(entries))
 		}
 		if list.Continue == "" {
 			return entries, nil

@@ -54,3 +54,24 @@ func TestAppendPastForeignObjectsAndABogusHead(t *testing.T) {
 		t.Errorf("verify: %d records, breaks %v; want the foreign object and the head named, nothing else", rep.Records, rep.Breaks)
 	}
 }
+
+// TestEntriesCountsWhatItRead: Listed hears the running count after each
+// page, ending at every object read (for a verify's progress line).
+func TestEntriesCountsWhatItRead(t *testing.T) {
+	ctx := context.Background()
+	store := NewConfigMapStore(fake.NewSimpleClientset(), "argocd")
+	for i := 0; i < 5; i++ {
+		if err := store.Append(ctx, &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var heard []int
+	store.Listed = func(n int) { heard = append(heard, n) }
+	entries, err := store.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) == 0 || heard[len(heard)-1] != len(entries) || len(entries) != 5 {
+		t.Errorf("Listed heard %v for %d entries", heard, len(entries))
+	}
+}

@@ -461,6 +461,12 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return &ExitError{Code: ExitCannotVerify, Err: err}
 	}
+	if cm, ok := store.(*audit.ConfigMapStore); ok && isTerminal(o.ErrOut) {
+		// A large log takes a while to read: count it on one line of a
+		// terminal, and leave no trace of it for scripts.
+		cm.Listed = func(n int) { fmt.Fprintf(o.ErrOut, "\rreading the audit log: %d records", n) }
+		defer fmt.Fprint(o.ErrOut, "\r\033[K")
+	}
 	entries, err := store.Entries(ctx, audit.Filter{})
 	if err != nil {
 		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
