@@ -30,4 +30,5 @@ func BenchmarkEnvironmentStartup(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "s-to-ready/op")
+	report("test environment: start to ready", seconds(total/time.Duration(b.N)), "", false)
 }
