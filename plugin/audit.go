@@ -192,9 +192,6 @@ func (o *AuditLogOptions) Run(ctx context.Context) error {
 	}
 	switch o.Output {
 	case "json", "yaml":
-		if records == nil {
-			records = []*audit.Record{}
-		}
 		return printStructured(o.Out, o.Output, records)
 	case "jsonl":
 		return audit.WriteJSONL(o.Out, kept)

@@ -88,9 +88,6 @@ func (o *ContractCheckOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Output != "table" {
-		if findings == nil {
-			findings = []breakglass.SelfHealFinding{}
-		}
 		if err := printStructured(o.Out, o.Output, findings); err != nil {
 			return err
 		}

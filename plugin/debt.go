@@ -95,9 +95,6 @@ func (o *DebtOptions) Run(ctx context.Context) error {
 		}
 	}
 	if o.Output != "table" {
-		if entries == nil {
-			entries = []breakglass.DebtEntry{}
-		}
 		if err := printStructured(o.Out, o.Output, entries); err != nil {
 			return err
 		}

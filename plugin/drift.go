@@ -199,9 +199,6 @@ func applications(ctx context.Context, engine *breakglass.Engine, q appQuery) ([
 
 func (o *DriftOptions) print(reports []*breakglass.DriftReport) error {
 	if o.Output == "json" || o.Output == "yaml" {
-		if reports == nil {
-			reports = []*breakglass.DriftReport{}
-		}
 		return printStructured(o.Out, o.Output, reports)
 	}
 	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)

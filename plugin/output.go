@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,8 +32,12 @@ func validateOutput(format string, formats ...string) error {
 	return usageErrorf("--output %q is not supported: use one of %s", format, joinFormats(formats))
 }
 
-// printStructured writes v as indented JSON or as YAML.
+// printStructured writes v as indented JSON or as YAML. A nil slice is an
+// empty list ([]), never null: a script reading "nothing found" gets a list.
 func printStructured(w io.Writer, format string, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = reflect.MakeSlice(rv.Type(), 0, 0).Interface()
+	}
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)

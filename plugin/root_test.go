@@ -129,3 +129,15 @@ func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredOutputListsNothingAsEmpty: every -o json|yaml that found
+// nothing prints an empty list, never null.
+func TestStructuredOutputListsNothingAsEmpty(t *testing.T) {
+	var nothing []*breakglass.DriftReport
+	for format, want := range map[string]string{"json": "[]\n", "yaml": "[]\n"} {
+		var b strings.Builder
+		if err := printStructured(&b, format, nothing); err != nil || b.String() != want {
+			t.Errorf("%s: %q %v, want %q", format, b.String(), err, want)
+		}
+	}
+}

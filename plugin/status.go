@@ -165,9 +165,6 @@ func summary(s *breakglass.SessionStatus) string {
 
 func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 	if o.Output == "json" || o.Output == "yaml" {
-		if statuses == nil {
-			statuses = []*breakglass.SessionStatus{}
-		}
 		return printStructured(o.Out, o.Output, statuses)
 	}
 	if len(statuses) == 0 {

@@ -80,9 +80,6 @@ func (o *TicketSyncOptions) Run(ctx context.Context) error {
 		}
 	}
 	if o.Output != "text" {
-		if synced == nil {
-			synced = []breakglass.SyncedTicket{}
-		}
 		if err := printStructured(o.Out, o.Output, synced); err != nil {
 			return err
 		}
