@@ -168,14 +168,16 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 	if rep.Mode == "resource" {
 		diffs = outOfSyncResources(app)
 	}
+	// The destination cluster, once for all the Application's resources.
+	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	cluster, clusterErr := e.targetCluster(app.GetName(), dest, "")
 	contracts := map[string]Contract{}
 	contractOf := func(namespace string) Contract {
 		if c, ok := contracts[namespace]; ok {
 			return c
 		}
 		c := Contract{Namespace: namespace}
-		dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-		if cluster, err := e.targetCluster(app.GetName(), dest, ""); err == nil && namespace != "" {
+		if clusterErr == nil && namespace != "" {
 			var err error
 			if c, err = ContractOf(ctx, cluster.Kube, namespace); err != nil {
 				note("the live-state contract of namespace %s could not be read (%s)", namespace, shortErr(err))
@@ -195,7 +197,10 @@ func (e *Engine) drift(ctx context.Context, app *unstructured.Unstructured, opts
 	}
 	for _, d := range diffs {
 		target := audit.Target{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
-		live, err := e.liveObject(ctx, app, target)
+		live, err := (*unstructured.Unstructured)(nil), clusterErr
+		if clusterErr == nil {
+			live, err = cluster.object(ctx, target)
+		}
 		if err != nil && !(d.deleted() && apierrors.IsNotFound(err)) {
 			note("%s %s/%s: %s", d.Kind, d.Namespace, d.Name, shortErr(err))
 			rep.Incomplete = true
@@ -309,13 +314,8 @@ func outOfSyncResources(app *unstructured.Unstructured) []resourceDiff {
 	return out
 }
 
-// liveObject reads a managed resource from the Application's destination.
-func (e *Engine) liveObject(ctx context.Context, app *unstructured.Unstructured, t audit.Target) (*unstructured.Unstructured, error) {
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, err := e.targetCluster(app.GetName(), dest, "")
-	if err != nil {
-		return nil, err
-	}
+// object reads a managed resource from the cluster.
+func (cluster *Cluster) object(ctx context.Context, t audit.Target) (*unstructured.Unstructured, error) {
 	mapping, err := cluster.Mapper.RESTMapping(schema.GroupKind{Group: t.Group, Kind: t.Kind})
 	if err != nil {
 		return nil, err
@@ -413,7 +413,7 @@ func sessionPatched(s *Session, t audit.Target, path string) bool {
 		return false
 	}
 	for _, p := range s.Patches {
-		if p.Target.Group != t.Group || p.Target.Kind != t.Kind || p.Target.Name != t.Name || p.Target.Namespace != t.Namespace {
+		if !sameObject(p.Target, t) {
 			continue
 		}
 		for _, f := range p.Fields {
@@ -444,11 +444,16 @@ func sessionFor(s *Session, t audit.Target, class DriftClass) string {
 		return ""
 	}
 	for _, p := range s.Patches {
-		if p.Target.Kind == t.Kind && p.Target.Name == t.Name && p.Target.Namespace == t.Namespace {
+		if sameObject(p.Target, t) {
 			return s.ID
 		}
 	}
 	return ""
+}
+
+// sameObject is whether two targets name the same object (any version).
+func sameObject(a, b audit.Target) bool {
+	return a.Group == b.Group && a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name
 }
 
 // ownerOf is whom to page for app: the key as a label (the break-glass
