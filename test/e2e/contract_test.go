@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -22,32 +20,13 @@ import (
 // until it is Synced.
 func deployWithPolicy(t *testing.T, name string, policy map[string]any, spec map[string]any) {
 	t.Helper()
-	e := environment(t)
-	ctx := context.Background()
-	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	app := e.Application(name, "apps/"+name, name, policy)
-	for k, v := range spec {
-		app.Object["spec"].(map[string]any)[k] = v
-	}
-	apps := appsClient(t)
-	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	waitFor(ctxWait, t, name+" Synced", func() (bool, string) {
-		a, err := apps.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
+	createApp(t, name, func(app *unstructured.Unstructured, _ string) {
+		app.Object["spec"].(map[string]any)["syncPolicy"] = policy
+		for k, v := range spec {
+			app.Object["spec"].(map[string]any)[k] = v
 		}
-		s, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-		return s == "Synced", s
 	})
+	waitSynced(t, name, "")
 }
 
 // TestContractRefusesAndPermitsAsDeclared: a namespace's annotations

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,33 +46,16 @@ func driftedField(reports []breakglass.DriftReport, kind, path string) *breakgla
 // --exit-code says whether anything drifted; a break-glass patch is
 // linked to its session.
 func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
-	e := environment(t)
 	ctx := context.Background()
 	const name = "dr-web"
-	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
-		t.Fatal(err)
-	}
+	createApp(t, name, func(app *unstructured.Unstructured, _ string) {
+		app.Object["spec"].(map[string]any)["syncPolicy"] = map[string]any{"automated": map[string]any{"prune": true}} // no self-heal
+		app.SetLabels(map[string]string{breakglass.OwnerLabel: "team-payments"})
+	})
+	waitSynced(t, name, "")
 	kube := kubeFor(t, env.Admin.Name)
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	app := e.Application(name, "apps/"+name, name, map[string]any{"automated": map[string]any{"prune": true}}) // no self-heal
-	app.SetLabels(map[string]string{breakglass.OwnerLabel: "team-payments"})
-	apps := appsClient(t)
-	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	syncStatus := func() string {
-		a, err := apps.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err.Error()
-		}
-		s, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-		return s
-	}
 	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	waitFor(ctxWait, t, name+" Synced", func() (bool, string) { s := syncStatus(); return s == "Synced", s })
 
 	admin, oncall := argoAdmin(t), argoUser(t)
 	if _, code := runCode(oncall, "drift", name, "--exit-code"); code != 0 {

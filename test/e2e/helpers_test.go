@@ -139,35 +139,55 @@ func deployApp(t *testing.T, name string) *unstructured.Unstructured {
 // deployAppTo is deployApp with the Application's destination server.
 func deployAppTo(t *testing.T, name, server string) *unstructured.Unstructured {
 	t.Helper()
+	head := createApp(t, name, func(app *unstructured.Unstructured, _ string) {
+		if err := unstructured.SetNestedField(app.Object, server, "spec", "destination", "server"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return waitSynced(t, name, head)
+}
+
+// createApp commits an application like the fixture's at apps/NAME,
+// creates namespace NAME and a self-healing Application NAME deploying it,
+// changed first by edit (which gets the commit) when not nil, and returns
+// the commit.
+func createApp(t *testing.T, name string, edit func(app *unstructured.Unstructured, head string)) string {
+	t.Helper()
 	e := environment(t)
 	ctx := context.Background()
-	if _, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage)); err != nil {
+	head, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
-	if err := unstructured.SetNestedField(app.Object, server, "spec", "destination", "server"); err != nil {
+	if edit != nil {
+		edit(app, head)
+	}
+	if _, err := appsClient(t).Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	apps := appsClient(t)
-	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	head, _ := e.Git.Head()
-	var got *unstructured.Unstructured
-	ctx2, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	return head
+}
+
+// waitSynced waits until Argo CD reports the Application Synced, at
+// revision when it is not "", and returns the Application.
+func waitSynced(t *testing.T, name, revision string) *unstructured.Unstructured {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitFor(ctx2, t, name+" Synced at "+head, func() (bool, string) {
-		a, err := apps.Get(ctx, name, metav1.GetOptions{})
+	var got *unstructured.Unstructured
+	waitFor(ctx, t, name+" Synced "+revision, func() (bool, string) {
+		a, err := appsClient(t).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		got = a
 		status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
 		rev, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
-		return status == "Synced" && rev == head, status + " at " + rev
+		return status == "Synced" && (revision == "" || rev == revision), status + " at " + rev
 	})
 	return got
 }

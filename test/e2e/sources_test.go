@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -16,28 +15,15 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
-// createAppWith commits an application like the fixture's at apps/NAME,
-// creates its namespace and a self-healing Application whose spec.source
-// is replaced by spec[key] = source(the commit), and returns the commit.
+// createAppWith is createApp with spec.source replaced by spec[key] =
+// source(the commit).
 func createAppWith(t *testing.T, name, key string, source func(head string) any) string {
 	t.Helper()
-	e := environment(t)
-	ctx := context.Background()
-	head, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
-	spec := app.Object["spec"].(map[string]any)
-	delete(spec, "source")
-	spec[key] = source(head)
-	if _, err := appsClient(t).Create(ctx, app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return head
+	return createApp(t, name, func(app *unstructured.Unstructured, head string) {
+		spec := app.Object["spec"].(map[string]any)
+		delete(spec, "source")
+		spec[key] = source(head)
+	})
 }
 
 // TestMultiSourceCatchUpFollowsEachSource: an Application with several
