@@ -166,12 +166,11 @@ func noteFlags(n *DebtNote, now time.Time) []string {
 // names at least one of its managed resources (group, kind, and name and
 // namespace when it gives them).
 func matchesResource(app *unstructured.Unstructured, entry map[string]any) bool {
-	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-	for _, r := range resources {
-		m, _ := r.(map[string]any)
-		if str(m, "group") == str(entry, "group") && str(m, "kind") == str(entry, "kind") &&
-			(str(entry, "name") == "" || str(entry, "name") == str(m, "name")) &&
-			(str(entry, "namespace") == "" || str(entry, "namespace") == str(m, "namespace")) {
+	for _, r := range statusResources(app) {
+		t := r.Target
+		if t.Group == str(entry, "group") && t.Kind == str(entry, "kind") &&
+			(str(entry, "name") == "" || str(entry, "name") == t.Name) &&
+			(str(entry, "namespace") == "" || str(entry, "namespace") == t.Namespace) {
 			return true
 		}
 	}

@@ -304,11 +304,9 @@ func (s ArgoServer) managedResources(ctx context.Context, app audit.AppRef) ([]r
 // outOfSyncResources are the resources status.resources reports OutOfSync.
 func outOfSyncResources(app *unstructured.Unstructured) []resourceDiff {
 	var out []resourceDiff
-	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-	for _, r := range resources {
-		m, _ := r.(map[string]any)
-		if str(m, "status") == "OutOfSync" {
-			out = append(out, resourceDiff{Group: str(m, "group"), Kind: str(m, "kind"), Namespace: str(m, "namespace"), Name: str(m, "name")})
+	for _, r := range statusResources(app) {
+		if r.Status == "OutOfSync" {
+			out = append(out, resourceDiff{Group: r.Target.Group, Kind: r.Target.Kind, Namespace: r.Target.Namespace, Name: r.Target.Name})
 		}
 	}
 	return out

@@ -59,16 +59,9 @@ func (e *Engine) ManagedResources(ctx context.Context, app string) ([]ManagedRes
 	if err != nil {
 		return nil, fmt.Errorf("reading application %s: %w", app, err)
 	}
-	resources, _, _ := unstructured.NestedSlice(a.Object, "status", "resources")
 	var out []ManagedResource
-	for _, r := range resources {
-		m, _ := r.(map[string]any)
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		health, _, _ := unstructured.NestedString(m, "health", "status")
-		out = append(out, ManagedResource{
-			Target: audit.Target{Group: str("group"), Version: str("version"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")},
-			Sync:   str("status"), Health: health,
-		})
+	for _, r := range statusResources(a) {
+		out = append(out, ManagedResource{Target: r.Target, Sync: r.Status, Health: r.Health})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: application %s reports no managed resources yet", ErrNotFound, app)

@@ -327,18 +327,38 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 // managedStatus finds target among the Application's managed resources and
 // returns Argo CD's sync status for it.
 func managedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool) {
+	for _, r := range statusResources(app) {
+		if sameObject(r.Target, t) {
+			return r.Status, true
+		}
+	}
+	return "", false
+}
+
+// statusResource is one of the managed resources an Application's
+// status.resources lists, with Argo CD's sync status (and health, which
+// Argo CD 3.x no longer stores there).
+type statusResource struct {
+	Target         audit.Target
+	Status, Health string
+}
+
+// statusResources reads an Application's status.resources.
+func statusResources(app *unstructured.Unstructured) []statusResource {
 	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	out := make([]statusResource, 0, len(resources))
 	for _, r := range resources {
 		m, _ := r.(map[string]any)
 		if m == nil {
 			continue
 		}
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		if str("group") == t.Group && str("kind") == t.Kind && str("name") == t.Name && str("namespace") == t.Namespace {
-			return str("status"), true
-		}
+		health, _, _ := unstructured.NestedString(m, "health", "status")
+		out = append(out, statusResource{
+			Target: audit.Target{Group: str(m, "group"), Version: str(m, "version"), Kind: str(m, "kind"), Namespace: str(m, "namespace"), Name: str(m, "name")},
+			Status: str(m, "status"), Health: health,
+		})
 	}
-	return "", false
+	return out
 }
 
 // allowed checks with a SelfSubjectAccessReview, in the cluster of kube,
