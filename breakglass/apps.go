@@ -12,6 +12,31 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// appPage is how many Applications one list request asks for: a thousand
+// Applications come in pages, never in one response.
+const appPage = 500
+
+// listApps lists the Applications of namespace ("" for all) page by page
+// (limit and continue).
+func (e *Engine) listApps(ctx context.Context, namespace string) ([]*unstructured.Unstructured, error) {
+	client := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
+	var out []*unstructured.Unstructured
+	opts := metav1.ListOptions{Limit: appPage}
+	for {
+		list, err := client.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+		if list.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = list.GetContinue()
+	}
+}
+
 // updateSession changes the session annotation (and requests a refresh),
 // as long as the annotation still holds this session: change is applied to
 // the session as it is now, not as this command last saw it, so that
@@ -110,11 +135,26 @@ func (e *Engine) updateApp(ctx context.Context, name string, check func(*unstruc
 }
 
 func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) error {
-	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
+	known := &unstructured.Unstructured{}
+	known.SetNamespace(namespace)
+	known.SetName(name)
+	return e.updateAppFrom(ctx, known, check, build)
+}
+
+// updateAppFrom is updateApp starting from known, the Application as the
+// caller last read it: when known carries a resourceVersion the first
+// attempt is built from it, saving a read; a conflict means it was stale,
+// and the next attempt reads the Application again.
+func (e *Engine) updateAppFrom(ctx context.Context, known *unstructured.Unstructured, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) error {
+	name := known.GetName()
+	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(known.GetNamespace())
 	for attempt := 0; attempt < 10; attempt++ {
-		app, err := apps.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		app := known
+		if attempt > 0 || known.GetResourceVersion() == "" {
+			var err error
+			if app, err = apps.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		if err := check(app); err != nil {
 			return err

@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -50,35 +50,49 @@ type SessionStatus struct {
 	Targets   []TargetState `json:"targets"`
 	// FieldLevel is whether Git's values were compared path by path
 	// through the Argo CD API server.
-	FieldLevel bool     `json:"fieldLevel"`
-	Notes      []string `json:"notes,omitempty"`
+	FieldLevel bool `json:"fieldLevel"`
+	// Stale says the state is as of Argo CD's last reconcile: the refresh
+	// was not awaited, or the controller did not get to it in time.
+	Stale bool     `json:"stale,omitempty"`
+	Notes []string `json:"notes,omitempty"`
 	// Warnings are what restore could not finish, such as closing the
 	// ticket (then queued for `ticket sync`).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// OpenSessions lists the Applications of namespace ("" for all) that carry a
-// session, optionally only the one named app.
-func (e *Engine) OpenSessions(ctx context.Context, namespace, app string) ([]*unstructured.Unstructured, error) {
-	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
+// Applications lists the Applications of namespace ("" for all), page by
+// page.
+func (e *Engine) Applications(ctx context.Context, namespace string) ([]*unstructured.Unstructured, error) {
+	return e.listApps(ctx, namespace)
+}
+
+// WithSession keeps the Applications of apps that carry a session, only the
+// one named app when app is set.
+func WithSession(apps []*unstructured.Unstructured, app string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for i := range list.Items {
-		a := &list.Items[i]
+	for _, a := range apps {
 		if _, ok := a.GetAnnotations()[SessionAnnotation]; ok && (app == "" || a.GetName() == app) {
 			out = append(out, a)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// Refresh says whether status asks Argo CD's controller to refresh the
+// Applications first, and how long it waits for the controller to do so.
+type Refresh struct {
+	Request bool
+	// Wait bounds the wait for the controller; 0 requests the refresh
+	// without waiting: the state is then as of the last reconcile, and the
+	// next look sees the refresh.
+	Wait time.Duration
 }
 
 // CaughtUp requests a refresh of app (when refresh is set and allowed), waits
 // for the controller, and evaluates docs/design.md §5 for every patched resource.
 // argo may be nil: then only resource-level rules apply.
 func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, refresh bool) (*SessionStatus, error) {
-	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, refresh)
+	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, Refresh{Request: refresh, Wait: e.controllerWait()})
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +104,12 @@ const statusWorkers = 8
 
 // CaughtUpAll evaluates many sessions together: every refresh is requested
 // at once, one watch waits for the controller to reach all of them, within
-// the controller wait; an Application it did not reach in time is reported
-// as of its last reconcile, saying so. Nothing waits per Application.
-func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructured, argo *ArgoServer, refresh bool) ([]*SessionStatus, error) {
+// refresh.Wait; an Application it did not reach in time is reported as of
+// its last reconcile, saying so. Nothing waits per Application.
+func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructured, argo *ArgoServer, refresh Refresh) ([]*SessionStatus, error) {
 	notes := make([][]string, len(apps))
-	if refresh {
+	stale := make([]bool, len(apps))
+	if refresh.Request {
 		requested := make([]bool, len(apps))
 		parallel(len(apps), func(i int) {
 			app := apps[i]
@@ -109,28 +124,38 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 				annotations[HydrateAnnotation] = "normal"
 			}
 			patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
-			if err := e.updateAppIn(ctx, app.GetNamespace(), app.GetName(), ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return patch }); err != nil {
+			if err := e.updateAppFrom(ctx, app, ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return patch }); err != nil {
 				notes[i] = append(notes[i], "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
 				return
 			}
 			requested[i] = true
 		})
-		fresh := e.waitAllRefreshed(ctx, apps, requested)
+		fresh := map[string]*unstructured.Unstructured{}
+		if refresh.Wait > 0 {
+			fresh = e.waitAllRefreshed(ctx, apps, requested, refresh.Wait)
+		}
 		for i, app := range apps {
 			if f, ok := fresh[app.GetNamespace()+"/"+app.GetName()]; ok {
 				apps[i] = f
 			}
-			if requested[i] {
-				if _, pending := apps[i].GetAnnotations()[RefreshAnnotation]; pending {
-					notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile")
-				}
+			if !requested[i] {
+				continue
+			}
+			if refresh.Wait == 0 {
+				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+reconciledAt(apps[i])+"; a refresh was requested, not awaited")
+				stale[i] = true
+			} else if _, pending := apps[i].GetAnnotations()[RefreshAnnotation]; pending {
+				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+reconciledAt(apps[i]))
+				stale[i] = true
 			}
 		}
 	}
 	out := make([]*SessionStatus, len(apps))
 	errs := make([]error, len(apps))
 	parallel(len(apps), func(i int) {
-		out[i], errs[i] = e.evaluate(ctx, apps[i], argo, notes[i])
+		if out[i], errs[i] = e.evaluate(ctx, apps[i], argo, notes[i]); errs[i] == nil {
+			out[i].Stale = stale[i]
+		}
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -163,7 +188,7 @@ func parallel(n int, do func(int)) {
 // waitAllRefreshed waits, at most the controller wait, until the controller
 // has refreshed every requested Application, and returns the newest
 // version of each it saw.
-func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool) map[string]*unstructured.Unstructured {
+func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool, wait time.Duration) map[string]*unstructured.Unstructured {
 	var keys []string
 	for i, app := range apps {
 		if requested[i] {
@@ -173,9 +198,19 @@ func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unst
 	if len(keys) == 0 {
 		return map[string]*unstructured.Unstructured{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return e.waitApps(ctx, keys, refreshed)
+}
+
+// reconciledAt says when Argo CD last reconciled app (status.reconciledAt),
+// "" when it never did.
+func reconciledAt(app *unstructured.Unstructured) string {
+	at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+	if t, err := time.Parse(time.RFC3339, at); err == nil {
+		return " (" + t.UTC().Format("15:04:05 UTC") + ")"
+	}
+	return ""
 }
 
 // evaluate applies docs/design.md §5 to one Application as it is now.

@@ -19,22 +19,9 @@ import (
 // the state is as of the last reconcile, instead of waiting on each
 // Application in turn.
 func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
-	var objs []runtime.Object
-	var apps []*unstructured.Unstructured
-	for _, name := range []string{"a", "b", "c"} {
-		session, _ := json.Marshal(Session{ID: "s-" + name, State: StatePatched, GitRevision: "r1"})
-		app := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-			"metadata": map[string]any{"name": name, "namespace": "argocd", "annotations": map[string]any{SessionAnnotation: string(session)}},
-			"spec":     map[string]any{"project": "default"},
-		}}
-		objs = append(objs, app)
-		apps = append(apps, app.DeepCopy())
-	}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ApplicationGVR: "ApplicationList"}, objs...)
-	e := &Engine{Dynamic: client, AppNamespace: "argocd", ControllerWait: 300 * time.Millisecond}
-	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, true)
+	client, apps := sessionApps(t, "a", "b", "c")
+	e := &Engine{Dynamic: client, AppNamespace: "argocd"}
+	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true, Wait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +32,58 @@ func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
 			t.Errorf("unexpected patch %s", p.GetPatch())
 		}
 	}
-	if counts["patch"] != 3 || counts["get"] != 3 || counts["watch"] < 1 {
-		t.Errorf("actions %v: want one refresh patch per Application (each read once first) and a watch, no per-Application polling", counts)
+	if counts["patch"] != 3 || counts["get"] != 0 || counts["watch"] < 1 {
+		t.Errorf("actions %v: want one refresh patch per Application (built from the listed object, no read) and a watch, no per-Application polling", counts)
 	}
 	for _, st := range statuses {
-		if len(st.Notes) == 0 || !strings.Contains(st.Notes[0], "did not refresh in time") {
-			t.Errorf("%s: notes %v", st.App.Name, st.Notes)
+		if len(st.Notes) == 0 || !strings.Contains(st.Notes[0], "did not refresh in time") || !st.Stale {
+			t.Errorf("%s: notes %v, stale %v", st.App.Name, st.Notes, st.Stale)
 		}
 	}
+}
+
+// TestCaughtUpAllWithoutWaiting: a listing requests every refresh and
+// reports at once, as of the last reconcile, saying so: no watch, no wait.
+func TestCaughtUpAllWithoutWaiting(t *testing.T) {
+	client, apps := sessionApps(t, "a", "b")
+	unstructured.SetNestedField(apps[0].Object, "2026-12-03T06:00:00Z", "status", "reconciledAt")
+	e := &Engine{Dynamic: client, AppNamespace: "argocd", ControllerWait: time.Hour}
+	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, a := range client.Actions() {
+		counts[a.GetVerb()]++
+	}
+	if counts["patch"] != 2 || counts["watch"] != 0 || counts["list"] != 0 {
+		t.Errorf("actions %v: want the two refresh requests and nothing waiting", counts)
+	}
+	if n := statuses[0].Notes; len(n) == 0 || !strings.Contains(n[0], "last reconcile (06:00:00 UTC); a refresh was requested, not awaited") || !statuses[0].Stale {
+		t.Errorf("notes %v, stale %v", n, statuses[0].Stale)
+	}
+}
+
+// sessionApps makes a fake cluster holding an Application with an open
+// session for each name, and returns the Applications as listed.
+func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient, []*unstructured.Unstructured) {
+	t.Helper()
+	var objs []runtime.Object
+	for _, name := range names {
+		session, _ := json.Marshal(Session{ID: "s-" + name, State: StatePatched, GitRevision: "r1"})
+		app := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": name, "namespace": "argocd", "resourceVersion": "7", "annotations": map[string]any{SessionAnnotation: string(session)}},
+			"spec":     map[string]any{"project": "default"},
+		}}
+		objs = append(objs, app)
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{ApplicationGVR: "ApplicationList"}, objs...)
+	apps, err := (&Engine{Dynamic: client}).Applications(context.Background(), "argocd")
+	if err != nil || len(apps) != len(names) {
+		t.Fatalf("listing: %v, %d", err, len(apps))
+	}
+	client.ClearActions()
+	return client, apps
 }

@@ -110,13 +110,12 @@ func splitAppName(s, defaultNamespace string) (string, string) {
 // parentFromStatus finds, when the child carries no tracking at all, the
 // Application whose managed resources list it.
 func (e *Engine) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string, error) {
-	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).List(ctx, metav1.ListOptions{})
+	apps, err := e.listApps(ctx, e.AppNamespace)
 	if err != nil {
 		return "", "", nil // a narrower role may not list everywhere: no fallback then
 	}
 	target := audit.Target{Group: "argoproj.io", Kind: "Application", Namespace: child.GetNamespace(), Name: child.GetName()}
-	for i := range list.Items {
-		candidate := &list.Items[i]
+	for _, candidate := range apps {
 		if candidate.GetName() == child.GetName() && candidate.GetNamespace() == child.GetNamespace() {
 			continue
 		}
@@ -251,23 +250,18 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 // already restored): there is nothing to put back.
 var errNotPausedHere = errors.New("not paused by this session")
 
-// OrphanedPauses describes the Applications of namespace ("" for all) that
-// carry this project's paused-by mark for a session that is no longer open:
-// their sync stays off for nobody, exactly what a break-glass must never
-// leave behind.
-func (e *Engine) OrphanedPauses(ctx context.Context, namespace string) ([]string, error) {
-	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
+// OrphanedPauses describes the Applications among apps that carry this
+// project's paused-by mark for a session that is no longer open: their sync
+// stays off for nobody, exactly what a break-glass must never leave behind.
+func OrphanedPauses(apps []*unstructured.Unstructured) []string {
 	open := map[string]bool{}
-	for _, a := range list.Items {
+	for _, a := range apps {
 		if s, err := ParseSession(a.GetAnnotations()[SessionAnnotation]); err == nil {
 			open[a.GetName()+"/"+s.ID] = true
 		}
 	}
 	var out []string
-	for _, a := range list.Items {
+	for _, a := range apps {
 		by, marked := a.GetAnnotations()[PausedByAnnotation]
 		if !marked || open[by] {
 			continue
@@ -275,5 +269,5 @@ func (e *Engine) OrphanedPauses(ctx context.Context, namespace string) ([]string
 		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, which is not open: its automated sync may stay off for nobody; find its saved policy with `kubectl gitops audit log --app %s --event breakglass.paused -o yaml`",
 			a.GetNamespace(), a.GetName(), by, a.GetName()))
 	}
-	return out, nil
+	return out
 }

@@ -23,12 +23,12 @@ type Candidate struct {
 
 // Candidates lists the Applications of the engine's namespace by name.
 func (e *Engine) Candidates(ctx context.Context) ([]Candidate, error) {
-	list, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).List(ctx, metav1.ListOptions{})
+	apps, err := e.listApps(ctx, e.AppNamespace)
 	if err != nil {
 		return nil, fmt.Errorf("listing applications in %s: %w", e.AppNamespace, err)
 	}
-	out := make([]Candidate, 0, len(list.Items))
-	for _, a := range list.Items {
+	out := make([]Candidate, 0, len(apps))
+	for _, a := range apps {
 		c := Candidate{Name: a.GetName()}
 		c.Project, _, _ = unstructured.NestedString(a.Object, "spec", "project")
 		c.Sync, _, _ = unstructured.NestedString(a.Object, "status", "sync", "status")

@@ -57,6 +57,7 @@ func TestCommandsOnFakes(t *testing.T) {
 
 	runGolden(t, "status.golden", ExitOK, "status")
 	runGolden(t, "status-wide.golden", ExitOK, "status", "-o", "wide")
+	runGolden(t, "status-app.golden", ExitOK, "status", "web")
 	runGolden(t, "status-json.golden", ExitOK, "status", "-o", "json")
 	runGolden(t, "restore-waiting.golden", ExitFailure, "restore", "web")
 

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,11 @@ type StatusOptions struct {
 	ExitCode      bool
 	Wait          bool
 	Timeout       time.Duration
+	// RefreshTimeout bounds the wait for Argo CD's refresh; refreshSet says
+	// whether the flag was given (else: 30s for one Application or --wait,
+	// no wait for a listing).
+	RefreshTimeout time.Duration
+	refreshSet     bool
 	genericiooptions.IOStreams
 }
 
@@ -44,7 +50,12 @@ report whether Git has caught up with the live patch:
 
 With ARGOCD_SERVER (and ARGOCD_AUTH_TOKEN) set, Git's values are also compared
 path by path; that is the only proof for a patch that merely adds fields Git
-never set.`,
+never set.
+
+Status with APP (or --wait, --watch) waits up to --refresh-timeout (30s) for
+Argo CD's controller to refresh. A listing does not wait: it reports at once,
+as of each Application's last reconcile (saying so), and asks Argo CD to
+refresh them, so the next look is fresh. --refresh-timeout sets either.`,
 		Example: `  kubectl gitops status
   kubectl gitops status web -o wide
   # In a script: exit 0 once everything is caught up
@@ -59,6 +70,8 @@ never set.`,
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", defaultRefreshWait, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait or --watch; 0 for a listing)")
+	cmd.PreRun = func(cmd *cobra.Command, _ []string) { o.refreshSet = cmd.Flags().Changed("refresh-timeout") }
 	outputFlag(cmd, &o.Output, statusFormats...)
 	return cmd
 }
@@ -71,7 +84,25 @@ func (o *StatusOptions) Validate() error {
 	if o.Wait && o.Watch {
 		return usageErrorf("--wait and --watch cannot be combined: --wait ends when caught up, --watch runs until Ctrl-C")
 	}
+	if o.RefreshTimeout < 0 {
+		return usageErrorf("--refresh-timeout must not be negative (0 does not wait)")
+	}
 	return nil
+}
+
+// defaultRefreshWait is how long status waits for Argo CD's refresh of one
+// Application, or with --wait and --watch.
+const defaultRefreshWait = 30 * time.Second
+
+// refresh is how status asks for Argo CD's refresh: a listing of every
+// session reports at once unless told otherwise, so that a thousand
+// Applications never hold the answer behind a busy controller.
+func (o *StatusOptions) refresh() breakglass.Refresh {
+	wait := o.RefreshTimeout
+	if !o.refreshSet && o.App == "" && !o.Wait && !o.Watch {
+		wait = 0
+	}
+	return breakglass.Refresh{Request: true, Wait: wait}
 }
 
 // Run evaluates and prints the sessions.
@@ -123,18 +154,15 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 }
 
 func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine, namespace string) ([]*breakglass.SessionStatus, error) {
-	apps, err := engine.OpenSessions(ctx, namespace, o.App)
+	all, err := engine.Applications(ctx, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("listing applications: %w", err)
 	}
+	apps := breakglass.WithSession(all, o.App)
 	if o.App != "" && len(apps) == 0 {
 		return nil, fmt.Errorf("no open break-glass session on %s in namespace %s", o.App, o.AppNamespace)
 	}
-	orphans, err := engine.OrphanedPauses(ctx, namespace)
-	if err != nil {
-		return nil, fmt.Errorf("listing applications: %w", err)
-	}
-	for _, orphan := range orphans {
+	for _, orphan := range breakglass.OrphanedPauses(all) {
 		warn(o.ErrOut, orphan)
 	}
 	argo, err := o.argoServer()
@@ -143,7 +171,7 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	}
 	// Every refresh at once, one watch for all: never one Application
 	// after another.
-	return engine.CaughtUpAll(ctx, apps, argo, true)
+	return engine.CaughtUpAll(ctx, apps, argo, o.refresh())
 }
 
 func allReady(statuses []*breakglass.SessionStatus) bool {
@@ -195,12 +223,38 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	for _, s := range statuses {
-		for _, n := range s.Notes {
-			note(o.ErrOut, "note: %s: %s", s.App.Name, n)
+	printNotes(o.ErrOut, statuses)
+	if o.refresh().Wait == 0 {
+		for _, s := range statuses {
+			if s.Stale {
+				note(o.ErrOut, "note: naming the Application, or --refresh-timeout, waits for Argo CD's refresh before reporting")
+				break
+			}
 		}
 	}
 	return nil
+}
+
+// printNotes prints each session's notes, one line per distinct note: fifty
+// sessions shown as of the last reconcile make one line, not fifty.
+func printNotes(out io.Writer, statuses []*breakglass.SessionStatus) {
+	var order []string
+	apps := map[string][]string{}
+	for _, s := range statuses {
+		for _, n := range s.Notes {
+			if _, seen := apps[n]; !seen {
+				order = append(order, n)
+			}
+			apps[n] = append(apps[n], s.App.Name)
+		}
+	}
+	for _, n := range order {
+		names := strings.Join(apps[n], ", ")
+		if len(apps[n]) > 3 {
+			names = fmt.Sprintf("%d sessions", len(apps[n]))
+		}
+		note(out, "note: %s: %s", names, n)
+	}
 }
 
 func age(t time.Time) string {
