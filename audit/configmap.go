@@ -126,20 +126,16 @@ func (s *ConfigMapStore) startFrom(ctx context.Context, head *HeadState) (HeadSt
 	if !apierrors.IsNotFound(err) {
 		return HeadState{}, fmt.Errorf("reading audit record %d: %w", head.Seq, err)
 	}
-	entries, err := s.Entries(ctx, Filter{})
-	if err != nil {
-		return HeadState{}, err
-	}
 	tip := HeadState{}
-	for _, e := range entries {
-		if e.Slot <= tip.Seq {
-			continue
+	err = s.Walk(ctx, Filter{}, func(e Entry) error {
+		if e.Slot > tip.Seq {
+			if rec, err := Parse(e.Doc); err == nil && rec.Seq == e.Slot {
+				tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+			}
 		}
-		if rec, err := Parse(e.Doc); err == nil && rec.Seq == e.Slot {
-			tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
-		}
-	}
-	return tip, nil
+		return nil
+	})
+	return tip, err
 }
 
 // RecordConfigMap is the immutable ConfigMap that stores sealed record r,
@@ -250,10 +246,15 @@ func (s *ConfigMapStore) Head(ctx context.Context) (*HeadState, error) {
 	return h, err
 }
 
-// Entries implements Store, listing page by page. Without a filter every
+// Entries implements Store.
+func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, error) {
+	return collect(ctx, s.Walk, filter)
+}
+
+// Walk implements Store, listing page by page. Without a filter every
 // ConfigMap of the namespace is listed, so that a record whose label was
 // removed is still found by its name (and reported by Verify).
-func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, error) {
+func (s *ConfigMapStore) Walk(ctx context.Context, filter Filter, fn func(Entry) error) error {
 	selector := ""
 	if labelValueOK(filter.App) || labelValueOK(string(filter.Event)) || labelValueOK(filter.Session) {
 		selector = RecordSelector
@@ -271,12 +272,12 @@ func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, e
 	if limit == 0 {
 		limit = 500
 	}
-	var entries []Entry
+	read := 0
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: limit}
 	for {
 		list, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing audit records in namespace %s: %w", s.Namespace, err)
+			return fmt.Errorf("listing audit records in namespace %s: %w", s.Namespace, err)
 		}
 		for _, cm := range list.Items {
 			m := recordName.FindStringSubmatch(cm.Name)
@@ -292,13 +293,16 @@ func (s *ConfigMapStore) Entries(ctx context.Context, filter Filter) ([]Entry, e
 			if m != nil {
 				e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
 			}
-			entries = append(entries, e)
+			read++
+			if err := fn(e); err != nil {
+				return err
+			}
 		}
 		if s.Listed != nil {
-			s.Listed(len(entries))
+			s.Listed(read)
 		}
 		if list.Continue == "" {
-			return entries, nil
+			return nil
 		}
 		opts.Continue = list.Continue
 	}

@@ -2,6 +2,10 @@ package audit
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +46,7 @@ func TestAppendPastForeignObjectsAndABogusHead(t *testing.T) {
 	if after.Seq != 5 || after.Prev != past.Hash {
 		t.Fatalf("the record after a bogus head: seq %d prev %.12s, want 5 linking to record 4", after.Seq, after.Prev)
 	}
-	rep, err := VerifyStore(ctx, store)
+	rep, err := VerifyStore(ctx, store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +77,66 @@ func TestEntriesCountsWhatItRead(t *testing.T) {
 	}
 	if len(heard) == 0 || heard[len(heard)-1] != len(entries) || len(entries) != 5 {
 		t.Errorf("Listed heard %v for %d entries", heard, len(entries))
+	}
+}
+
+// shuffled is a store that walks its positions newest first, as no store
+// here does: VerifyStore must then still give Verify's answer.
+type shuffled struct{ *FileStore }
+
+func (s shuffled) Walk(ctx context.Context, f Filter, fn func(Entry) error) error {
+	entries, err := s.Entries(ctx, f)
+	if err != nil {
+		return err
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		if err := fn(entries[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestVerifyStoreStreamsAndNeverTrustsOrder: verifying as the store is
+// walked gives the answer of verifying the whole list sorted, for a
+// tampered chain, with witnesses, and for a store that walks out of order.
+func TestVerifyStoreStreamsAndNeverTrustsOrder(t *testing.T) {
+	ctx := context.Background()
+	file := &FileStore{Path: filepath.Join(t.TempDir(), "log.jsonl")}
+	var hashes []string
+	for i := 0; i < 6; i++ {
+		r := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
+		if err := file.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, r.Hash)
+	}
+	// Edit record 3 in place.
+	data, _ := os.ReadFile(file.Path)
+	lines := strings.SplitAfter(string(data), "\n")
+	lines[2] = strings.Replace(lines[2], "oncall", "oncalL", 1)
+	if err := os.WriteFile(file.Path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	witnesses := []Witness{{Where: "OPS-1", HeadState: HeadState{Seq: 2, Hash: hashes[1]}}, {Where: "OPS-2", HeadState: HeadState{Seq: 5, Hash: "rewritten"}}}
+	entries, _ := file.Entries(ctx, Filter{})
+	want := Verify(entries, nil)
+	want.Witnesses = 2
+	want.Breaks = append(want.Breaks, CheckWitnesses(entries, witnesses)...)
+	for _, store := range []Store{file, shuffled{file}} {
+		got, err := VerifyStore(ctx, store, witnesses)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%T: got %+v\nwant %+v", store, got, want)
+		}
+	}
+	kinds := map[BreakKind]int{}
+	for _, b := range want.Breaks {
+		kinds[b.Kind]++
+	}
+	if kinds[BreakAltered] != 1 || kinds[BreakWitness] != 1 {
+		t.Errorf("breaks %v: want the edited record and the rewritten witness", want.Breaks)
 	}
 }

@@ -27,17 +27,17 @@ func (s *FileStore) Append(_ context.Context, r *Record) error {
 	if err := lockFile(f); err != nil {
 		return fmt.Errorf("locking %s: %w", s.Path, err)
 	}
-	entries, err := readEntries(f)
-	if err != nil {
+	var last *Entry // only the last line matters: keep one
+	if err := walkLines(f, func(e Entry) error { last = &e; return nil }); err != nil {
 		return err
 	}
 	tip := HeadState{}
-	if n := len(entries); n > 0 {
-		last, err := Parse(entries[n-1].Doc)
+	if last != nil {
+		rec, err := Parse(last.Doc)
 		if err != nil {
-			return fmt.Errorf("%s line %d is unreadable, run `kubectl gitops audit verify --file`: %w", s.Path, n, err)
+			return fmt.Errorf("%s line %d is unreadable, run `kubectl gitops audit verify --file`: %w", s.Path, last.Slot, err)
 		}
-		tip = HeadState{Seq: uint64(n), Hash: last.Hash}
+		tip = HeadState{Seq: last.Slot, Hash: rec.Hash}
 	}
 	sealed := *r
 	doc, err := seal(&sealed, tip.Seq+1, tip.Hash)
@@ -58,13 +58,18 @@ func (s *FileStore) Append(_ context.Context, r *Record) error {
 }
 
 // Entries implements Store.
-func (s *FileStore) Entries(context.Context, Filter) ([]Entry, error) {
+func (s *FileStore) Entries(ctx context.Context, filter Filter) ([]Entry, error) {
+	return collect(ctx, s.Walk, filter)
+}
+
+// Walk implements Store, line by line.
+func (s *FileStore) Walk(_ context.Context, _ Filter, fn func(Entry) error) error {
 	f, err := os.Open(s.Path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	return readEntries(f)
+	return walkLines(f, fn)
 }
 
 // Head implements Store: a file has no separate head.
@@ -80,12 +85,14 @@ func WriteJSONL(w io.Writer, entries []Entry) error {
 	return nil
 }
 
-func readEntries(r io.Reader) ([]Entry, error) {
-	var entries []Entry
+// walkLines hands each line of r to fn as the entry of that position.
+func walkLines(r io.Reader, fn func(Entry) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
 	for line := uint64(1); sc.Scan(); line++ {
-		entries = append(entries, Entry{Slot: line, Name: fmt.Sprintf("line %d", line), Doc: append([]byte(nil), sc.Bytes()...)})
+		if err := fn(Entry{Slot: line, Name: fmt.Sprintf("line %d", line), Doc: append([]byte(nil), sc.Bytes()...)}); err != nil {
+			return err
+		}
 	}
-	return entries, sc.Err()
+	return sc.Err()
 }

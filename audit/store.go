@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"sort"
 )
 
 // Store holds an audit chain.
@@ -13,6 +14,11 @@ type Store interface {
 	Append(ctx context.Context, r *Record) error
 	// Entries returns every stored record position, for Verify and listing.
 	Entries(ctx context.Context, filter Filter) ([]Entry, error)
+	// Walk hands every stored record position to fn in position order
+	// (a ConfigMap store lists page by page, and list pages come in name
+	// order, which is position order), holding one page at a time; it
+	// stops at fn's first error and returns it.
+	Walk(ctx context.Context, filter Filter, fn func(Entry) error) error
 	// Head returns the chain head, or nil for stores without one.
 	Head(ctx context.Context) (*HeadState, error)
 }
@@ -44,17 +50,59 @@ func Records(entries []Entry) []*Record {
 	return out
 }
 
-// VerifyStore reads a whole store and verifies it.
-func VerifyStore(ctx context.Context, s Store) (Report, error) {
-	entries, err := s.Entries(ctx, Filter{})
+// collect gathers what walk hands over.
+func collect(ctx context.Context, walk func(context.Context, Filter, func(Entry) error) error, filter Filter) ([]Entry, error) {
+	var entries []Entry
+	err := walk(ctx, filter, func(e Entry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	return entries, err
+}
+
+// VerifyStore verifies a whole store as it walks it, holding one page at a
+// time, and checks witnesses (none: nil) against the records it passes.
+// Should a store ever list positions out of order, the walk is repeated
+// into memory and sorted, so the answer never depends on the order.
+func VerifyStore(ctx context.Context, s Store, witnesses []Witness) (Report, error) {
+	witnessed := map[uint64]bool{}
+	for _, w := range witnesses {
+		witnessed[w.Seq] = true
+	}
+	v := NewVerifier()
+	var passed []Entry
+	err := s.Walk(ctx, Filter{}, func(e Entry) error {
+		v.Add(e)
+		if witnessed[e.Slot] {
+			passed = append(passed, e)
+		}
+		return nil
+	})
 	if err != nil {
 		return Report{}, err
+	}
+	if !v.Ordered() {
+		entries, err := s.Entries(ctx, Filter{})
+		if err != nil {
+			return Report{}, err
+		}
+		v = NewVerifier()
+		sort.SliceStable(entries, func(i, j int) bool { return entries[i].Slot < entries[j].Slot })
+		for _, e := range entries {
+			v.Add(e)
+		}
+		passed = entries
 	}
 	head, err := s.Head(ctx)
 	if err != nil {
 		return Report{}, err
 	}
-	return Verify(entries, head), nil
+	rep := v.Report(head)
+	if witnesses != nil {
+		rep.Witnesses = len(witnesses)
+		rep.Breaks = append(rep.Breaks, CheckWitnesses(passed, witnesses)...)
+	}
+	return rep, nil
 }
 
 // Trusted decodes entries like Records, keeping only records whose content

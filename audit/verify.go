@@ -116,74 +116,117 @@ func (r Report) Intact() bool { return len(r.Breaks) == 0 }
 func Verify(entries []Entry, head *HeadState) Report {
 	sorted := append([]Entry(nil), entries...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
-	rep := Report{Head: head, Breaks: []Break{}}
-	add := func(kind BreakKind, e Entry, format string, args ...any) {
-		rep.Breaks = append(rep.Breaks, Break{Kind: kind, Seq: e.Slot, Name: e.Name, Detail: fmt.Sprintf(format, args...)})
-	}
-	var expect uint64 = 1
-	prevHash, prevKnown := "", true
+	v := NewVerifier()
 	for _, e := range sorted {
-		if e.Slot == 0 {
-			add(BreakInserted, e, "not a position the tool writes records to")
-			continue
+		v.Add(e)
+	}
+	return v.Report(head)
+}
+
+// A Verifier checks a chain one entry at a time, as Verify does, holding
+// only what the next entry is checked against: a log of any length is
+// verified in the memory of one page.
+type Verifier struct {
+	rep Report
+	// foreign are the breaks at positions the tool never writes, reported
+	// first, wherever the listing put them.
+	foreign   []Break
+	expect    uint64
+	prevHash  string
+	prevKnown bool
+	last      uint64
+	unordered bool
+}
+
+// NewVerifier starts checking a chain from record 1.
+func NewVerifier() *Verifier {
+	return &Verifier{rep: Report{Breaks: []Break{}}, expect: 1, prevKnown: true}
+}
+
+// Ordered says whether every entry came in ascending position order, as Add
+// needs; when not, the report means nothing and the entries must be sorted
+// (Verify) instead.
+func (v *Verifier) Ordered() bool { return !v.unordered }
+
+// Add checks the next entry of the chain.
+func (v *Verifier) Add(e Entry) {
+	add := func(kind BreakKind, e Entry, format string, args ...any) {
+		v.rep.Breaks = append(v.rep.Breaks, Break{Kind: kind, Seq: e.Slot, Name: e.Name, Detail: fmt.Sprintf(format, args...)})
+	}
+	if e.Slot == 0 {
+		v.foreign = append(v.foreign, Break{Kind: BreakInserted, Name: e.Name, Detail: "not a position the tool writes records to"})
+		return
+	}
+	if e.Slot <= v.last {
+		v.unordered = true
+	}
+	v.last = e.Slot
+	v.rep.Records++
+	if e.Unlabelled {
+		add(BreakUnlabelled, e, "its %s=record label was removed, hiding it from label-selected listings", LabelKind)
+	}
+	if e.Slot > v.expect {
+		missing := Entry{Slot: v.expect}
+		if e.Slot-v.expect == 1 {
+			add(BreakMissing, missing, "deleted: record %d is absent, record %d follows record %d", v.expect, e.Slot, v.expect-1)
+		} else {
+			add(BreakMissing, missing, "deleted: records %d to %d are absent", v.expect, e.Slot-1)
 		}
-		rep.Records++
-		if e.Unlabelled {
-			add(BreakUnlabelled, e, "its %s=record label was removed, hiding it from label-selected listings", LabelKind)
-		}
-		if e.Slot > expect {
-			missing := Entry{Slot: expect}
-			if e.Slot-expect == 1 {
-				add(BreakMissing, missing, "deleted: record %d is absent, record %d follows record %d", expect, e.Slot, expect-1)
-			} else {
-				add(BreakMissing, missing, "deleted: records %d to %d are absent", expect, e.Slot-1)
+		v.prevKnown = false
+	}
+	v.expect = e.Slot + 1
+	rec, err := Parse(e.Doc)
+	if err != nil {
+		// A foreign object at this position: appends step past it, so
+		// the next record links to the last one before it.
+		add(BreakAltered, e, "unreadable: %v", err)
+		return
+	}
+	if e.Actor != "" && rec.Actor.Username != e.Actor {
+		add(BreakForged, e, "the record names %q as its actor, but it was created by %q (stamped by the API server)", rec.Actor.Username, e.Actor)
+	}
+	if e.Mutable {
+		add(BreakMutable, e, "the ConfigMap is not immutable, so it could have been edited in place")
+	}
+	if e.Labels != nil {
+		for key, want := range recordLabels(rec) {
+			if key != LabelKind && e.Labels[key] != want {
+				add(BreakRelabelled, e, "label %s is %q, the record says %q", key, e.Labels[key], want)
 			}
-			prevKnown = false
 		}
-		expect = e.Slot + 1
-		rec, err := Parse(e.Doc)
-		if err != nil {
-			// A foreign object at this position: appends step past it,
-			// so the next record links to the last one before it.
-			add(BreakAltered, e, "unreadable: %v", err)
-			continue
-		}
-		if e.Actor != "" && rec.Actor.Username != e.Actor {
-			add(BreakForged, e, "the record names %q as its actor, but it was created by %q (stamped by the API server)", rec.Actor.Username, e.Actor)
-		}
-		if e.Mutable {
-			add(BreakMutable, e, "the ConfigMap is not immutable, so it could have been edited in place")
-		}
-		if e.Labels != nil {
-			for key, want := range recordLabels(rec) {
-				if key != LabelKind && e.Labels[key] != want {
-					add(BreakRelabelled, e, "label %s is %q, the record says %q", key, e.Labels[key], want)
-				}
-			}
-		}
-		computed, err := hashDocument(e.Doc)
-		switch {
-		case err != nil || computed != rec.Hash:
-			add(BreakAltered, e, "content does not match its hash %s", short(rec.Hash))
-		case rec.Seq != e.Slot:
-			add(BreakReordered, e, "holds record %d (hash %s), which belongs elsewhere", rec.Seq, short(rec.Hash))
-			prevKnown = false
-			rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
-			continue
-		case prevKnown && rec.Prev != prevHash:
-			add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(prevHash))
-		}
-		prevHash, prevKnown = rec.Hash, true
-		rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+	}
+	computed, err := hashDocument(e.Doc)
+	switch {
+	case err != nil || computed != rec.Hash:
+		add(BreakAltered, e, "content does not match its hash %s", short(rec.Hash))
+	case rec.Seq != e.Slot:
+		add(BreakReordered, e, "holds record %d (hash %s), which belongs elsewhere", rec.Seq, short(rec.Hash))
+		v.prevKnown = false
+		v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+		return
+	case v.prevKnown && rec.Prev != v.prevHash:
+		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash))
+	}
+	v.prevHash, v.prevKnown = rec.Hash, true
+	v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+}
+
+// Report ends the check against head (nil for stores without one).
+func (v *Verifier) Report(head *HeadState) Report {
+	rep := v.rep
+	rep.Head = head
+	rep.Breaks = append(append([]Break{}, v.foreign...), rep.Breaks...)
+	add := func(format string, args ...any) {
+		rep.Breaks = append(rep.Breaks, Break{Kind: BreakHeadMismatch, Name: "head", Detail: fmt.Sprintf(format, args...)})
 	}
 	if head != nil {
 		switch {
 		case head.Seq > rep.Tip.Seq:
-			add(BreakHeadMismatch, Entry{Name: "head"}, "the head names record %d but the log ends at record %d: newer records were deleted", head.Seq, rep.Tip.Seq)
+			add("the head names record %d but the log ends at record %d: newer records were deleted", head.Seq, rep.Tip.Seq)
 		case head.Seq < rep.Tip.Seq:
-			add(BreakHeadMismatch, Entry{Name: "head"}, "the head names record %d but the log goes on to record %d: the head was rolled back or records were added around it (an append interrupted between record and head also leaves this; the next append repairs it)", head.Seq, rep.Tip.Seq)
+			add("the head names record %d but the log goes on to record %d: the head was rolled back or records were added around it (an append interrupted between record and head also leaves this; the next append repairs it)", head.Seq, rep.Tip.Seq)
 		case head.Hash != rep.Tip.Hash:
-			add(BreakHeadMismatch, Entry{Name: "head"}, "the head names hash %s for record %d, the record has %s", short(head.Hash), head.Seq, short(rep.Tip.Hash))
+			add("the head names hash %s for record %d, the record has %s", short(head.Hash), head.Seq, short(rep.Tip.Hash))
 		}
 	}
 	return rep

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -174,35 +175,88 @@ func (o *AuditLogOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := store.Entries(ctx, audit.Filter{App: o.App, Event: audit.Event(o.Event)})
+	// Printed as it is read, a page at a time: memory stays flat however
+	// long the log grows.
+	out := o.printer()
+	err = store.Walk(ctx, audit.Filter{App: o.App, Event: audit.Event(o.Event)}, func(e audit.Entry) error {
+		recs := audit.Records([]audit.Entry{e})
+		if len(recs) == 0 || !o.matches(recs[0]) {
+			return nil
+		}
+		return out.add(e, recs[0])
+	})
 	if err != nil {
 		return o.source.explain(err)
 	}
-	var kept []audit.Entry
-	var records []*audit.Record
-	for _, e := range entries {
-		recs := audit.Records([]audit.Entry{e})
-		if len(recs) == 0 {
-			continue
-		}
-		if o.matches(recs[0]) {
-			kept = append(kept, e)
-			records = append(records, recs[0])
-		}
-	}
+	return out.close()
+}
+
+// A recordPrinter prints audit records one at a time in one format.
+type recordPrinter struct {
+	add   func(audit.Entry, *audit.Record) error
+	close func() error
+}
+
+// tablePage is how many rows the table aligns together before printing
+// them: a long log streams in aligned blocks instead of being held whole.
+const tablePage = 1000
+
+func (o *AuditLogOptions) printer() recordPrinter {
 	switch o.Output {
 	case "json", "yaml":
-		return printStructured(o.Out, o.Output, records)
+		l := &listWriter{w: o.Out, format: o.Output}
+		return recordPrinter{add: func(_ audit.Entry, r *audit.Record) error { return l.add(r) }, close: l.close}
 	case "jsonl":
-		return audit.WriteJSONL(o.Out, kept)
+		return recordPrinter{add: func(e audit.Entry, _ *audit.Record) error { return audit.WriteJSONL(o.Out, []audit.Entry{e}) }, close: func() error { return nil }}
 	case "csv":
-		return writeAuditCSV(o, records)
+		w := csv.NewWriter(o.Out)
+		w.UseCRLF = true // RFC 4180
+		started := false
+		header := func() error {
+			if started {
+				return nil
+			}
+			started = true
+			return w.Write(auditCSVColumns)
+		}
+		return recordPrinter{
+			add: func(_ audit.Entry, r *audit.Record) error {
+				if err := header(); err != nil {
+					return err
+				}
+				return w.Write(auditCSVRow(r))
+			},
+			close: func() error {
+				if err := header(); err != nil {
+					return err
+				}
+				w.Flush()
+				return w.Error()
+			},
+		}
 	}
-	if len(records) == 0 {
-		fmt.Fprintln(o.ErrOut, "no audit records match")
-		return nil
+	wide := o.Output == "wide"
+	var w *tabwriter.Writer
+	rows := 0
+	return recordPrinter{
+		add: func(_ audit.Entry, r *audit.Record) error {
+			if w == nil {
+				w = auditTable(o.Out, wide)
+			}
+			writeAuditRow(w, r, wide)
+			if rows++; rows%tablePage == 0 {
+				return w.Flush()
+			}
+			return nil
+		},
+		close: func() error {
+			if w == nil {
+				fmt.Fprintln(o.ErrOut, "no audit records match")
+				return nil
+			}
+			return w.Flush()
+		},
 	}
-	return writeAuditTable(o, records, o.Output == "wide")
 }
 
 func (o *AuditLogOptions) matches(r *audit.Record) bool {
@@ -233,25 +287,27 @@ func targetName(r *audit.Record) string {
 	return r.Target.String()
 }
 
-func writeAuditTable(o *AuditLogOptions, records []*audit.Record, wide bool) error {
-	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+// auditTable starts the audit log's table.
+func auditTable(out io.Writer, wide bool) *tabwriter.Writer {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	header := "TIME\tEVENT\tAPP\tACTOR\tTARGET\tOUTCOME\tID"
 	if wide {
 		header += "\tSESSION\tTICKET\tREASON\tHASH"
 	}
 	fmt.Fprintln(w, header)
-	for _, r := range records {
-		row := []string{r.Time.UTC().Format(time.RFC3339), string(r.Event), appName(r), r.Actor.Username, dash(targetName(r)), r.Outcome.Status, r.ID}
-		if wide {
-			ticket := ""
-			if r.Ticket != nil {
-				ticket = r.Ticket.Key
-			}
-			row = append(row, dash(r.Session), dash(ticket), dash(oneLine(r.Reason, 60)), r.Hash[:min(12, len(r.Hash))])
+	return w
+}
+
+func writeAuditRow(w io.Writer, r *audit.Record, wide bool) {
+	row := []string{r.Time.UTC().Format(time.RFC3339), string(r.Event), appName(r), r.Actor.Username, dash(targetName(r)), r.Outcome.Status, r.ID}
+	if wide {
+		ticket := ""
+		if r.Ticket != nil {
+			ticket = r.Ticket.Key
 		}
-		writeRow(w, row...)
+		row = append(row, dash(r.Session), dash(ticket), dash(oneLine(r.Reason, 60)), r.Hash[:min(12, len(r.Hash))])
 	}
-	return w.Flush()
+	writeRow(w, row...)
 }
 
 func dash(s string) string {
@@ -273,37 +329,27 @@ func oneLine(s string, max int) string {
 // auditCSVColumns are stable: scripts may rely on their order.
 var auditCSVColumns = []string{"id", "seq", "time", "event", "session", "actor", "application", "project", "cluster", "target", "reason", "incident", "ticket", "git_revision", "outcome", "error", "prev", "hash"}
 
-func writeAuditCSV(o *AuditLogOptions, records []*audit.Record) error {
-	w := csv.NewWriter(o.Out)
-	w.UseCRLF = true // RFC 4180
-	if err := w.Write(auditCSVColumns); err != nil {
-		return err
+// auditCSVRow is r as a row of auditCSVColumns.
+func auditCSVRow(r *audit.Record) []string {
+	var project, cluster, ticket, rev string
+	if r.Application != nil {
+		project = r.Application.Project
 	}
-	for _, r := range records {
-		var project, cluster, ticket, rev string
-		if r.Application != nil {
-			project = r.Application.Project
-		}
-		if r.Cluster != nil {
-			cluster = r.Cluster.Server
-		}
-		if r.Ticket != nil {
-			ticket = r.Ticket.Key
-		}
-		if r.Git != nil {
-			rev = r.Git.Revision
-		}
-		row := []string{r.ID, strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339Nano), string(r.Event), r.Session, r.Actor.Username,
-			appName(r), project, cluster, targetName(r), r.Reason, r.Incident, ticket, rev, r.Outcome.Status, r.Outcome.Error, r.Prev, r.Hash}
-		for i := range row {
-			row[i] = csvCell(row[i])
-		}
-		if err := w.Write(row); err != nil {
-			return err
-		}
+	if r.Cluster != nil {
+		cluster = r.Cluster.Server
 	}
-	w.Flush()
-	return w.Error()
+	if r.Ticket != nil {
+		ticket = r.Ticket.Key
+	}
+	if r.Git != nil {
+		rev = r.Git.Revision
+	}
+	row := []string{r.ID, strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339Nano), string(r.Event), r.Session, r.Actor.Username,
+		appName(r), project, cluster, targetName(r), r.Reason, r.Incident, ticket, rev, r.Outcome.Status, r.Outcome.Error, r.Prev, r.Hash}
+	for i := range row {
+		row[i] = csvCell(row[i])
+	}
+	return row
 }
 
 // AuditShowOptions holds the flags of `audit show`.
@@ -347,18 +393,18 @@ func (o *AuditShowOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := store.Entries(ctx, audit.Filter{})
-	if err != nil {
-		return o.source.explain(err)
-	}
 	var matches []audit.Entry
 	var ids []string
-	for _, e := range entries {
+	err = store.Walk(ctx, audit.Filter{}, func(e audit.Entry) error {
 		recs := audit.Records([]audit.Entry{e})
 		if len(recs) == 1 && strings.HasPrefix(recs[0].ID, o.ID) {
 			matches = append(matches, e)
 			ids = append(ids, recs[0].ID)
 		}
+		return nil
+	})
+	if err != nil {
+		return o.source.explain(err)
 	}
 	switch {
 	case len(matches) == 0:
@@ -464,22 +510,20 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 		cm.Listed = func(n int) { fmt.Fprintf(o.ErrOut, "\rreading the audit log: %d records", n) }
 		defer fmt.Fprint(o.ErrOut, "\r\033[K")
 	}
-	entries, err := store.Entries(ctx, audit.Filter{})
-	if err != nil {
-		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
-	}
-	head, err := store.Head(ctx)
-	if err != nil {
-		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
-	}
-	rep := audit.Verify(entries, head)
+	var ws []audit.Witness
 	if o.Jira {
-		ws, err := witnesses(ctx)
-		if err != nil {
+		if ws, err = witnesses(ctx); err != nil {
 			return &ExitError{Code: ExitCannotVerify, Err: err}
 		}
-		rep.Witnesses = len(ws)
-		rep.Breaks = append(rep.Breaks, audit.CheckWitnesses(entries, ws)...)
+		if ws == nil {
+			ws = []audit.Witness{}
+		}
+	}
+	// Checked as it is read, a page at a time: memory stays flat however
+	// long the log grows.
+	rep, err := audit.VerifyStore(ctx, store, ws)
+	if err != nil {
+		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
 	}
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {

@@ -223,3 +223,33 @@ func TestHostileTextIsNeutralised(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditLogStreamsWhatWholeListPrints: -o json and -o yaml print record
+// by record (memory flat on a long log), byte for byte what printing the
+// whole list at once prints, including the empty list.
+func TestAuditLogStreamsWhatWholeListPrints(t *testing.T) {
+	file := auditFixture(t)
+	entries, err := (&audit.FileStore{Path: file}).Entries(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := audit.Records(entries)
+	for _, format := range []string{"json", "yaml"} {
+		for _, tc := range []struct {
+			args []string
+			want []*audit.Record
+		}{{nil, records}, {[]string{"--actor", "lead"}, records[3:]}, {[]string{"--actor", "nobody"}, nil}} {
+			var want strings.Builder
+			if err := printStructured(&want, format, tc.want); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := runPlugin(t, append([]string{"audit", "log", "--file", file, "-o", format}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if out != want.String() {
+				t.Errorf("-o %s %v streamed:\n%s\nwhole list:\n%s", format, tc.args, out, want.String())
+			}
+		}
+	}
+}

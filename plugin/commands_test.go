@@ -78,7 +78,7 @@ func TestCommandsOnFakes(t *testing.T) {
 		"breakglass.restored/started,breakglass.restored/succeeded,ticket.filed/started,ticket.filed/succeeded"; strings.Join(events, ",") != want {
 		t.Errorf("audit events\n %s\nwant\n %s", strings.Join(events, ","), want)
 	}
-	if rep, err := audit.VerifyStore(context.Background(), f.audit); err != nil || !rep.Intact() {
+	if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
 		t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
 	}
 }

@@ -54,6 +54,67 @@ func printStructured(w io.Writer, format string, v any) error {
 	return fmt.Errorf("unknown structured output format %q", format)
 }
 
+// listWriter prints a list item by item, in exactly the JSON or YAML that
+// printStructured prints for the whole list, so that a long list (an audit
+// log of 100,000 records) is never held in memory at once.
+type listWriter struct {
+	w      io.Writer
+	format string
+	n      int
+}
+
+// add prints the next item.
+func (l *listWriter) add(v any) error {
+	var item []byte
+	switch l.format {
+	case "json":
+		b, err := json.MarshalIndent(v, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := ",\n  "
+		if l.n == 0 {
+			sep = "[\n  "
+		}
+		item = append([]byte(sep), b...)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+		var buf strings.Builder
+		for i, line := range lines {
+			if i == 0 {
+				buf.WriteString("- ")
+			} else if line != "\n" {
+				buf.WriteString("  ")
+			}
+			buf.WriteString(line)
+		}
+		buf.WriteString("\n")
+		item = []byte(buf.String())
+	default:
+		return fmt.Errorf("unknown structured output format %q", l.format)
+	}
+	l.n++
+	_, err := l.w.Write(item)
+	return err
+}
+
+// close ends the list.
+func (l *listWriter) close() error {
+	end := ""
+	switch {
+	case l.n == 0:
+		end = "[]\n"
+	case l.format == "json":
+		end = "\n]\n"
+	}
+	_, err := io.WriteString(l.w, end)
+	return err
+}
+
 // printable makes one line of text safe for a terminal: user and server
 // text may carry escape sequences (ESC, OSC, CSI as C1 codes) that would
 // recolour, retitle or rewrite the screen. Line breaks and tabs become

@@ -82,7 +82,7 @@ func TestAuditConcurrentAppendersKeepOneChain(t *testing.T) {
 
 	// A small page size proves listing follows limit/continue to the end.
 	paged := &audit.ConfigMapStore{Client: kubeFor(t, env.Auditor.Name), Namespace: e.ArgoNamespace, PageSize: 7}
-	rep, err := audit.VerifyStore(ctx, paged)
+	rep, err := audit.VerifyStore(ctx, paged, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
