@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,10 @@ type ConfigMapStore struct {
 	// Listed hears how many objects Entries has read, after each page;
 	// nil hears nothing.
 	Listed func(n int)
+
+	mu     sync.Mutex
+	tip    HeadState
+	headCM *corev1.ConfigMap
 }
 
 // NewConfigMapStore returns the store of namespace.
@@ -61,38 +66,19 @@ func NewConfigMapStore(client kubernetes.Interface, namespace string) *ConfigMap
 	return &ConfigMapStore{Client: client, Namespace: namespace}
 }
 
-// Append implements Store.
+// Append implements Store. After its own append a store remembers the tip
+// and the head it wrote, and starts the next append there: two writes, no
+// reads. Should another writer have appended meanwhile, the create at the
+// remembered position fails and the append starts again from the head.
 func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	for attempt := 0; attempt < 100; attempt++ {
-		head, headCM, err := s.head(ctx)
-		if err != nil {
-			return err
-		}
-		tip, err := s.startFrom(ctx, head)
-		if err != nil {
-			return err
-		}
-		// The head may lag behind records whose writer stopped before
-		// advancing it: walk forward to the real tip.
-		for {
-			cm, err := cms.Get(ctx, RecordName(tip.Seq+1), metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
+		tip, headCM := s.remembered()
+		if attempt > 0 || headCM == nil {
+			var err error
+			if tip, headCM, err = s.findTip(ctx); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
-			}
-			rec, err := Parse([]byte(cm.Data[docKey]))
-			if err != nil || rec.Seq != tip.Seq+1 {
-				// Something that is not the record this position
-				// promises: step past it, linking to the last record,
-				// so one foreign object cannot jam the log. Verify
-				// names it.
-				tip = HeadState{Seq: tip.Seq + 1, Hash: tip.Hash}
-				continue
-			}
-			tip = HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
 		}
 		attemptRec := *r
 		doc, err := seal(&attemptRec, tip.Seq+1, tip.Hash)
@@ -106,9 +92,60 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 			return fmt.Errorf("writing audit record: %w", err)
 		}
 		*r = attemptRec
-		return s.advanceHead(ctx, headCM, HeadState{Seq: r.Seq, Hash: r.Hash})
+		to := HeadState{Seq: r.Seq, Hash: r.Hash}
+		written, err := s.advanceHead(ctx, headCM, to)
+		s.remember(to, written)
+		return err
 	}
 	return ErrConflict
+}
+
+// remembered is the tip and head this store last wrote; headCM is nil when
+// there is none to start from.
+func (s *ConfigMapStore) remembered() (HeadState, *corev1.ConfigMap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tip, s.headCM
+}
+
+// remember keeps tip and the head ConfigMap as written (nil forgets).
+func (s *ConfigMapStore) remember(tip HeadState, headCM *corev1.ConfigMap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tip, s.headCM = tip, headCM
+}
+
+// findTip reads the head and walks forward to the real tip.
+func (s *ConfigMapStore) findTip(ctx context.Context) (HeadState, *corev1.ConfigMap, error) {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	head, headCM, err := s.head(ctx)
+	if err != nil {
+		return HeadState{}, nil, err
+	}
+	tip, err := s.startFrom(ctx, head)
+	if err != nil {
+		return HeadState{}, nil, err
+	}
+	// The head may lag behind records whose writer stopped before
+	// advancing it: walk forward to the real tip.
+	for {
+		cm, err := cms.Get(ctx, RecordName(tip.Seq+1), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return tip, headCM, nil
+		}
+		if err != nil {
+			return HeadState{}, nil, fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
+		}
+		rec, err := Parse([]byte(cm.Data[docKey]))
+		if err != nil || rec.Seq != tip.Seq+1 {
+			// Something that is not the record this position promises:
+			// step past it, linking to the last record, so one foreign
+			// object cannot jam the log. Verify names it.
+			tip = HeadState{Seq: tip.Seq + 1, Hash: tip.Hash}
+			continue
+		}
+		tip = HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
+	}
 }
 
 // startFrom is where an append starts looking for the tip: the head, when
@@ -166,8 +203,10 @@ func labelValueOK(v string) bool {
 }
 
 // advanceHead moves the head forward to to, unless another writer already
-// moved it further. The head only ever moves forward.
-func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigMap, to HeadState) error {
+// moved it further. The head only ever moves forward. It returns the head
+// ConfigMap as this writer last wrote it, nil when another writer's is
+// newer.
+func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigMap, to HeadState) (*corev1.ConfigMap, error) {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	for attempt := 0; attempt < 100; attempt++ {
 		if headCM == nil {
@@ -175,40 +214,40 @@ func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigM
 				ObjectMeta: metav1.ObjectMeta{Name: headName, Namespace: s.Namespace, Labels: map[string]string{LabelKind: "head"}},
 				Data:       headData(to),
 			}
-			_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+			created, err := cms.Create(ctx, cm, metav1.CreateOptions{})
 			if err == nil {
-				return nil
+				return created, nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("writing the audit head: %w", err)
+				return nil, fmt.Errorf("writing the audit head: %w", err)
 			}
 		} else {
 			current, err := parseHead(headCM)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if current.Seq >= to.Seq {
-				return nil
+				return nil, nil
 			}
 			update := headCM.DeepCopy()
 			update.Data = headData(to)
 			// Update carries headCM's resourceVersion: a concurrent
 			// writer's change makes it fail with a conflict instead of
 			// being overwritten.
-			_, err = cms.Update(ctx, update, metav1.UpdateOptions{})
+			updated, err := cms.Update(ctx, update, metav1.UpdateOptions{})
 			if err == nil {
-				return nil
+				return updated, nil
 			}
 			if !apierrors.IsConflict(err) {
-				return fmt.Errorf("writing the audit head: %w", err)
+				return nil, fmt.Errorf("writing the audit head: %w", err)
 			}
 		}
 		var err error
 		if _, headCM, err = s.head(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return ErrConflict
+	return nil, ErrConflict
 }
 
 func headData(h HeadState) map[string]string {

@@ -19,8 +19,10 @@ import (
 func TestAppendPastForeignObjectsAndABogusHead(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewSimpleClientset()
-	store := NewConfigMapStore(client, "argocd")
 	add := func() *Record {
+		// Each append is a new command, as when the objects are planted
+		// between runs: a store of its own, remembering nothing.
+		store := NewConfigMapStore(client, "argocd")
 		r := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
 		if err := store.Append(ctx, r); err != nil {
 			t.Fatalf("append: %v", err)
@@ -46,7 +48,7 @@ func TestAppendPastForeignObjectsAndABogusHead(t *testing.T) {
 	if after.Seq != 5 || after.Prev != past.Hash {
 		t.Fatalf("the record after a bogus head: seq %d prev %.12s, want 5 linking to record 4", after.Seq, after.Prev)
 	}
-	rep, err := VerifyStore(ctx, store, nil)
+	rep, err := VerifyStore(ctx, NewConfigMapStore(client, "argocd"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +140,40 @@ func TestVerifyStoreStreamsAndNeverTrustsOrder(t *testing.T) {
 	}
 	if kinds[BreakAltered] != 1 || kinds[BreakWitness] != 1 {
 		t.Errorf("breaks %v: want the edited record and the rewritten witness", want.Breaks)
+	}
+}
+
+// TestAppendRemembersItsTip: a store's second append writes the record and
+// the head and reads nothing; when another writer appended in between, the
+// create at the remembered position fails and the record still links to
+// the true tip.
+func TestAppendRemembersItsTip(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	mine, theirs := NewConfigMapStore(client, "argocd"), NewConfigMapStore(client, "argocd")
+	add := func(store *ConfigMapStore) *Record {
+		r := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
+		if err := store.Append(ctx, r); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+		return r
+	}
+	add(mine)
+	client.ClearActions()
+	second := add(mine)
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if strings.Join(verbs, " ") != "create update" {
+		t.Errorf("the second append sent %v, want the record's create and the head's update only", verbs)
+	}
+	other := add(theirs)
+	third := add(mine)
+	if other.Prev != second.Hash || third.Seq != 4 || third.Prev != other.Hash {
+		t.Errorf("after another writer: seq %d prev %.12s, want 4 linking to its record %.12s", third.Seq, third.Prev, other.Hash)
+	}
+	if rep, err := VerifyStore(ctx, mine, nil); err != nil || !rep.Intact() || rep.Records != 4 {
+		t.Errorf("verify: %v %+v", err, rep)
 	}
 }

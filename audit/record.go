@@ -213,6 +213,12 @@ func hashDocument(doc []byte) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// Seal seals r as record seq after the record whose hash is prev, as an
+// append does, and returns the document to store: for writing a chain in
+// bulk (an import, a benchmark's seed), where reading the tip before each
+// record is not needed.
+func Seal(r *Record, seq uint64, prev string) ([]byte, error) { return seal(r, seq, prev) }
+
 // seal redacts r, links it after (seq-1, prev) and computes its hash,
 // returning the canonical document to store.
 func seal(r *Record, seq uint64, prev string) ([]byte, error) {
