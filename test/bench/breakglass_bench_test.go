@@ -11,7 +11,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -56,8 +58,11 @@ func (s *stage) run(b *testing.B, name string, args ...string) {
 	}
 }
 
-func (s *stage) image() string {
-	d, err := s.kube.AppsV1().Deployments(env.DemoNamespace).Get(context.Background(), "web", metav1.GetOptions{})
+func (s *stage) image() string { return s.imageIn(env.DemoNamespace) }
+
+// imageIn is the live image of Deployment web in namespace.
+func (s *stage) imageIn(namespace string) string {
+	d, err := s.kube.AppsV1().Deployments(namespace).Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
 		return ""
 	}
@@ -66,20 +71,26 @@ func (s *stage) image() string {
 
 func (s *stage) waitImage(b *testing.B, want string, timeout time.Duration) {
 	b.Helper()
+	s.waitImageIn(b, env.DemoNamespace, want, timeout)
+}
+
+func (s *stage) waitImageIn(b *testing.B, namespace, want string, timeout time.Duration) {
+	b.Helper()
 	deadline := time.Now().Add(timeout)
-	for s.image() != want {
+	for s.imageIn(namespace) != want {
 		if time.Now().After(deadline) {
-			b.Fatalf("image %s, want %s after %s", s.image(), want, timeout)
+			b.Fatalf("image %s in %s, want %s after %s", s.imageIn(namespace), namespace, want, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// reverted watches the live image for d and reports whether it ever left want.
-func (s *stage) reverted(want string, d time.Duration) bool {
+// reverted watches the live image in namespace for d and reports whether
+// it ever left want.
+func (s *stage) reverted(namespace, want string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if s.image() != want {
+		if s.imageIn(namespace) != want {
 			return true
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -176,48 +187,180 @@ func BenchmarkTimeToLiveFix(b *testing.B) {
 	report("T_live ratio, breakglass / manual path", fmt.Sprintf("%.2f", tl.Seconds()/ml.Seconds()), "<= 1.5", tl.Seconds() <= 1.5*ml.Seconds())
 }
 
-// BenchmarkSelfHealReverts runs break-glass BENCH_RUNS times (default 50)
-// against an aggressive controller (self-heal timeout 0, 2s resync, Git
-// moving every second) and counts how often self-heal still reverted the
-// patch (goal 0), beside the naive "pause by hand, then kubectl patch".
+// A revertCondition is an adversarial setting for a break-glass: the
+// Application (whose Deployment web runs in namespace), what to do before
+// the fix is applied and after it is live.
+type revertCondition struct {
+	name, app, namespace string
+	before, after        func(b *testing.B)
+}
+
+// BenchmarkSelfHealReverts runs break-glass BENCH_RUNS times (default 20)
+// in each adversarial condition and counts how often the fix was still
+// reverted (goal 0), beside the manual path (pause by hand, then kubectl
+// set image). The controller is aggressive throughout: self-heal timeout
+// 0, 2s resync, Git moving every second. The conditions:
+//   - self-heal alone;
+//   - a self-healing app-of-apps parent, which puts a child's paused
+//     policy back;
+//   - a sync operation running when the fix starts, which goes on to apply
+//     Git's Deployment once its earlier wave is healthy.
 func BenchmarkSelfHealReverts(b *testing.B) {
-	runs := 50
+	runs := 20
 	if n, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && n > 0 {
 		runs = n
 	}
 	s := newStage(b, env.Options{AppResync: 2 * time.Second, SelfHealTimeout: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	conditions := []revertCondition{
+		{name: "aggressive self-heal", app: "web", namespace: env.DemoNamespace, before: func(*testing.B) {}, after: func(*testing.B) {}},
+		s.parentCondition(b),
+		s.runningSyncCondition(b),
+	}
 	go func() { // Git keeps moving underneath
 		for i := 0; ctx.Err() == nil; i++ {
 			_, _ = s.e.Git.Commit("noise", map[string]string{"noise.txt": strconv.Itoa(i)})
 			time.Sleep(time.Second)
 		}
 	}()
-	bgReverts, naiveReverts := 0, 0
+	autoOn := `{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":true}}}}`
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for run := 0; run < runs; run++ {
-			img := fmt.Sprintf("registry.example/web:heal-%d-%d", i, run)
-			s.run(b, s.plugin, "breakglass", "web", "deployment/web", "--image", "web="+img, "--reason", "bench", "-y")
-			if s.reverted(img, 3*time.Second) {
-				bgReverts++
-			}
-			s.run(b, s.plugin, "restore", "web", "--force", "--reason", "bench reset", "-y")
-			s.waitImage(b, env.FixtureImage, time.Minute)
+	for _, c := range conditions {
+		toolReverts, manualReverts := 0, 0
+		for i := 0; i < b.N; i++ {
+			for run := 0; run < runs; run++ {
+				img := fmt.Sprintf("registry.example/web:heal-%s-%d-%d", c.app, i, run)
+				c.before(b)
+				s.run(b, s.plugin, "breakglass", c.app, "deployment/web", "--image", "web="+img, "--reason", "bench", "-y")
+				c.after(b)
+				if s.reverted(c.namespace, img, 5*time.Second) {
+					toolReverts++
+				}
+				s.run(b, s.plugin, "restore", c.app, "--force", "--reason", "bench reset", "-y")
+				s.waitImageIn(b, c.namespace, env.FixtureImage, time.Minute)
 
-			s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", "web", "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":null}}}`)
-			s.run(b, "kubectl", "-n", env.DemoNamespace, "set", "image", "deployment/web", "web="+img)
-			if s.reverted(img, 3*time.Second) {
-				naiveReverts++
+				c.before(b)
+				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":null}}}`)
+				s.run(b, "kubectl", "-n", c.namespace, "set", "image", "deployment/web", "web="+img)
+				c.after(b)
+				if s.reverted(c.namespace, img, 5*time.Second) {
+					manualReverts++
+				}
+				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", autoOn)
+				s.waitImageIn(b, c.namespace, env.FixtureImage, time.Minute)
 			}
-			s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", "web", "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":true}}}}`)
-			s.waitImage(b, env.FixtureImage, time.Minute)
 		}
+		n := runs * b.N
+		b.ReportMetric(float64(toolReverts), c.app+"-breakglass-reverts(goal=0)")
+		report("reverts, "+c.name+": breakglass", fmt.Sprintf("%d of %d", toolReverts, n), "0", toolReverts == 0)
+		report("reverts, "+c.name+": manual path", fmt.Sprintf("%d of %d", manualReverts, n), "", false)
 	}
-	b.ReportMetric(float64(bgReverts), "breakglass-reverts(goal=0)")
-	b.ReportMetric(float64(naiveReverts), "naive-reverts")
-	b.ReportMetric(float64(runs*b.N), "runs")
-	report("reverts, aggressive self-heal: breakglass", fmt.Sprintf("%d of %d", bgReverts, runs*b.N), "0", bgReverts == 0)
-	report("reverts, aggressive self-heal: manual path", fmt.Sprintf("%d of %d", naiveReverts, runs*b.N), "", false)
+}
+
+// deployChild commits an application like the fixture's at apps/NAME with
+// extra files, and creates its namespace NAME.
+func (s *stage) deployChild(b *testing.B, name string, extra map[string]string) {
+	b.Helper()
+	files := env.AppFiles("apps/"+name, name, env.FixtureImage)
+	for k, v := range extra {
+		files[k] = v
+	}
+	if _, err := s.e.Git.Commit(name, files); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// parentCondition: Application heal-child, self-healing, is declared in Git
+// and created by heal-parent, which self-heals too.
+func (s *stage) parentCondition(b *testing.B) revertCondition {
+	b.Helper()
+	s.deployChild(b, "heal-child", map[string]string{"apps/heal-parent/child.yaml": `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: heal-child
+  namespace: ` + s.e.ArgoNamespace + `
+spec:
+  project: default
+  source:
+    repoURL: ` + s.e.Git.URL() + `
+    path: apps/heal-child
+    targetRevision: HEAD
+  destination:
+    server: https://kubernetes.default.svc
+    namespace: heal-child
+  syncPolicy:
+    automated:
+      prune: true
+      selfHeal: true
+`})
+	parent := s.e.Application("heal-parent", "apps/heal-parent", s.e.ArgoNamespace, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
+	if _, err := s.apps.Create(context.Background(), parent, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	s.waitImageIn(b, "heal-child", env.FixtureImage, 2*time.Minute)
+	nothing := func(*testing.B) {}
+	return revertCondition{name: "self-healing app-of-apps parent", app: "heal-child", namespace: "heal-child", before: nothing, after: nothing}
+}
+
+// runningSyncCondition: Application gated has a Pod in sync wave -1, which
+// never runs here (no kubelet), so each sync waits on it before applying
+// the Deployment in wave 0. Before a fix, the gate is deleted: self-heal
+// starts a sync that waits on the new gate. Once the fix is live, the gate
+// is marked Succeeded and the sync goes on.
+func (s *stage) runningSyncCondition(b *testing.B) revertCondition {
+	b.Helper()
+	s.deployChild(b, "gated", map[string]string{"apps/gated/gate.yaml": `apiVersion: v1
+kind: Pod
+metadata:
+  name: gate
+  namespace: gated
+  annotations:
+    argocd.argoproj.io/sync-wave: "-1"
+spec:
+  restartPolicy: Never
+  containers:
+  - name: gate
+    image: registry.example/gate:1
+`})
+	app := s.e.Application("gated", "apps/gated", "gated", map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
+	if _, err := s.apps.Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	pods := s.kube.CoreV1().Pods("gated")
+	open := func(b *testing.B) {
+		b.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if p, err := pods.Get(context.Background(), "gate", metav1.GetOptions{}); err == nil && p.Status.Phase != corev1.PodSucceeded {
+				p.Status.Phase = corev1.PodSucceeded
+				if _, err := pods.UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err == nil {
+					return
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.Fatal("the gate Pod never appeared")
+	}
+	open(b)
+	s.waitImageIn(b, "gated", env.FixtureImage, 2*time.Minute)
+	before := func(b *testing.B) {
+		b.Helper()
+		_ = pods.Delete(context.Background(), "gate", metav1.DeleteOptions{})
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			a, err := s.apps.Get(context.Background(), "gated", metav1.GetOptions{})
+			phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
+			p, perr := pods.Get(context.Background(), "gate", metav1.GetOptions{})
+			if err == nil && phase == "Running" && perr == nil && p.Status.Phase != corev1.PodSucceeded {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.Fatal("no sync started waiting on the gate")
+	}
+	return revertCondition{name: "sync running at the start", app: "gated", namespace: "gated", before: before, after: open}
 }
