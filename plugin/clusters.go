@@ -50,6 +50,7 @@ func (k kubeconfigClusters) Destination(server, name, kubeContext string) (*brea
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig context %s: %w", kubeContext, err)
 	}
+	config = withClientRates(config)
 	kube, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -81,6 +82,32 @@ func TestAuditLogStaysInItsNamespace(t *testing.T) {
 	store, ok := e.Audit.(*audit.ConfigMapStore)
 	if !ok || store.Namespace != "argocd" || e.AppNamespace != "team-a" {
 		t.Errorf("audit log in %+v for applications in %s; want argocd", e.Audit, e.AppNamespace)
+	}
+}
+
+// TestClientsAreNotThrottledToClientGoDefaults: client-go's default limit
+// (5 requests a second after 10) held the emergency patch of a break-glass
+// 200 ms behind the requests before it. The Argo CD cluster's client and a
+// destination cluster's get kubectl's limit.
+func TestClientsAreNotThrottledToClientGoDefaults(t *testing.T) {
+	f := &engineFlags{configFlags: genericclioptions.NewConfigFlags(true)}
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.configFlags.KubeConfig = &kubeconfig
+	e, err := f.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest, err := kubeconfigClusters{flags: f.configFlags}.Destination("https://127.0.0.1:1", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, kube := range map[string]kubernetes.Interface{"argo cd cluster": e.Kube, "destination": dest.Kube} {
+		if qps := kube.CoreV1().RESTClient().GetRateLimiter().QPS(); qps != 50 {
+			t.Errorf("%s: client limited to %v requests a second, want kubectl's 50", name, qps)
+		}
 	}
 }
 

@@ -39,8 +39,23 @@ func kubeClient(flags *genericclioptions.ConfigFlags) (*rest.Config, kubernetes.
 	if err != nil {
 		return nil, nil, err
 	}
-	kube, err := kubernetes.NewForConfig(config)
+	kube, err := kubernetes.NewForConfig(withClientRates(config))
 	return config, kube, err
+}
+
+// withClientRates lifts client-go's default client-side limit (5 requests
+// a second after a burst of 10) to kubectl's (50, burst 300), unless the
+// config sets its own. A break-glass sends a few dozen requests: under the
+// default, everything after the tenth waited 200 ms for its turn, the
+// emergency patch included.
+func withClientRates(config *rest.Config) *rest.Config {
+	if config.QPS == 0 {
+		config.QPS = 50
+	}
+	if config.Burst == 0 {
+		config.Burst = 300
+	}
+	return config
 }
 
 // engine builds the engine a command drives, through newEngine.
