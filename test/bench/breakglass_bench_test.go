@@ -195,7 +195,7 @@ type revertCondition struct {
 	before, after        func(b *testing.B)
 }
 
-// BenchmarkSelfHealReverts runs break-glass BENCH_RUNS times (default 20)
+// BenchmarkSelfHealReverts runs break-glass BENCH_RUNS times (default 10)
 // in each adversarial condition and counts how often the fix was still
 // reverted (goal 0), beside the manual path (pause by hand, then kubectl
 // set image). The controller is aggressive throughout: self-heal timeout
@@ -206,7 +206,7 @@ type revertCondition struct {
 //   - a sync operation running when the fix starts, which goes on to apply
 //     Git's Deployment once its earlier wave is healthy.
 func BenchmarkSelfHealReverts(b *testing.B) {
-	runs := 20
+	runs := 10
 	if n, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && n > 0 {
 		runs = n
 	}
