@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -79,10 +82,41 @@ func (s *stage) waitImageIn(b *testing.B, namespace, want string, timeout time.D
 	deadline := time.Now().Add(timeout)
 	for s.imageIn(namespace) != want {
 		if time.Now().After(deadline) {
-			b.Fatalf("image %s in %s, want %s after %s", s.imageIn(namespace), namespace, want, timeout)
+			var states []string
+			if list, err := s.apps.List(context.Background(), metav1.ListOptions{}); err == nil {
+				for _, a := range list.Items {
+					policy, _, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "syncPolicy")
+					op, _, _ := unstructured.NestedFieldNoCopy(a.Object, "status", "operationState")
+					sync, _, _ := unstructured.NestedFieldNoCopy(a.Object, "status", "sync")
+					states = append(states, fmt.Sprintf("%s: policy %v, sync %v, operation %v", a.GetName(), policy, sync, op))
+				}
+			}
+			b.Fatalf("image %s in %s, want %s after %s; Applications:\n%s", s.imageIn(namespace), namespace, want, timeout, strings.Join(states, "\n"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// selfHealing is the automated sync policy of the self-healing
+// Applications, as JSON.
+const selfHealing = `{"prune":true,"selfHeal":true}`
+
+// resumeByHand ends a manual-path run of the self-healing app: automated
+// sync back on, and Git's image back on its Deployment.
+func (s *stage) resumeByHand(b *testing.B, app, namespace string) {
+	b.Helper()
+	s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+selfHealing+`}}}`)
+	s.imageBack(b, namespace)
+}
+
+// imageBack puts Git's image back on the Deployment in namespace and waits
+// for it. Self-heal usually has done so already, but Argo CD skips an
+// automated sync to a revision whose last attempt did not succeed (a
+// terminated one), and the next run must start from Git's state.
+func (s *stage) imageBack(b *testing.B, namespace string) {
+	b.Helper()
+	s.run(b, "kubectl", "-n", namespace, "set", "image", "deployment/web", "web="+env.FixtureImage)
+	s.waitImageIn(b, namespace, env.FixtureImage, time.Minute)
 }
 
 // reverted watches the live image in namespace for d and reports whether
@@ -164,8 +198,7 @@ func BenchmarkTimeToLiveFix(b *testing.B) {
 				s.run(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img))
 			})
 			manualLive, manualTotal = append(manualLive, live), append(manualTotal, total)
-			s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", "web", "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":true}}}}`)
-			s.waitImage(b, env.FixtureImage, time.Minute)
+			s.resumeByHand(b, "web", env.DemoNamespace)
 
 			img = fmt.Sprintf("registry.example/web:bare-%d-%d", i, run)
 			live, _ = measure(img, func() { s.run(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img)) })
@@ -192,7 +225,9 @@ func BenchmarkTimeToLiveFix(b *testing.B) {
 // the fix is applied and after it is live.
 type revertCondition struct {
 	name, app, namespace string
-	before, after        func(b *testing.B)
+	// policy is the Application's automated sync policy, as JSON.
+	policy        string
+	before, after func(b *testing.B)
 }
 
 // BenchmarkSelfHealReverts runs break-glass BENCH_RUNS times (default 10)
@@ -214,7 +249,7 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conditions := []revertCondition{
-		{name: "aggressive self-heal", app: "web", namespace: env.DemoNamespace, before: func(*testing.B) {}, after: func(*testing.B) {}},
+		{name: "aggressive self-heal", app: "web", namespace: env.DemoNamespace, policy: selfHealing, before: func(*testing.B) {}, after: func(*testing.B) {}},
 		s.parentCondition(b),
 		s.runningSyncCondition(b),
 	}
@@ -224,7 +259,6 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 			time.Sleep(time.Second)
 		}
 	}()
-	autoOn := `{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":true}}}}`
 	b.ResetTimer()
 	for _, c := range conditions {
 		toolReverts, manualReverts := 0, 0
@@ -238,7 +272,7 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 					toolReverts++
 				}
 				s.run(b, s.plugin, "restore", c.app, "--force", "--reason", "bench reset", "-y")
-				s.waitImageIn(b, c.namespace, env.FixtureImage, time.Minute)
+				s.imageBack(b, c.namespace)
 
 				c.before(b)
 				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":null}}}`)
@@ -247,8 +281,8 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 				if s.reverted(c.namespace, img, 5*time.Second) {
 					manualReverts++
 				}
-				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", autoOn)
-				s.waitImageIn(b, c.namespace, env.FixtureImage, time.Minute)
+				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+c.policy+`}}}`)
+				s.imageBack(b, c.namespace)
 			}
 		}
 		n := runs * b.N
@@ -303,16 +337,19 @@ spec:
 	}
 	s.waitImageIn(b, "heal-child", env.FixtureImage, 2*time.Minute)
 	nothing := func(*testing.B) {}
-	return revertCondition{name: "self-healing app-of-apps parent", app: "heal-child", namespace: "heal-child", before: nothing, after: nothing}
+	return revertCondition{name: "self-healing app-of-apps parent", app: "heal-child", namespace: "heal-child", policy: selfHealing, before: nothing, after: nothing}
 }
 
-// runningSyncCondition: Application gated has a Pod in sync wave -1, which
-// never runs here (no kubelet), so each sync waits on it before applying
-// the Deployment in wave 0. Before a fix, the gate is deleted: self-heal
-// starts a sync that waits on the new gate. Once the fix is live, the gate
-// is marked Succeeded and the sync goes on.
+// runningSyncCondition: Application gated syncs automatically (no
+// self-heal, which would sync only the resources out of sync) and has a Pod
+// in sync wave -1, which never runs here (no kubelet): a full sync waits on
+// it before applying the Deployment in wave 0. Before a fix the gate is
+// deleted and a full sync started, as `argocd app sync` does; once the fix
+// is live the gate is marked Succeeded, and the sync goes on to apply Git's
+// Deployment, unless it was terminated.
 func (s *stage) runningSyncCondition(b *testing.B) revertCondition {
 	b.Helper()
+	const policy = `{"prune":true}`
 	s.deployChild(b, "gated", map[string]string{"apps/gated/gate.yaml": `apiVersion: v1
 kind: Pod
 metadata:
@@ -326,7 +363,9 @@ spec:
   - name: gate
     image: registry.example/gate:1
 `})
-	app := s.e.Application("gated", "apps/gated", "gated", map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
+	var automated map[string]any
+	_ = json.Unmarshal([]byte(policy), &automated)
+	app := s.e.Application("gated", "apps/gated", "gated", map[string]any{"automated": automated})
 	if _, err := s.apps.Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -347,20 +386,28 @@ spec:
 	}
 	open(b)
 	s.waitImageIn(b, "gated", env.FixtureImage, 2*time.Minute)
+	running := func() bool {
+		a, err := s.apps.Get(context.Background(), "gated", metav1.GetOptions{})
+		phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
+		p, perr := pods.Get(context.Background(), "gate", metav1.GetOptions{})
+		return err == nil && phase == "Running" && perr == nil && p.Status.Phase != corev1.PodSucceeded
+	}
 	before := func(b *testing.B) {
 		b.Helper()
 		_ = pods.Delete(context.Background(), "gate", metav1.DeleteOptions{})
+		sync := []byte(`{"operation":{"initiatedBy":{"username":"bench"},"sync":{"prune":true}}}`)
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			a, err := s.apps.Get(context.Background(), "gated", metav1.GetOptions{})
-			phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
-			p, perr := pods.Get(context.Background(), "gate", metav1.GetOptions{})
-			if err == nil && phase == "Running" && perr == nil && p.Status.Phase != corev1.PodSucceeded {
-				return
+			if _, err := s.apps.Patch(context.Background(), "gated", types.MergePatchType, sync, metav1.PatchOptions{}); err != nil {
+				b.Fatal(err)
 			}
-			time.Sleep(100 * time.Millisecond)
+			for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+				if running() {
+					return
+				}
+			}
 		}
 		b.Fatal("no sync started waiting on the gate")
 	}
-	return revertCondition{name: "sync running at the start", app: "gated", namespace: "gated", before: before, after: open}
+	return revertCondition{name: "sync running at the start", app: "gated", namespace: "gated", policy: policy, before: before, after: open}
 }
