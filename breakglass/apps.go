@@ -43,14 +43,32 @@ func (e *Engine) listApps(ctx context.Context, namespace string) ([]*unstructure
 // concurrent --join patches never drop each other's patch. It returns the
 // session as written.
 func (e *Engine) updateSession(ctx context.Context, name, id string, change func(*Session)) (*Session, error) {
+	written, _, err := e.updateSessionFrom(ctx, e.appKnownAs(name), id, change)
+	return written, err
+}
+
+// appKnownAs is an Application of the engine's namespace known only by
+// name: an update starting from it reads the Application first.
+func (e *Engine) appKnownAs(name string) *unstructured.Unstructured {
+	known := &unstructured.Unstructured{}
+	known.SetNamespace(e.AppNamespace)
+	known.SetName(name)
+	return known
+}
+
+// updateSessionFrom is updateSession starting from known, the Application
+// as last read (see updateAppFrom), also returning the Application as
+// written.
+func (e *Engine) updateSessionFrom(ctx context.Context, known *unstructured.Unstructured, id string, change func(*Session)) (*Session, *unstructured.Unstructured, error) {
 	var written *Session
-	err := e.updateApp(ctx, name, ownSession(name, id), func(app *unstructured.Unstructured) map[string]any {
+	name := known.GetName()
+	app, err := e.writeAppFrom(ctx, known, ownSession(name, id), func(app *unstructured.Unstructured) map[string]any {
 		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
 		change(current)
 		written = current
 		return sessionPatch(current, nil)
 	})
-	return written, err
+	return written, app, err
 }
 
 // dropPatch removes the session's patch id.
@@ -90,7 +108,7 @@ func ownSession(name, id string) func(*unstructured.Unstructured) error {
 func sessionPatch(session *Session, policy any) map[string]any {
 	value, _ := json.Marshal(session)
 	patch := map[string]any{"metadata": map[string]any{
-		"annotations": map[string]any{SessionAnnotation: string(value), RefreshAnnotation: "normal"},
+		"annotations": refreshRequest(map[string]any{SessionAnnotation: string(value)}, false),
 	}}
 	if policy != nil {
 		patch["spec"] = map[string]any{"syncPolicy": policy}
@@ -146,6 +164,13 @@ func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check 
 // attempt is built from it, saving a read; a conflict means it was stale,
 // and the next attempt reads the Application again.
 func (e *Engine) updateAppFrom(ctx context.Context, known *unstructured.Unstructured, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) error {
+	_, err := e.writeAppFrom(ctx, known, check, build)
+	return err
+}
+
+// writeAppFrom is updateAppFrom returning the Application as written, which
+// the next write can start from.
+func (e *Engine) writeAppFrom(ctx context.Context, known *unstructured.Unstructured, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) (*unstructured.Unstructured, error) {
 	name := known.GetName()
 	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(known.GetNamespace())
 	for attempt := 0; attempt < 10; attempt++ {
@@ -153,11 +178,11 @@ func (e *Engine) updateAppFrom(ctx context.Context, known *unstructured.Unstruct
 		if attempt > 0 || known.GetResourceVersion() == "" {
 			var err error
 			if app, err = apps.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if err := check(app); err != nil {
-			return err
+			return nil, err
 		}
 		patch := build(app)
 		meta, _ := patch["metadata"].(map[string]any)
@@ -168,14 +193,14 @@ func (e *Engine) updateAppFrom(ctx context.Context, known *unstructured.Unstruct
 		meta["resourceVersion"] = app.GetResourceVersion()
 		body, err := json.Marshal(patch)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		_, err = apps.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		written, err := apps.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
 		if !apierrors.IsConflict(err) {
-			return err
+			return written, err
 		}
 	}
-	return fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
+	return nil, fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
 }
 
 // undoPause writes the saved policies back, the parents' first, and removes
@@ -227,7 +252,7 @@ func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, che
 	}
 	return e.updateApp(ctx, name, check, func(app *unstructured.Unstructured) map[string]any {
 		return map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil, RefreshAnnotation: "normal"}},
+			"metadata": map[string]any{"annotations": refreshRequest(map[string]any{SessionAnnotation: nil}, false)},
 			"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
 		}
 	})

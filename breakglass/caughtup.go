@@ -117,13 +117,10 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			if err != nil {
 				return
 			}
-			annotations := map[string]any{RefreshAnnotation: "normal"}
-			if _, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); hydrated {
-				// As Argo CD's own refresh does: look for a new dry commit
-				// now, not when the revision cache expires.
-				annotations[HydrateAnnotation] = "normal"
-			}
-			patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
+			// With the source hydrator, as Argo CD's own refresh does: look
+			// for a new dry commit now, not when the revision cache expires.
+			_, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator")
+			patch := map[string]any{"metadata": map[string]any{"annotations": refreshRequest(map[string]any{}, hydrated)}}
 			if err := e.updateAppFrom(ctx, app, ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return patch }); err != nil {
 				notes[i] = append(notes[i], "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
 				return

@@ -87,3 +87,34 @@ func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient,
 	client.ClearActions()
 	return client, apps
 }
+
+// TestRefreshRequestsCarryTheirOwnTimestamp: every refresh request names
+// itself with a timestamp, as Argo CD's own refresh does, so that Argo CD
+// >= 3.6 does not clear it with the end of a reconcile that began before
+// it (and status or a break-glass read a stale "Synced" as fresh).
+func TestRefreshRequestsCarryTheirOwnTimestamp(t *testing.T) {
+	annotations := func(patch map[string]any) map[string]any {
+		return patch["metadata"].(map[string]any)["annotations"].(map[string]any)
+	}
+	first := annotations(sessionPatch(&Session{ID: "s"}, nil))
+	time.Sleep(time.Millisecond)
+	second := annotations(sessionPatch(&Session{ID: "s"}, nil))
+	if first[RefreshAnnotation] != "normal" || first[RefreshTimestampAnnotation] == nil || first[RefreshTimestampAnnotation] == second[RefreshTimestampAnnotation] {
+		t.Errorf("two refresh requests: %v and %v; want each with a timestamp of its own", first, second)
+	}
+	client, apps := sessionApps(t, "a")
+	unstructured.SetNestedMap(apps[0].Object, map[string]any{"drySource": map[string]any{"repoURL": "x"}}, "spec", "sourceHydrator")
+	e := &Engine{Dynamic: client, AppNamespace: "argocd"}
+	if _, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			for _, key := range []string{RefreshTimestampAnnotation, HydrateTimestampAnnotation} {
+				if !strings.Contains(string(p.GetPatch()), key) {
+					t.Errorf("status's refresh %s has no %s", p.GetPatch(), key)
+				}
+			}
+		}
+	}
+}

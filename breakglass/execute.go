@@ -47,16 +47,22 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Session: session}
+	// app is the Application as last seen, nil when it must be read again.
+	var app *unstructured.Unstructured
 	if p.Join == nil {
-		warnings, err := e.pause(ctx, p, session)
+		warnings, seen, err := e.pause(ctx, p, session)
 		if err != nil {
 			return nil, err
 		}
-		res.Warnings = warnings
+		res.Warnings, app = warnings, seen
 	}
 	// A sync still running would apply Git's state over the fix.
-	if warning := e.terminateSync(ctx, p.App.Name, session); warning != "" {
+	if warning := e.terminateSync(ctx, p.App.Name, session, app); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
+		app = nil
+	}
+	if app == nil || session.TerminatedSync != "" {
+		app = e.appKnownAs(p.App.Name)
 	}
 
 	// The session learns of the patch before it is sent: a restore that
@@ -65,7 +71,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
 	p.pendingPatch = pending.ID
 	terminated := session.TerminatedSync
-	marked, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+	marked, app, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
 		s.Patches = append(s.Patches, pending)
 		if terminated != "" {
 			s.TerminatedSync = terminated
@@ -79,7 +85,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
-	if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+	if app == nil {
+		app = e.appKnownAs(p.App.Name)
+	}
+	if written, _, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
 		s.State = StatePatched
 		if sp := s.patchNamed(pending.ID); sp != nil {
 			sp.Pending, sp.Fields = false, p.fields
@@ -92,15 +101,16 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	res.Session = session
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
 	// added fields Git never set, and resource-level Synced will prove nothing.
-	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+	if app, err := e.waitRefreshedApp(ctx, e.AppNamespace, p.App.Name); err != nil {
 		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
-	} else if app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, p.App.Name, metav1.GetOptions{}); err == nil {
+	} else {
+		app = e.sawPatch(ctx, app, p.Target)
 		status, _ := managedStatus(app, p.Target)
 		saw := status == "OutOfSync"
 		if !saw {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
 		}
-		if written, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+		if written, _, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
 			if sp := s.patchNamed(pending.ID); sp != nil {
 				sp.ArgoSawPatch = &saw
 			}
@@ -122,12 +132,39 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	return res, nil
 }
 
+// sawPatchWait bounds how long a break-glass waits, after a refresh that
+// still shows the target Synced, for the controller to notice the patch.
+const sawPatchWait = 3 * time.Second
+
+// sawPatch returns app once the controller reports target OutOfSync, or as
+// it is after sawPatchWait. A refresh requested right after the patch may
+// be compared against the controller's cache of live state before the
+// patch's watch event reaches it; that event makes the controller compare
+// again, and this waits for it (off the critical path: the fix is live).
+// Only a patch that adds fields Git never set waits the whole bound.
+func (e *Engine) sawPatch(ctx context.Context, app *unstructured.Unstructured, target audit.Target) *unstructured.Unstructured {
+	outOfSync := func(a *unstructured.Unstructured) bool {
+		status, _ := managedStatus(a, target)
+		return status == "OutOfSync"
+	}
+	if outOfSync(app) {
+		return app
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(sawPatchWait, e.controllerWait()))
+	defer cancel()
+	key := app.GetNamespace() + "/" + app.GetName()
+	if seen := e.waitApps(ctx, []string{key}, outOfSync)[key]; seen != nil && outOfSync(seen) {
+		return seen
+	}
+	return app
+}
+
 // pause pauses the self-healing parents, then the Application, recording
 // each. With parents, the child's session (state pausing, parents listed) is
 // written first, so that an interruption at any point leaves a session that
 // status shows and restore finishes: never a parent paused for nobody. On
 // failure everything it paused is undone and recorded aborted.
-func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, error) {
+func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, *unstructured.Unstructured, error) {
 	samePolicy := func(app *unstructured.Unstructured) error {
 		if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
 			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
@@ -141,14 +178,19 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		return samePolicy(app)
 	}
 	var warnings []string
+	// The first write starts from the plan's copy of the Application.
+	known := p.app
+	if known == nil {
+		known = e.appKnownAs(p.App.Name)
+	}
 	if len(p.parents) > 0 {
 		for _, parent := range p.parents {
 			session.PausedParents = append(session.PausedParents, savedParent(parent))
 		}
-		if err := e.updateApp(ctx, p.App.Name, unchanged, func(*unstructured.Unstructured) map[string]any {
+		if err := e.updateAppFrom(ctx, known, unchanged, func(*unstructured.Unstructured) map[string]any {
 			return sessionPatch(session, nil)
 		}); err != nil {
-			return nil, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
+			return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
 		}
 		unchanged = func(app *unstructured.Unstructured) error {
 			if err := ownSession(p.App.Name, session.ID)(app); err != nil {
@@ -156,6 +198,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			}
 			return samePolicy(app)
 		}
+		known = e.appKnownAs(p.App.Name) // the write above made the plan's copy stale
 	}
 	for _, parent := range p.parents {
 		parentRef := audit.AppRef{Namespace: namespaceOr(parent.GetNamespace(), e.AppNamespace), Name: parent.GetName()}
@@ -168,17 +211,17 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
 		}
 		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
-			return nil, e.abortPause(ctx, p, session, err)
+			return nil, nil, e.abortPause(ctx, p, session, err)
 		}
 		if err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated); err != nil {
-			return nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+			return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
 		}
 		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if e.AfterParentPause != nil {
 			if err := e.AfterParentPause(ctx); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if err := e.waitRefreshedIn(ctx, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
@@ -186,25 +229,26 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		}
 	}
 	session.State = StatePaused
-	if err := e.updateApp(ctx, p.App.Name, unchanged, func(app *unstructured.Unstructured) map[string]any {
+	if err := e.updateAppFrom(ctx, known, unchanged, func(app *unstructured.Unstructured) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
 	}); err != nil {
-		return nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
+		return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
 	}
 	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if e.AfterPause != nil {
 		if err := e.AfterPause(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if err := e.waitRefreshed(ctx, p.App.Name); err != nil {
+	app, err := e.waitRefreshedApp(ctx, e.AppNamespace, p.App.Name)
+	if err != nil {
 		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
 	}
-	return warnings, nil
+	return warnings, app, nil
 }
 
 // abortPause undoes a pause that failed half-way: the parents paused for
@@ -283,17 +327,18 @@ func syncRunning(app *unstructured.Unstructured) (string, bool) {
 // terminateSync ends a running sync operation the way `argocd app
 // terminate-op` does, and waits for the controller to stop it. It returns a
 // warning when it could not.
-func (e *Engine) terminateSync(ctx context.Context, name string, session *Session) string {
-	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
-	app, err := apps.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "could not check for a running sync operation: " + err.Error()
+func (e *Engine) terminateSync(ctx context.Context, name string, session *Session, app *unstructured.Unstructured) string {
+	if app == nil { // not seen since the controller confirmed the pause
+		var err error
+		if app, err = e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return "could not check for a running sync operation: " + err.Error()
+		}
 	}
 	started, running := syncRunning(app)
 	if !running {
 		return ""
 	}
-	err = e.updateApp(ctx, name, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
+	err := e.updateAppFrom(ctx, app, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
 		return map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}
 	})
 	if err != nil {

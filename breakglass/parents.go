@@ -209,7 +209,7 @@ func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructu
 		return nil
 	}, func(app *unstructured.Unstructured) map[string]any {
 		return map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{PausedByAnnotation: child + "/" + session.ID, RefreshAnnotation: "normal"}},
+			"metadata": map[string]any{"annotations": refreshRequest(map[string]any{PausedByAnnotation: child + "/" + session.ID}, false)},
 			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy, disable))},
 		}
 	})
@@ -235,7 +235,7 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 			return nil
 		}, func(app *unstructured.Unstructured) map[string]any {
 			return map[string]any{
-				"metadata": map[string]any{"annotations": map[string]any{PausedByAnnotation: nil, RefreshAnnotation: "normal"}},
+				"metadata": map[string]any{"annotations": refreshRequest(map[string]any{PausedByAnnotation: nil}, false)},
 				"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
 			}
 		})

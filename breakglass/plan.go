@@ -71,6 +71,9 @@ type Plan struct {
 	// same object (resourceVersion) or change the same things.
 	diff []audit.Change
 	live *unstructured.Unstructured
+	// app is the Application as the plan read it: the pause is built from
+	// it, its resourceVersion the precondition, saving a read.
+	app *unstructured.Unstructured
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
 	// PauseMechanism says how the pause works on this Argo CD; "" when the
@@ -274,7 +277,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Cluster: server, Target: target,
 		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
 		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
-		diff: diff, live: live,
+		diff: diff, live: live, app: app,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Git: git, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,

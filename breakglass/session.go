@@ -19,6 +19,28 @@ const RefreshAnnotation = "argocd.argoproj.io/refresh"
 // source's newest commit now; the controller removes it.
 const HydrateAnnotation = "argocd.argoproj.io/hydrate"
 
+// The timestamp annotations name one refresh (or hydrate) request, as
+// Argo CD's own refresh sets them (util/argo.RefreshApp, Argo CD >= 3.6): a
+// controller finishing a reconcile that began before the request then
+// leaves the request in place instead of removing it, so "the refresh
+// annotation is gone" means a reconcile that started after the request.
+// Older controllers ignore them.
+const (
+	RefreshTimestampAnnotation = "argocd.argoproj.io/refresh-timestamp"
+	HydrateTimestampAnnotation = "argocd.argoproj.io/hydrate-timestamp"
+)
+
+// refreshRequest adds a normal refresh request to annotations, hydrate
+// too when set, each with a timestamp of its own.
+func refreshRequest(annotations map[string]any, hydrate bool) map[string]any {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	annotations[RefreshAnnotation], annotations[RefreshTimestampAnnotation] = "normal", now
+	if hydrate {
+		annotations[HydrateAnnotation], annotations[HydrateTimestampAnnotation] = "normal", now
+	}
+	return annotations
+}
+
 // Session states, in order.
 const (
 	StatePausing = "pausing"

@@ -113,21 +113,23 @@ func refreshed(app *unstructured.Unstructured) bool {
 // waitRefreshedIn waits, at most the controller wait, until the controller
 // has reconciled the Application.
 func (e *Engine) waitRefreshedIn(ctx context.Context, namespace, name string) error {
+	_, err := e.waitRefreshedApp(ctx, namespace, name)
+	return err
+}
+
+// waitRefreshedApp is waitRefreshedIn, returning the Application as the
+// controller left it, so that the next step need not read it again.
+func (e *Engine) waitRefreshedApp(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
 	defer cancel()
 	key := namespace + "/" + name
 	if app := e.waitApps(ctx, []string{key}, refreshed)[key]; app != nil && refreshed(app) {
-		return nil
+		return app, nil
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
-	return fmt.Errorf("could not watch application %s", key)
-}
-
-// waitRefreshed is waitRefreshedIn in the engine's namespace.
-func (e *Engine) waitRefreshed(ctx context.Context, name string) error {
-	return e.waitRefreshedIn(ctx, e.AppNamespace, name)
+	return nil, fmt.Errorf("could not watch application %s", key)
 }
 
 func splitKey(key string) (string, string) {

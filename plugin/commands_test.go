@@ -312,3 +312,23 @@ func TestDriftTrustsNoClaimsAndLeaksNoSecrets(t *testing.T) {
 		t.Errorf("reset managedFields:\n%s", out)
 	}
 }
+
+// TestBreakglassReadsTheApplicationOnce: the Application is read by the
+// plan, and every later write starts from the copy the command last saw
+// (the plan's, the one the controller's confirmation delivered), read again
+// only when a write made it stale: the time to a live fix is not spent
+// re-reading it.
+func TestBreakglassReadsTheApplicationOnce(t *testing.T) {
+	f := newFakeCluster(t)
+	f.dyn.ClearActions()
+	runPlugin(t, "breakglass", "web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike", "-y")
+	reads := 0
+	for _, a := range f.dyn.Actions() {
+		if a.GetVerb() == "get" && a.GetResource() == breakglass.ApplicationGVR {
+			reads++
+		}
+	}
+	if reads > 2 {
+		t.Errorf("the Application was read %d times, want the plan's read and at most one after the session write made it stale", reads)
+	}
+}

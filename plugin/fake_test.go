@@ -64,7 +64,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	}
 	app := &unstructured.Unstructured{Object: decodeJSON(t, `{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": {"name": "web", "namespace": "argocd"},
+		"metadata": {"name": "web", "namespace": "argocd", "resourceVersion": "1"},
 		"spec": {
 			"project": "default",
 			"source": {"repoURL": "https://git.example/apps.git", "path": "apps/web", "targetRevision": "HEAD"},
