@@ -124,10 +124,11 @@ func (o *RestoreOptions) waitSynced(ctx context.Context, engine *breakglass.Engi
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	last := ""
+	progress := isTerminal(o.ErrOut) // for a person; silent for scripts
 	_, err := engine.WaitApplication(ctx, o.Request.App, func(app *unstructured.Unstructured) bool {
 		status, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
-		if status != "Synced" && status != last {
-			fmt.Fprintf(o.ErrOut, "waiting for %s to sync (now %s)\n", o.Request.App, status)
+		if progress && status != "Synced" && status != last {
+			note(o.ErrOut, "%s waiting for %s to sync (now %s)", time.Now().Format("15:04:05"), o.Request.App, status)
 		}
 		last = status
 		return status == "Synced"
