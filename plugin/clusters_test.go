@@ -70,11 +70,7 @@ func TestAuditLogStaysInItsNamespace(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--app-namespace", "team-a"}); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "config")
-	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.configFlags.KubeConfig = &kubeconfig
+	f.configFlags.KubeConfig = oneClusterKubeconfig(t)
 	e, err := f.engine()
 	if err != nil {
 		t.Fatal(err)
@@ -85,17 +81,24 @@ func TestAuditLogStaysInItsNamespace(t *testing.T) {
 	}
 }
 
+// oneClusterKubeconfig writes a kubeconfig with one context, for a cluster
+// that is never reached, and returns its path.
+func oneClusterKubeconfig(t *testing.T) *string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &kubeconfig
+}
+
 // TestClientsAreNotThrottledToClientGoDefaults: client-go's default limit
 // (5 requests a second after 10) held the emergency patch of a break-glass
 // 200 ms behind the requests before it. The Argo CD cluster's client and a
 // destination cluster's get kubectl's limit.
 func TestClientsAreNotThrottledToClientGoDefaults(t *testing.T) {
 	f := &engineFlags{configFlags: genericclioptions.NewConfigFlags(true)}
-	kubeconfig := filepath.Join(t.TempDir(), "config")
-	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.configFlags.KubeConfig = &kubeconfig
+	f.configFlags.KubeConfig = oneClusterKubeconfig(t)
 	e, err := f.engine()
 	if err != nil {
 		t.Fatal(err)
