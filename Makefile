@@ -43,7 +43,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags e2e ./...
 
-bench: tools ## benchmarks, ending with one table of figures and goals (BENCH_RUNS sets the self-heal runs, default 50)
+bench: tools ## benchmarks, ending with one table of figures and goals (BENCH_RUNS sets the break-glasses per revert condition, default 10)
 	$(GO) test -run '^$$' -bench 'EnvironmentStartup|ColdStart|AuditAtScale|TimeToLiveFix|SelfHealReverts|StatusAtScale' -benchtime 1x -timeout 90m ./test/bench/...
 
 demo: require tools build ## the break-glass story on a real environment; Ctrl-C ends it

@@ -42,6 +42,7 @@ func newStage(b *testing.B, opts env.Options) *stage {
 	b.Cleanup(e.Stop)
 	s := &stage{e: e, plugin: buildPlugin(b)}
 	admin, _ := e.RESTConfig(env.Admin.Name)
+	admin.QPS, admin.Burst = 200, 400 // seeding a thousand Applications
 	s.kube = kubernetes.NewForConfigOrDie(admin)
 	s.apps = dynamic.NewForConfigOrDie(admin).Resource(breakglass.ApplicationGVR).Namespace(e.ArgoNamespace)
 	app := e.Application("web", env.FixtureApp, env.DemoNamespace, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
@@ -101,11 +102,25 @@ func (s *stage) waitImageIn(b *testing.B, namespace, want string, timeout time.D
 // Applications, as JSON.
 const selfHealing = `{"prune":true,"selfHeal":true}`
 
-// resumeByHand ends a manual-path run of the self-healing app: automated
-// sync back on, and Git's image back on its Deployment.
-func (s *stage) resumeByHand(b *testing.B, app, namespace string) {
+// resumeByHand ends a manual-path run: automated sync back on for app
+// (policy, as JSON), and Git's image back on its Deployment in namespace.
+// Removing automated by hand can leave an empty syncPolicy, which Argo CD's
+// controller normalises away with a patch computed from its cache and sent
+// without a precondition: a re-enable that lands first is wiped. So the
+// policy is written until it stays.
+func (s *stage) resumeByHand(b *testing.B, app, namespace, policy string) {
 	b.Helper()
-	s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+selfHealing+`}}}`)
+	for attempt := 0; ; attempt++ {
+		s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+policy+`}}}`)
+		time.Sleep(time.Second)
+		a, err := s.apps.Get(context.Background(), app, metav1.GetOptions{})
+		if _, on, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated"); err == nil && on {
+			break
+		}
+		if attempt == 10 {
+			b.Fatalf("automated sync of %s did not stay on", app)
+		}
+	}
 	s.imageBack(b, namespace)
 }
 
@@ -198,7 +213,7 @@ func BenchmarkTimeToLiveFix(b *testing.B) {
 				s.run(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img))
 			})
 			manualLive, manualTotal = append(manualLive, live), append(manualTotal, total)
-			s.resumeByHand(b, "web", env.DemoNamespace)
+			s.resumeByHand(b, "web", env.DemoNamespace, selfHealing)
 
 			img = fmt.Sprintf("registry.example/web:bare-%d-%d", i, run)
 			live, _ = measure(img, func() { s.run(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img)) })
@@ -281,8 +296,7 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 				if s.reverted(c.namespace, img, 5*time.Second) {
 					manualReverts++
 				}
-				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+c.policy+`}}}`)
-				s.imageBack(b, c.namespace)
+				s.resumeByHand(b, c.app, c.namespace, c.policy)
 			}
 		}
 		n := runs * b.N
