@@ -19,9 +19,16 @@ const appPage = 500
 // listApps lists the Applications of namespace ("" for all) page by page
 // (limit and continue).
 func (e *Engine) listApps(ctx context.Context, namespace string) ([]*unstructured.Unstructured, error) {
+	return e.ListApplications(ctx, namespace, "")
+}
+
+// ListApplications lists the Applications of namespace ("" for all) that
+// the label selector (may be "") selects, page by page (limit and
+// continue): a thousand Applications never come in one response.
+func (e *Engine) ListApplications(ctx context.Context, namespace, selector string) ([]*unstructured.Unstructured, error) {
 	client := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
 	var out []*unstructured.Unstructured
-	opts := metav1.ListOptions{Limit: appPage}
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: appPage}
 	for {
 		list, err := client.List(ctx, opts)
 		if err != nil {

@@ -60,12 +60,6 @@ type SessionStatus struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Applications lists the Applications of namespace ("" for all), page by
-// page.
-func (e *Engine) Applications(ctx context.Context, namespace string) ([]*unstructured.Unstructured, error) {
-	return e.listApps(ctx, namespace)
-}
-
 // WithSession keeps the Applications of apps that carry a session, only the
 // one named app when app is set.
 func WithSession(apps []*unstructured.Unstructured, app string) []*unstructured.Unstructured {

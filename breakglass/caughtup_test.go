@@ -80,7 +80,7 @@ func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient,
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{ApplicationGVR: "ApplicationList"}, objs...)
-	apps, err := (&Engine{Dynamic: client}).Applications(context.Background(), "argocd")
+	apps, err := (&Engine{Dynamic: client}).ListApplications(context.Background(), "argocd", "")
 	if err != nil || len(apps) != len(names) {
 		t.Fatalf("listing: %v, %d", err, len(apps))
 	}

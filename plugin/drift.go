@@ -178,23 +178,17 @@ func applications(ctx context.Context, engine *breakglass.Engine, q appQuery) ([
 	if q.all {
 		namespace = ""
 	}
+	listed, err := engine.ListApplications(ctx, namespace, q.selector)
+	if err != nil {
+		return nil, fmt.Errorf("listing applications: %w", err)
+	}
 	var apps []*unstructured.Unstructured
-	options := metav1.ListOptions{LabelSelector: q.selector, Limit: 500}
-	for {
-		list, err := client.Namespace(namespace).List(ctx, options)
-		if err != nil {
-			return nil, fmt.Errorf("listing applications: %w", err)
-		}
-		for i := range list.Items {
-			project, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "project")
-			if q.project == "" || project == q.project {
-				apps = append(apps, &list.Items[i])
-			}
-		}
-		if options.Continue = list.GetContinue(); options.Continue == "" {
-			return apps, nil
+	for _, app := range listed {
+		if project, _, _ := unstructured.NestedString(app.Object, "spec", "project"); q.project == "" || project == q.project {
+			apps = append(apps, app)
 		}
 	}
+	return apps, nil
 }
 
 func (o *DriftOptions) print(reports []*breakglass.DriftReport) error {

@@ -154,7 +154,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 }
 
 func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine, namespace string) ([]*breakglass.SessionStatus, error) {
-	all, err := engine.Applications(ctx, namespace)
+	all, err := engine.ListApplications(ctx, namespace, "")
 	if err != nil {
 		return nil, fmt.Errorf("listing applications: %w", err)
 	}
