@@ -67,9 +67,25 @@ func (e *Engine) appKnownAs(name string) *unstructured.Unstructured {
 // as last read (see updateAppFrom), also returning the Application as
 // written.
 func (e *Engine) updateSessionFrom(ctx context.Context, known *unstructured.Unstructured, id string, change func(*Session)) (*Session, *unstructured.Unstructured, error) {
+	return e.updateSessionIf(ctx, known, id, nil, change)
+}
+
+// updateSessionIf is updateSessionFrom that also writes only while also
+// (nil: nothing more) accepts the Application.
+func (e *Engine) updateSessionIf(ctx context.Context, known *unstructured.Unstructured, id string, also func(*unstructured.Unstructured) error, change func(*Session)) (*Session, *unstructured.Unstructured, error) {
 	var written *Session
 	name := known.GetName()
-	app, err := e.writeAppFrom(ctx, known, ownSession(name, id), func(app *unstructured.Unstructured) map[string]any {
+	check := ownSession(name, id)
+	if also != nil {
+		own := check
+		check = func(app *unstructured.Unstructured) error {
+			if err := own(app); err != nil {
+				return err
+			}
+			return also(app)
+		}
+	}
+	app, err := e.writeAppFrom(ctx, known, check, func(app *unstructured.Unstructured) map[string]any {
 		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
 		change(current)
 		written = current

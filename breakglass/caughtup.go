@@ -126,16 +126,21 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			fresh = e.waitAllRefreshed(ctx, apps, requested, refresh.Wait)
 		}
 		for i, app := range apps {
-			if f, ok := fresh[app.GetNamespace()+"/"+app.GetName()]; ok {
+			f, seen := fresh[app.GetNamespace()+"/"+app.GetName()]
+			if seen {
 				apps[i] = f
 			}
 			if !requested[i] {
 				continue
 			}
-			if refresh.Wait == 0 {
+			switch _, pending := apps[i].GetAnnotations()[RefreshAnnotation]; {
+			case refresh.Wait == 0:
 				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+reconciledAt(apps[i])+"; a refresh was requested, not awaited")
 				stale[i] = true
-			} else if _, pending := apps[i].GetAnnotations()[RefreshAnnotation]; pending {
+			case !seen:
+				notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+reconciledAt(apps[i]))
+				stale[i] = true
+			case pending:
 				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+reconciledAt(apps[i]))
 				stale[i] = true
 			}

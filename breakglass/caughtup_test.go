@@ -3,6 +3,7 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,36 @@ func TestRefreshRequestsCarryTheirOwnTimestamp(t *testing.T) {
 					t.Errorf("status's refresh %s has no %s", p.GetPatch(), key)
 				}
 			}
+		}
+	}
+}
+
+// TestNoOtherSyncGuardsThePatch: the last write before the patch refuses
+// an Application on which a sync runs that the break-glass did not
+// terminate (it would apply Git over the fix), and accepts the one it
+// terminated while it winds down.
+func TestNoOtherSyncGuardsThePatch(t *testing.T) {
+	app := func(phase, started string) *unstructured.Unstructured {
+		a := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "web"}}}
+		if phase != "" {
+			a.Object["operation"] = map[string]any{"sync": map[string]any{}}
+			a.Object["status"] = map[string]any{"operationState": map[string]any{"phase": phase, "startedAt": started}}
+		}
+		return a
+	}
+	tests := []struct {
+		name, phase, started, terminated string
+		refused                          bool
+	}{
+		{"no sync", "", "", "", false},
+		{"a sync started meanwhile", "Running", "2026-12-03T08:00:01Z", "", true},
+		{"the terminated sync winding down", "Terminating", "2026-12-03T08:00:00Z", "2026-12-03T08:00:00Z", false},
+		{"another sync after the terminated one", "Running", "2026-12-03T08:00:05Z", "2026-12-03T08:00:00Z", true},
+	}
+	for _, tt := range tests {
+		err := noOtherSync("web", tt.terminated)(app(tt.phase, tt.started))
+		if (err != nil) != tt.refused || (err != nil && !errors.Is(err, ErrConflict)) {
+			t.Errorf("%s: %v, want refused=%v", tt.name, err, tt.refused)
 		}
 	}
 }

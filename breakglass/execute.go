@@ -71,7 +71,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
 	p.pendingPatch = pending.ID
 	terminated := session.TerminatedSync
-	marked, app, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
+	marked, app, err := e.updateSessionIf(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {
 		s.Patches = append(s.Patches, pending)
 		if terminated != "" {
 			s.TerminatedSync = terminated
@@ -130,6 +130,19 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		res.Warnings = append(res.Warnings, warning)
 	}
 	return res, nil
+}
+
+// noOtherSync accepts an Application on which no sync operation runs but
+// the one the break-glass terminated (started at terminated, "" for none):
+// the last check before the patch, under the write's precondition, so that
+// a sync started while the break-glass ran cannot apply Git over the fix.
+func noOtherSync(name, terminated string) func(*unstructured.Unstructured) error {
+	return func(app *unstructured.Unstructured) error {
+		if started, running := syncRunning(app); running && (terminated == "" || started != terminated) {
+			return fmt.Errorf("%w: a sync operation started on %s at %s, while the break-glass ran; nothing was patched: run the break-glass again, it terminates running syncs", ErrConflict, name, started)
+		}
+		return nil
+	}
 }
 
 // sawPatchWait bounds how long a break-glass waits, after a refresh that

@@ -67,6 +67,11 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if req.DryRun {
 		st.Notes = append(st.Notes, "dry run: no refresh was requested, so the state is as of Argo CD's last reconcile")
 	}
+	if st.Stale && !req.Force && !req.DryRun {
+		// Whether Git caught up is as of a reconcile that may predate the
+		// fix in Git: re-enabling sync on that could revert the fix.
+		return st, fmt.Errorf("%w: Argo CD's controller did not refresh %s in time, so whether Git has caught up is not known; sync not restored", ErrNotCaughtUp, req.App)
+	}
 	// The annotation is a cache anyone with patch rights can edit: what
 	// restore writes back comes from the session's verified audit records.
 	logged, err := e.sessionFromLog(ctx, req.App, st.Session.ID)

@@ -332,3 +332,54 @@ func TestBreakglassReadsTheApplicationOnce(t *testing.T) {
 		t.Errorf("the Application was read %d times, want the plan's read and at most one after the session write made it stale", reads)
 	}
 }
+
+// TestRestoreRefusesAStaleCaughtUp: Git held the fix at the last reconcile,
+// then lost it, and the controller does not get to the refresh restore
+// asks for. Restore must not re-enable sync on the stale "caught-up" (that
+// would revert the fix), and status --exit-code must not call it caught up.
+func TestRestoreRefusesAStaleCaughtUp(t *testing.T) {
+	f := newFakeCluster(t)
+	runPlugin(t, "breakglass", "web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike", "-y")
+	f.commit("2222222222222222222222222222222222222222", 3)
+	if code, out, errOut := runPlugin(t, "status", "web"); code != ExitOK || !strings.Contains(out, "caught-up") {
+		t.Fatalf("status before the stall: exit %d\n%s%s", code, out, errOut)
+	}
+	f.stall()
+	time.Sleep(300 * time.Millisecond)                      // a reconcile already under way ends first
+	f.commit("3333333333333333333333333333333333333333", 2) // the fix is reverted in Git
+	if code, out, errOut := runPlugin(t, "status", "--exit-code", "--refresh-timeout", "1s"); code != ExitFailure {
+		t.Errorf("status --exit-code on a state the controller did not refresh: exit %d, want %d\n%s%s", code, ExitFailure, out, errOut)
+	}
+	code, _, errOut := runPlugin(t, "restore", "web")
+	if code != ExitFailure || !strings.Contains(errOut, "did not refresh web in time") {
+		t.Errorf("restore on a stale caught-up: exit %d, want %d refusing\n%s", code, ExitFailure, errOut)
+	}
+	if _, open := f.app().GetAnnotations()[breakglass.SessionAnnotation]; !open {
+		t.Error("restore closed the session on a state the controller never refreshed")
+	}
+}
+
+// TestStatusWaitsForTheRefreshWhenItsAnswerDecides: a listing reports at
+// once, but --exit-code, --wait and --watch, like a named Application, wait
+// for the refresh, since their answer is acted on.
+func TestStatusWaitsForTheRefreshWhenItsAnswerDecides(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		o    StatusOptions
+		want time.Duration
+	}{
+		{"listing", StatusOptions{}, 0},
+		{"one application", StatusOptions{App: "web"}, defaultRefreshWait},
+		{"--exit-code", StatusOptions{ExitCode: true}, defaultRefreshWait},
+		{"--wait", StatusOptions{Wait: true}, defaultRefreshWait},
+		{"--watch", StatusOptions{Watch: true}, defaultRefreshWait},
+		{"listing with --refresh-timeout 5s", StatusOptions{RefreshTimeout: 5 * time.Second, refreshSet: true}, 5 * time.Second},
+	} {
+		if tt.o.RefreshTimeout == 0 && !tt.o.refreshSet {
+			tt.o.RefreshTimeout = defaultRefreshWait
+		}
+		if got := tt.o.refresh(); !got.Request || got.Wait != tt.want {
+			t.Errorf("%s: %+v, want a request waiting %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type fakeCluster struct {
 	// git is what Git holds: its revision and the Deployment's replicas.
 	gitRevision string
 	gitReplicas int64
+	// stalled stops the controller answering refresh requests, as a
+	// controller too busy to reach them does.
+	stalled bool
 }
 
 var (
@@ -140,7 +143,10 @@ func (f *fakeCluster) controller(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			if _, pending := app.GetAnnotations()[breakglass.RefreshAnnotation]; pending {
+			f.mu.Lock()
+			stalled := f.stalled
+			f.mu.Unlock()
+			if _, pending := app.GetAnnotations()[breakglass.RefreshAnnotation]; pending && !stalled {
 				// The fake's watch cannot resume from a resourceVersion as the
 				// API server's does: give the waiter time to start watching.
 				time.Sleep(100 * time.Millisecond)
@@ -179,6 +185,13 @@ func (f *fakeCluster) app() *unstructured.Unstructured {
 		f.t.Fatal(err)
 	}
 	return app
+}
+
+// stall stops the controller answering refresh requests.
+func (f *fakeCluster) stall() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stalled = true
 }
 
 // commit plays a commit to Git: Argo CD sees it at its next reconcile.

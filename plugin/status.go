@@ -52,8 +52,9 @@ With ARGOCD_SERVER (and ARGOCD_AUTH_TOKEN) set, Git's values are also compared
 path by path; that is the only proof for a patch that merely adds fields Git
 never set.
 
-Status with APP (or --wait, --watch) waits up to --refresh-timeout (30s) for
-Argo CD's controller to refresh. A listing does not wait: it reports at once,
+Status with APP (or --wait, --watch, --exit-code) waits up to --refresh-timeout
+(30s) for Argo CD's controller to refresh; --exit-code and --wait count a state
+it did not refresh in time as not caught up. A listing does not wait: it reports at once,
 as of each Application's last reconcile (saying so), and asks Argo CD to
 refresh them, so the next look is fresh. --refresh-timeout sets either.`,
 		Example: `  kubectl gitops status
@@ -70,7 +71,7 @@ refresh them, so the next look is fresh. --refresh-timeout sets either.`,
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
-	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", defaultRefreshWait, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait or --watch; 0 for a listing)")
+	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", defaultRefreshWait, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
 	cmd.PreRun = func(cmd *cobra.Command, _ []string) { o.refreshSet = cmd.Flags().Changed("refresh-timeout") }
 	outputFlag(cmd, &o.Output, statusFormats...)
 	return cmd
@@ -99,7 +100,7 @@ const defaultRefreshWait = 30 * time.Second
 // Applications never hold the answer behind a busy controller.
 func (o *StatusOptions) refresh() breakglass.Refresh {
 	wait := o.RefreshTimeout
-	if !o.refreshSet && o.App == "" && !o.Wait && !o.Watch {
+	if !o.refreshSet && o.App == "" && !o.Wait && !o.Watch && !o.ExitCode {
 		wait = 0
 	}
 	return breakglass.Refresh{Request: true, Wait: wait}
@@ -174,9 +175,11 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	return engine.CaughtUpAll(ctx, apps, argo, o.refresh())
 }
 
+// allReady is whether every session is caught up, as of a refresh: a
+// state as of the last reconcile proves nothing to --exit-code or --wait.
 func allReady(statuses []*breakglass.SessionStatus) bool {
 	for _, s := range statuses {
-		if !s.Ready {
+		if !s.Ready || s.Stale {
 			return false
 		}
 	}
