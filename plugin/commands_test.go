@@ -374,10 +374,8 @@ func TestStatusWaitsForTheRefreshWhenItsAnswerDecides(t *testing.T) {
 		{"--wait", StatusOptions{Wait: true}, defaultRefreshWait},
 		{"--watch", StatusOptions{Watch: true}, defaultRefreshWait},
 		{"listing with --refresh-timeout 5s", StatusOptions{RefreshTimeout: 5 * time.Second, refreshSet: true}, 5 * time.Second},
+		{"one application with --refresh-timeout 0", StatusOptions{App: "web", refreshSet: true}, 0},
 	} {
-		if tt.o.RefreshTimeout == 0 && !tt.o.refreshSet {
-			tt.o.RefreshTimeout = defaultRefreshWait
-		}
 		if got := tt.o.refresh(); !got.Request || got.Wait != tt.want {
 			t.Errorf("%s: %+v, want a request waiting %s", tt.name, got, tt.want)
 		}

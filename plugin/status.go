@@ -54,9 +54,9 @@ never set.
 
 Status with APP (or --wait, --watch, --exit-code) waits up to --refresh-timeout
 (30s) for Argo CD's controller to refresh; --exit-code and --wait count a state
-it did not refresh in time as not caught up. A listing does not wait: it reports at once,
-as of each Application's last reconcile (saying so), and asks Argo CD to
-refresh them, so the next look is fresh. --refresh-timeout sets either.`,
+it did not refresh in time as not caught up. A listing does not wait: it
+reports at once, as of each Application's last reconcile (saying so), and asks
+Argo CD to refresh, so the next look is fresh. --refresh-timeout sets either.`,
 		Example: `  kubectl gitops status
   kubectl gitops status web -o wide
   # In a script: exit 0 once everything is caught up
@@ -71,7 +71,7 @@ refresh them, so the next look is fresh. --refresh-timeout sets either.`,
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
-	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", defaultRefreshWait, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
+	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", 0, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
 	cmd.PreRun = func(cmd *cobra.Command, _ []string) { o.refreshSet = cmd.Flags().Changed("refresh-timeout") }
 	outputFlag(cmd, &o.Output, statusFormats...)
 	return cmd
@@ -100,8 +100,11 @@ const defaultRefreshWait = 30 * time.Second
 // Applications never hold the answer behind a busy controller.
 func (o *StatusOptions) refresh() breakglass.Refresh {
 	wait := o.RefreshTimeout
-	if !o.refreshSet && o.App == "" && !o.Wait && !o.Watch && !o.ExitCode {
+	if !o.refreshSet {
 		wait = 0
+		if o.App != "" || o.Wait || o.Watch || o.ExitCode {
+			wait = defaultRefreshWait
+		}
 	}
 	return breakglass.Refresh{Request: true, Wait: wait}
 }
