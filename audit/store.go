@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"errors"
-	"sort"
 )
 
 // Store holds an audit chain.
@@ -81,23 +80,21 @@ func VerifyStore(ctx context.Context, s Store, witnesses []Witness) (Report, err
 	if err != nil {
 		return Report{}, err
 	}
+	var unordered []Entry
 	if !v.Ordered() {
-		entries, err := s.Entries(ctx, Filter{})
-		if err != nil {
+		if unordered, err = s.Entries(ctx, Filter{}); err != nil {
 			return Report{}, err
 		}
-		v = NewVerifier()
-		sort.SliceStable(entries, func(i, j int) bool { return entries[i].Slot < entries[j].Slot })
-		for _, e := range entries {
-			v.Add(e)
-		}
-		passed = entries
+		passed = unordered
 	}
 	head, err := s.Head(ctx)
 	if err != nil {
 		return Report{}, err
 	}
 	rep := v.Report(head)
+	if unordered != nil {
+		rep = Verify(unordered, head)
+	}
 	if witnesses != nil {
 		rep.Witnesses = len(witnesses)
 		rep.Breaks = append(rep.Breaks, CheckWitnesses(passed, witnesses)...)

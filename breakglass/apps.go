@@ -16,12 +16,6 @@ import (
 // Applications come in pages, never in one response.
 const appPage = 500
 
-// listApps lists the Applications of namespace ("" for all) page by page
-// (limit and continue).
-func (e *Engine) listApps(ctx context.Context, namespace string) ([]*unstructured.Unstructured, error) {
-	return e.ListApplications(ctx, namespace, "")
-}
-
 // ListApplications lists the Applications of namespace ("" for all) that
 // the label selector (may be "") selects, page by page (limit and
 // continue): a thousand Applications never come in one response.
@@ -57,8 +51,13 @@ func (e *Engine) updateSession(ctx context.Context, name, id string, change func
 // appKnownAs is an Application of the engine's namespace known only by
 // name: an update starting from it reads the Application first.
 func (e *Engine) appKnownAs(name string) *unstructured.Unstructured {
+	return knownByName(e.AppNamespace, name)
+}
+
+// knownByName is an Application known only by namespace and name.
+func knownByName(namespace, name string) *unstructured.Unstructured {
 	known := &unstructured.Unstructured{}
-	known.SetNamespace(e.AppNamespace)
+	known.SetNamespace(namespace)
 	known.SetName(name)
 	return known
 }
@@ -176,10 +175,7 @@ func (e *Engine) updateApp(ctx context.Context, name string, check func(*unstruc
 }
 
 func (e *Engine) updateAppIn(ctx context.Context, namespace, name string, check func(*unstructured.Unstructured) error, build func(*unstructured.Unstructured) map[string]any) error {
-	known := &unstructured.Unstructured{}
-	known.SetNamespace(namespace)
-	known.SetName(name)
-	return e.updateAppFrom(ctx, known, check, build)
+	return e.updateAppFrom(ctx, knownByName(namespace, name), check, build)
 }
 
 // updateAppFrom is updateApp starting from known, the Application as the

@@ -59,9 +59,8 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	// A sync still running would apply Git's state over the fix.
 	if warning := e.terminateSync(ctx, p.App.Name, session, app); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
-		app = nil
 	}
-	if app == nil || session.TerminatedSync != "" {
+	if app == nil || session.TerminatedSync != "" { // terminating wrote it
 		app = e.appKnownAs(p.App.Name)
 	}
 
@@ -85,9 +84,6 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
-	if app == nil {
-		app = e.appKnownAs(p.App.Name)
-	}
 	if written, _, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
 		s.State = StatePatched
 		if sp := s.patchNamed(pending.ID); sp != nil {

@@ -110,7 +110,7 @@ func splitAppName(s, defaultNamespace string) (string, string) {
 // parentFromStatus finds, when the child carries no tracking at all, the
 // Application whose managed resources list it.
 func (e *Engine) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string, error) {
-	apps, err := e.listApps(ctx, e.AppNamespace)
+	apps, err := e.ListApplications(ctx, e.AppNamespace, "")
 	if err != nil {
 		return "", "", nil // a narrower role may not list everywhere: no fallback then
 	}

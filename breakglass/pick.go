@@ -23,7 +23,7 @@ type Candidate struct {
 
 // Candidates lists the Applications of the engine's namespace by name.
 func (e *Engine) Candidates(ctx context.Context) ([]Candidate, error) {
-	apps, err := e.listApps(ctx, e.AppNamespace)
+	apps, err := e.ListApplications(ctx, e.AppNamespace, "")
 	if err != nil {
 		return nil, fmt.Errorf("listing applications in %s: %w", e.AppNamespace, err)
 	}
