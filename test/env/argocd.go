@@ -63,7 +63,7 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	if err := e.configureArgoCD(ctx, kube, dyn); err != nil {
 		return err
 	}
-	if err := grantTestRoles(ctx, kube, dyn); err != nil {
+	if err := grantTestRoles(ctx, kube, dyn, bins.Argo); err != nil {
 		return err
 	}
 
@@ -313,7 +313,7 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 // project's shipped deploy/rbac manifests add the audit log rights. The rules
 // are explicit because no kube-controller-manager runs to fill the aggregated
 // edit and view roles.
-func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) error {
+func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, release ArgoRelease) error {
 	read := []string{"get", "list", "watch"}
 	write := []string{"get", "list", "watch", "create", "patch", "update"}
 	roles := map[string][]rbacv1.PolicyRule{
@@ -356,10 +356,10 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 	if _, err := kube.RbacV1().RoleBindings(DemoNamespace).Create(ctx, demoConfigMaps, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if err := applyShipped(ctx, dyn, "rbac"); err != nil {
+	if err := applyShipped(ctx, dyn, "rbac", nil); err != nil {
 		return err
 	}
-	if err := applyShipped(ctx, dyn, "policy"); err != nil {
+	if err := applyShipped(ctx, dyn, "policy", policyFor(release)); err != nil {
 		return err
 	}
 	return waitPolicyEnforced(ctx, kube)
@@ -375,9 +375,33 @@ var shippedKinds = map[string]schema.GroupVersionResource{
 	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
 }
 
-// applyShipped creates the objects of deploy/DIR exactly as shipped, so
-// the tests exercise the manifests users install.
-func applyShipped(ctx context.Context, dyn dynamic.Interface, dir string) error {
+// policyFor is the one change deploy/policy asks of an install for the
+// Argo CD release: before 3.1 (2.14, whose Application schema has no
+// automated.enabled) the pause removes automated, so the Application
+// policy's removeForm variable is set to true. nil changes nothing.
+func policyFor(release ArgoRelease) func(*unstructured.Unstructured) error {
+	if release.Major() >= 3 {
+		return nil
+	}
+	return func(obj *unstructured.Unstructured) error {
+		if obj.GetKind() != "ValidatingAdmissionPolicy" || obj.GetName() != "kubectl-gitops-breakglass-applications" {
+			return nil
+		}
+		variables, _, _ := unstructured.NestedSlice(obj.Object, "spec", "variables")
+		for _, v := range variables {
+			if m, ok := v.(map[string]any); ok && m["name"] == "removeForm" {
+				m["expression"] = "true"
+				return unstructured.SetNestedSlice(obj.Object, variables, "spec", "variables")
+			}
+		}
+		return fmt.Errorf("policy %s has no removeForm variable to set for Argo CD %s", obj.GetName(), release.Version)
+	}
+}
+
+// applyShipped creates the objects of deploy/DIR as shipped, changed only
+// by edit (when not nil) as the install instructions say, so the tests
+// exercise the manifests users install.
+func applyShipped(ctx context.Context, dyn dynamic.Interface, dir string, edit func(*unstructured.Unstructured) error) error {
 	files, err := filepath.Glob(filepath.Join(RepoRoot(), "deploy", dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no manifests in deploy/%s: %v", dir, err)
@@ -391,6 +415,11 @@ func applyShipped(ctx context.Context, dyn dynamic.Interface, dir string) error 
 			gvr, ok := shippedKinds[obj.GetKind()]
 			if !ok {
 				return fmt.Errorf("%s: unexpected kind %s", file, obj.GetKind())
+			}
+			if edit != nil {
+				if err := edit(obj); err != nil {
+					return fmt.Errorf("%s: %w", file, err)
+				}
 			}
 			var client dynamic.ResourceInterface = dyn.Resource(gvr)
 			if ns := obj.GetNamespace(); ns != "" {
