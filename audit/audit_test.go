@@ -14,7 +14,11 @@ func chain(t testing.TB, n int) []Entry {
 	t.Helper()
 	s := &FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}
 	for i := 0; i < n; i++ {
-		r := &Record{Event: EventPatched, Session: "s1", Actor: Actor{Username: "oncall"}, Reason: "incident step", Application: &AppRef{Namespace: "argocd", Name: "web"}, Outcome: Outcome{Status: StatusSucceeded}}
+		event := EventPatched
+		if i == 0 {
+			event = EventPlanned // a session opens with its plan
+		}
+		r := &Record{Event: event, Session: "s1", Actor: Actor{Username: "oncall"}, Reason: "incident step", Application: &AppRef{Namespace: "argocd", Name: "web"}, Outcome: Outcome{Status: StatusSucceeded}}
 		if err := s.Append(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}

@@ -70,9 +70,14 @@ type Record struct {
 	SyncPolicy  *SyncPolicy `json:"syncPolicy,omitempty"`
 	Ticket      *Ticket     `json:"ticket,omitempty"`
 	Git         *Git        `json:"git,omitempty"`
-	Outcome     Outcome     `json:"outcome"`
-	Prev        string      `json:"prev"`
-	Hash        string      `json:"hash"`
+	// OutOfSync is, on a patched record, whether the GitOps controller
+	// flagged the target out of sync after the patch; nil when not known.
+	// When false the patch only added fields Git never set, and the
+	// resource being in sync again proves nothing.
+	OutOfSync *bool   `json:"outOfSync,omitempty"`
+	Outcome   Outcome `json:"outcome"`
+	Prev      string  `json:"prev"`
+	Hash      string  `json:"hash"`
 }
 
 // Actor is the identity the API server reported for the caller.

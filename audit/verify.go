@@ -136,11 +136,12 @@ type Verifier struct {
 	prevKnown bool
 	last      uint64
 	unordered bool
+	sessions  *Sessions
 }
 
 // NewVerifier starts checking a chain from record 1.
 func NewVerifier() *Verifier {
-	return &Verifier{rep: Report{Breaks: []Break{}}, expect: 1, prevKnown: true}
+	return &Verifier{rep: Report{Breaks: []Break{}}, expect: 1, prevKnown: true, sessions: NewSessions()}
 }
 
 // Ordered says whether every entry came in ascending position order, as Add
@@ -182,7 +183,8 @@ func (v *Verifier) Add(e Entry) {
 		add(BreakAltered, e, "unreadable: %v", err)
 		return
 	}
-	if e.Actor != "" && rec.Actor.Username != e.Actor {
+	forged := e.Actor != "" && rec.Actor.Username != e.Actor
+	if forged {
 		add(BreakForged, e, "the record names %q as its actor, but it was created by %q (stamped by the API server)", rec.Actor.Username, e.Actor)
 	}
 	if e.Mutable {
@@ -206,6 +208,14 @@ func (v *Verifier) Add(e Entry) {
 		return
 	case v.prevKnown && rec.Prev != v.prevHash:
 		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash))
+	}
+	if err == nil && computed == rec.Hash && !forged {
+		// Only records that are what their writer wrote say anything
+		// about their session.
+		if _, b := v.sessions.Add(rec); b != nil {
+			b.Name = e.Name
+			v.rep.Breaks = append(v.rep.Breaks, *b)
+		}
 	}
 	v.prevHash, v.prevKnown = rec.Hash, true
 	v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,7 +54,17 @@ type SessionStatus struct {
 	FieldLevel bool `json:"fieldLevel"`
 	// Stale says the state is as of Argo CD's last reconcile: the refresh
 	// was not awaited, or the controller did not get to it in time.
-	Stale bool     `json:"stale,omitempty"`
+	Stale bool `json:"stale,omitempty"`
+	// Mismatch names what in the session annotation the verified audit log
+	// contradicts: the session evaluated is the log's, and it is not ready
+	// until the disagreement is resolved (restore refuses, --force
+	// restores what the log says).
+	Mismatch []string `json:"mismatch,omitempty"`
+	// annotated is the session as the annotation had it, which restore's
+	// write is conditional on.
+	annotated *Session
+	// trusted is whether the audit log has a session to act on.
+	trusted bool
 	Notes []string `json:"notes,omitempty"`
 	// Warnings are what restore could not finish, such as closing the
 	// ticket (then queued for `ticket sync`).
@@ -211,11 +222,30 @@ func reconciledAt(app *unstructured.Unstructured) string {
 
 // evaluate applies docs/design.md §5 to one Application as it is now.
 func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, notes []string) (*SessionStatus, error) {
-	session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	annotated, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
 	if err != nil {
 		return nil, err
 	}
-	st := &SessionStatus{App: audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, Session: session, FieldLevel: argo != nil, Notes: notes}
+	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+	// The annotation is a pointer anyone may edit: what is evaluated is the
+	// session as its verified audit records have it.
+	session, mismatch, err := e.trustedSession(ctx, ref, annotated)
+	if err != nil {
+		return nil, err
+	}
+	st := &SessionStatus{App: ref, Session: session, FieldLevel: argo != nil, Notes: notes, Mismatch: mismatch, annotated: annotated, trusted: session != nil}
+	if session == nil {
+		st.Session = annotated
+		session = annotated
+	}
+	if len(mismatch) > 0 {
+		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
+	}
+	defer func() {
+		if len(st.Mismatch) > 0 {
+			st.Ready = false
+		}
+	}()
 	st.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
 	now := gitAt(app)
 	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated

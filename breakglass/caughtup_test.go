@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
 // TestCaughtUpAllWaitsForAllTogether: with no controller answering, status
@@ -21,7 +25,7 @@ import (
 // Application in turn.
 func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
 	client, apps := sessionApps(t, "a", "b", "c")
-	e := &Engine{Dynamic: client, AppNamespace: "argocd"}
+	e := &Engine{Dynamic: client, AppNamespace: "argocd", Audit: emptyLog(t)}
 	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true, Wait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +52,7 @@ func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
 func TestCaughtUpAllWithoutWaiting(t *testing.T) {
 	client, apps := sessionApps(t, "a", "b")
 	unstructured.SetNestedField(apps[0].Object, "2026-12-03T06:00:00Z", "status", "reconciledAt")
-	e := &Engine{Dynamic: client, AppNamespace: "argocd", ControllerWait: time.Hour}
+	e := &Engine{Dynamic: client, AppNamespace: "argocd", ControllerWait: time.Hour, Audit: emptyLog(t)}
 	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +67,15 @@ func TestCaughtUpAllWithoutWaiting(t *testing.T) {
 	if n := statuses[0].Notes; len(n) == 0 || !strings.Contains(n[0], "last reconcile (06:00:00 UTC); a refresh was requested, not awaited") || !statuses[0].Stale {
 		t.Errorf("notes %v, stale %v", n, statuses[0].Stale)
 	}
+}
+
+// emptyLog is an audit log with no records in it.
+func emptyLog(t *testing.T) audit.Store {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &audit.FileStore{Path: path}
 }
 
 // sessionApps makes a fake cluster holding an Application with an open
@@ -105,7 +118,7 @@ func TestRefreshRequestsCarryTheirOwnTimestamp(t *testing.T) {
 	}
 	client, apps := sessionApps(t, "a")
 	unstructured.SetNestedMap(apps[0].Object, map[string]any{"drySource": map[string]any{"repoURL": "x"}}, "spec", "sourceHydrator")
-	e := &Engine{Dynamic: client, AppNamespace: "argocd"}
+	e := &Engine{Dynamic: client, AppNamespace: "argocd", Audit: emptyLog(t)}
 	if _, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -97,12 +97,14 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	res.Session = session
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
 	// added fields Git never set, and resource-level Synced will prove nothing.
+	var observed *bool
 	if app, err := e.waitRefreshedApp(ctx, e.AppNamespace, p.App.Name); err != nil {
 		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
 	} else {
 		app = e.sawPatch(ctx, app, p.Target)
 		status, _ := managedStatus(app, p.Target)
 		saw := status == "OutOfSync"
+		observed = &saw
 		if !saw {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
 		}
@@ -117,7 +119,12 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			res.Session = session
 		}
 	}
-	patched, err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, withPatch)
+	// The record, not the annotation anyone may edit, is what restore
+	// believes about whether Argo CD saw the patch.
+	patched, err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		withPatch(r)
+		r.OutOfSync = observed
+	})
 	if err != nil {
 		return res, err
 	}

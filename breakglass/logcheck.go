@@ -9,57 +9,120 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
-// loggedSession is what a session's verified audit records say about it.
+// loggedSession is what a session's verified audit records say about it,
+// once the session state machine (audit.Sessions) has kept only the records
+// the tool writes there: docs/design.md §8.
 type loggedSession struct {
+	log         *audit.SessionLog
 	savedPolicy any
-	hasPlanned  bool
 	parents     map[string]any
 	parentNS    map[string]string
 	patches     []*audit.Record
 	tickets     map[string]bool
+	// holder is the session the log says holds the Application (paused it
+	// and did not close), "" when none.
+	holder string
 }
 
-// sessionFromLog reads the session's records from the audit log, keeping
-// only those whose hash and actor stamp verify.
-func (e *Engine) sessionFromLog(ctx context.Context, app string, id string) (*loggedSession, error) {
+// hasPlanned is whether a verified planned record opens the session.
+func (ls *loggedSession) hasPlanned() bool { return ls.log != nil && ls.log.Opened != nil }
+
+// sessionFromLog reads session id's records, and the records of app, from
+// the audit log, keeping only records whose hash and actor stamp verify and
+// that the session state machine accepts.
+func (e *Engine) sessionFromLog(ctx context.Context, app audit.AppRef, id string) (*loggedSession, error) {
 	// By session, not by application: a paused parent's record is
 	// labelled with the parent's name.
 	entries, err := e.Audit.Entries(ctx, audit.Filter{Session: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading session %s's audit records: %w", id, err)
 	}
-	ls := &loggedSession{parents: map[string]any{}, parentNS: map[string]string{}, tickets: map[string]bool{}}
-	for _, r := range audit.Trusted(entries) {
-		if r.Session != id {
-			continue
+	// Which session holds the Application comes from every session opened
+	// on it: a session whose annotation names another, or that replays an
+	// older one, is not the one the log has open there.
+	appEntries, err := e.Audit.Entries(ctx, audit.Filter{App: app.Name})
+	if err != nil {
+		return nil, fmt.Errorf("reading application %s's audit records: %w", app.Name, err)
+	}
+	return foldSession(app, id, audit.Trusted(entries), audit.Trusted(appEntries)), nil
+}
+
+// foldSession is session id as records (its own) and ofApp (those of
+// app) tell it, both verified and in chain order.
+func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *loggedSession {
+	var own []*audit.Record
+	for _, r := range records {
+		if r.Session == id {
+			own = append(own, r)
 		}
+	}
+	legal, sessions := audit.Legal(own)
+	ls := &loggedSession{log: sessions.Session(id), parents: map[string]any{}, parentNS: map[string]string{}, tickets: map[string]bool{}}
+	if !ls.hasPlanned() {
+		return ls
+	}
+	if ls.log.Opened.SyncPolicy != nil {
+		ls.savedPolicy = ls.log.Opened.SyncPolicy.Before
+	}
+	for _, r := range legal {
 		switch {
-		case r.Event == audit.EventPlanned && !ls.hasPlanned && r.SyncPolicy != nil:
-			ls.savedPolicy, ls.hasPlanned = r.SyncPolicy.Before, true
-		case r.Event == audit.EventPaused && r.Application != nil && r.Application.Name != app && r.SyncPolicy != nil:
+		case r.Event == audit.EventPaused && r.Application != nil && (r.Application.Name != app.Name || r.Application.Namespace != app.Namespace) && r.SyncPolicy != nil:
 			// Started is enough: the record is written before the pause.
 			ls.parents[r.Application.Name] = r.SyncPolicy.Before
 			ls.parentNS[r.Application.Name] = r.Application.Namespace
-		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded:
+		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded && r.Patch != nil:
 			ls.patches = append(ls.patches, r)
-		case (r.Event == audit.EventTicketed || r.Event == audit.EventFiled) && r.Outcome.Status == audit.StatusSucceeded && r.Ticket != nil && r.Ticket.Key != "":
-			ls.tickets[r.Ticket.Key] = true
 		}
 	}
-	return ls, nil
+	ls.tickets = ls.log.Tickets
+	var mine []*audit.Record
+	for _, r := range ofApp {
+		if r.Application != nil && r.Application.Namespace == app.Namespace && r.Application.Name == app.Name {
+			mine = append(mine, r)
+		}
+	}
+	_, all := audit.Legal(mine)
+	ls.holder = all.Holder(app)
+	return ls
+}
+
+// untrusted names what makes the session the annotation points at not the
+// Application's open session in the log: "" when it is.
+func (ls *loggedSession) untrusted(app audit.AppRef, id string) string {
+	switch {
+	case !ls.hasPlanned():
+		return "no verified audit record opens session " + id
+	case ls.log.Application != app:
+		return fmt.Sprintf("session %s was opened on application %s/%s, not on %s/%s", id, ls.log.Application.Namespace, ls.log.Application.Name, app.Namespace, app.Name)
+	case !ls.log.Open():
+		c := ls.log.Closed
+		return fmt.Sprintf("session %s was closed by %s (audit record %d, by %s)", id, c.Event, c.Seq, c.Actor.Username)
+	case ls.holder != "" && ls.holder != id:
+		return fmt.Sprintf("the audit log's open session on %s is %s, not %s", app.Name, ls.holder, id)
+	}
+	return ""
 }
 
 // mismatches names each part of the session annotation that its audit
-// records contradict.
-func (ls *loggedSession) mismatches(s *Session) []string {
-	if !ls.hasPlanned {
-		return []string{"no verified audit record opens session " + s.ID}
+// records contradict, field by field.
+func (ls *loggedSession) mismatches(app audit.AppRef, s *Session) []string {
+	if why := ls.untrusted(app, s.ID); why != "" {
+		return []string{why}
 	}
+	logged := ls.session(s)
 	var out []string
+	differ := func(field string, annotation, log any) {
+		if !equalJSON(annotation, log) {
+			out = append(out, fmt.Sprintf("%s (annotation %s, audit log %s)", field, jsonText(annotation), jsonText(log)))
+		}
+	}
+	differ("openedBy", s.OpenedBy, logged.OpenedBy)
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil || !equalJSON(saved, ls.savedPolicy) {
 		out = append(out, fmt.Sprintf("savedSyncPolicy (annotation %s, audit log %s)", jsonText(saved), jsonText(ls.savedPolicy)))
 	}
+	differ("gitRevision", s.GitRevision, logged.GitRevision)
+	differ("gitRevisions", s.GitRevisions, logged.GitRevisions)
 	parents := map[string]any{}
 	for _, p := range s.PausedParents {
 		var policy any
@@ -69,19 +132,19 @@ func (ls *loggedSession) mismatches(s *Session) []string {
 	if !sameParents(parents, ls.parents, s.State == StatePausing) {
 		out = append(out, fmt.Sprintf("pausedParents (annotation %s, audit log %s)", names(parents), names(ls.parents)))
 	}
-	var done []SessionPatch
-	for _, p := range s.Patches {
-		if !p.Pending {
-			done = append(done, p)
-		}
-	}
+	done := s.donePatches()
 	if len(done) != len(ls.patches) {
 		out = append(out, fmt.Sprintf("patches (annotation %d, audit log %d)", len(done), len(ls.patches)))
 	} else {
 		for i, p := range done {
-			r := ls.patches[i]
-			if r.Target == nil || *r.Target != p.Target || !samePaths(p.Fields, r.Changes) {
-				out = append(out, fmt.Sprintf("patches[%d] (annotation %s, audit log record %s)", i, p.Target, r.ID))
+			l := logged.Patches[i]
+			switch {
+			case p.Target != l.Target || p.Type != l.Type:
+				out = append(out, fmt.Sprintf("patches[%d] (annotation %s, audit log record %s)", i, p.Target, ls.patches[i].ID))
+			case !equalJSON(p.Fields, l.Fields):
+				out = append(out, fmt.Sprintf("patches[%d].fields: paths or digests (audit log record %s)", i, ls.patches[i].ID))
+			case p.ArgoSawPatch != nil && l.ArgoSawPatch != nil && *p.ArgoSawPatch != *l.ArgoSawPatch:
+				out = append(out, fmt.Sprintf("patches[%d].argoSawPatch (annotation %t, audit log %t)", i, *p.ArgoSawPatch, *l.ArgoSawPatch))
 			}
 		}
 	}
@@ -89,6 +152,102 @@ func (ls *loggedSession) mismatches(s *Session) []string {
 		out = append(out, fmt.Sprintf("ticket (annotation %s, not in the session's audit records)", s.Ticket))
 	}
 	return out
+}
+
+// session is the session as the audit log has it: what restore, --join,
+// status and ticket sync act on. Only what the log cannot know comes from
+// the annotation s: patches still being sent, the Jira work still queued,
+// the sync operation terminated.
+func (ls *loggedSession) session(s *Session) *Session {
+	opened := ls.log.Opened
+	c := &Session{
+		ID: ls.log.ID, State: s.State, OpenedBy: ls.log.Opener, OpenedAt: opened.Time,
+		Reason: opened.Reason, Incident: opened.Incident,
+		TicketPending: s.TicketPending, TerminatedSync: s.TerminatedSync,
+	}
+	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
+	if c.State == "" {
+		c.State = StatePaused
+		if len(ls.patches) > 0 {
+			c.State = StatePatched
+		}
+	}
+	if opened.Git != nil {
+		c.GitRevision, c.GitRevisions = opened.Git.Revision, opened.Git.Revisions
+	}
+	for _, name := range sortedKeys(ls.parents) {
+		policy, _ := json.Marshal(ls.parents[name])
+		c.PausedParents = append(c.PausedParents, PausedParent{Name: name, Namespace: ls.parentNS[name], SavedSyncPolicy: policy})
+	}
+	done := s.donePatches()
+	for i, r := range ls.patches {
+		p := SessionPatch{Type: r.Patch.Type, At: r.Time, ArgoSawPatch: r.OutOfSync, Fields: loggedFields(r)}
+		if r.Target != nil {
+			p.Target = *r.Target
+		}
+		if i < len(done) && done[i].Target == p.Target {
+			p.ID = done[i].ID // the annotation's name for it
+		}
+		c.Patches = append(c.Patches, p)
+	}
+	for _, p := range s.Patches {
+		if p.Pending {
+			c.Patches = append(c.Patches, p)
+		}
+	}
+	if s.Ticket != "" && ls.tickets[s.Ticket] {
+		c.Ticket, c.TicketURL = s.Ticket, s.TicketURL
+	} else if keys := sortedKeys(ls.tickets); len(keys) > 0 {
+		c.Ticket = keys[len(keys)-1]
+	}
+	return c
+}
+
+// loggedFields are a patched record's changes as the session keeps them:
+// paths, and digests of the values the record could keep; a value the
+// record holds redacted is secret and keeps no digest.
+func loggedFields(r *audit.Record) []PatchedField {
+	out := make([]PatchedField, len(r.Changes))
+	for i, c := range r.Changes {
+		if redacted(c.Before) || redacted(c.After) {
+			out[i] = PatchedField{Path: c.Path, Secret: true}
+			continue
+		}
+		out[i] = PatchedField{Path: c.Path, Before: digest(c.Before), After: digest(c.After)}
+	}
+	return out
+}
+
+// redacted is whether v holds a value redaction removed.
+func redacted(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return strings.Contains(t, audit.Redacted)
+	case map[string]any:
+		for _, x := range t {
+			if redacted(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range t {
+			if redacted(x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// donePatches are the patches that reached the target (not still pending).
+func (s *Session) donePatches() []SessionPatch {
+	var done []SessionPatch
+	for _, p := range s.Patches {
+		if !p.Pending {
+			done = append(done, p)
+		}
+	}
+	return done
 }
 
 // sameParents compares the parents of the annotation and of the log. A
@@ -108,41 +267,31 @@ func sameParents(annotation, logged map[string]any, pausing bool) bool {
 	return true
 }
 
-func samePaths(fields []PatchedField, changes []audit.Change) bool {
-	if len(fields) != len(changes) {
-		return false
-	}
-	for i := range fields {
-		if fields[i].Path != changes[i].Path {
-			return false
-		}
-	}
-	return true
-}
-
 func names(m map[string]any) string {
 	return "[" + strings.Join(sortedKeys(m), ",") + "]"
 }
 
-// fromLog replaces what restore writes back with what the audit log says:
-// the saved policy, the paused parents and the ticket.
-func (ls *loggedSession) fromLog(s *Session) *Session {
-	c := ls.withLoggedParents(s)
-	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
-	if !ls.tickets[c.Ticket] {
-		c.Ticket, c.TicketURL = "", ""
+// trustedSession is the session to act on for app, whose annotation holds
+// annotated: the one the audit log has open there, with what the
+// annotation gets wrong. It is nil when the log has no open session on
+// app at all (the annotation was written by hand).
+func (e *Engine) trustedSession(ctx context.Context, app audit.AppRef, annotated *Session) (*Session, []string, error) {
+	ls, err := e.sessionFromLog(ctx, app, annotated.ID)
+	if err != nil {
+		return nil, nil, err
 	}
-	return c
-}
-
-// withLoggedParents is s with the parents the log says were (about to be)
-// paused, whose policies restore writes back.
-func (ls *loggedSession) withLoggedParents(s *Session) *Session {
-	c := *s
-	c.PausedParents = nil
-	for _, name := range sortedKeys(ls.parents) {
-		policy, _ := json.Marshal(ls.parents[name])
-		c.PausedParents = append(c.PausedParents, PausedParent{Name: name, Namespace: ls.parentNS[name], SavedSyncPolicy: policy})
+	bad := ls.mismatches(app, annotated)
+	switch {
+	case ls.untrusted(app, annotated.ID) == "":
+		return ls.session(annotated), bad, nil
+	case ls.holder != "" && ls.holder != annotated.ID:
+		held, err := e.sessionFromLog(ctx, app, ls.holder)
+		if err != nil {
+			return nil, nil, err
+		}
+		if held.untrusted(app, ls.holder) == "" {
+			return held.session(&Session{}), bad, nil
+		}
 	}
-	return &c
+	return nil, bad, nil
 }

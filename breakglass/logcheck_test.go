@@ -11,20 +11,39 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
-func TestSessionMismatches(t *testing.T) {
+// sessionRecords is an honest session's log: alice opens session s on
+// argocd/web, pauses its parent root and web, patches the replicas (Argo
+// CD sees it) and files OPS-1.
+func sessionRecords(id string, app audit.AppRef) []*audit.Record {
 	policy := map[string]any{"automated": map[string]any{"selfHeal": true}}
-	logged := &loggedSession{
-		savedPolicy: policy, hasPlanned: true,
-		parents: map[string]any{"root": policy},
-		patches: []*audit.Record{{ID: "r1", Target: &deployment, Changes: []audit.Change{{Path: "/spec/replicas"}}}},
-		tickets: map[string]bool{"OPS-1": true},
+	alice := audit.Actor{Username: "alice"}
+	root := audit.AppRef{Namespace: "argocd", Name: "root"}
+	saw := true
+	ok := audit.Outcome{Status: audit.StatusSucceeded}
+	return []*audit.Record{
+		{Seq: 1, Event: audit.EventPlanned, Session: id, Actor: alice, Application: &app, Reason: "5xx",
+			SyncPolicy: &audit.SyncPolicy{Before: policy}, Git: &audit.Git{Revision: "abc"}, Outcome: audit.Outcome{Status: audit.StatusStarted}},
+		{Seq: 2, Event: audit.EventPaused, Session: id, Actor: alice, Application: &root, SyncPolicy: &audit.SyncPolicy{Before: policy}, Outcome: audit.Outcome{Status: audit.StatusStarted}},
+		{Seq: 3, Event: audit.EventPaused, Session: id, Actor: alice, Application: &app, SyncPolicy: &audit.SyncPolicy{Before: policy}, Outcome: ok},
+		{Seq: 4, ID: "r4", Event: audit.EventPatched, Session: id, Actor: alice, Application: &app, Target: &deployment, OutOfSync: &saw,
+			Patch: &audit.Patch{Type: "merge"}, Changes: []audit.Change{{Path: "/spec/replicas", Before: 1.0, After: 2.0}}, Outcome: ok},
+		{Seq: 5, Event: audit.EventTicketed, Session: id, Actor: alice, Application: &app, Ticket: &audit.Ticket{Key: "OPS-1"}, Outcome: ok},
 	}
+}
+
+func TestSessionMismatches(t *testing.T) {
+	web := audit.AppRef{Namespace: "argocd", Name: "web"}
+	records := sessionRecords("s", web)
+	logged := foldSession(web, "s", records, records)
+	policy := map[string]any{"automated": map[string]any{"selfHeal": true}}
 	saved, _ := json.Marshal(policy)
+	saw := true
 	honest := func() *Session {
-		return &Session{ID: "s", SavedSyncPolicy: saved, PausedParents: []PausedParent{{Name: "root", SavedSyncPolicy: saved}},
-			Patches: []SessionPatch{{Target: deployment, Fields: []PatchedField{{Path: "/spec/replicas"}}}}, Ticket: "OPS-1"}
+		return &Session{ID: "s", OpenedBy: "alice", SavedSyncPolicy: saved, GitRevision: "abc", PausedParents: []PausedParent{{Name: "root", Namespace: "argocd", SavedSyncPolicy: saved}},
+			Patches: []SessionPatch{{Target: deployment, Type: "merge", ArgoSawPatch: &saw,
+				Fields: []PatchedField{{Path: "/spec/replicas", Before: digest(1), After: digest(2)}}}}, Ticket: "OPS-1"}
 	}
-	if bad := logged.mismatches(honest()); len(bad) != 0 {
+	if bad := logged.mismatches(web, honest()); len(bad) != 0 {
 		t.Fatalf("an honest session: %v", bad)
 	}
 	for name, tc := range map[string]struct {
@@ -32,7 +51,11 @@ func TestSessionMismatches(t *testing.T) {
 		want string
 	}{
 		"emptied patches":  {func(s *Session) { s.Patches = nil }, "patches (annotation 0, audit log 1)"},
-		"other path":       {func(s *Session) { s.Patches[0].Fields[0].Path = "/spec/paused" }, "patches[0]"},
+		"other path":       {func(s *Session) { s.Patches[0].Fields[0].Path = "/spec/paused" }, "patches[0].fields"},
+		"edited digest":    {func(s *Session) { s.Patches[0].Fields[0].After = digest(3) }, "patches[0].fields"},
+		"argoSawPatch":     {func(s *Session) { no := false; s.Patches[0].ArgoSawPatch = &no }, "patches[0].argoSawPatch"},
+		"git revision":     {func(s *Session) { s.GitRevision = "def" }, "gitRevision"},
+		"opener":           {func(s *Session) { s.OpenedBy = "mallory" }, "openedBy"},
 		"saved policy":     {func(s *Session) { s.SavedSyncPolicy = []byte(`null`) }, "savedSyncPolicy"},
 		"parent's policy":  {func(s *Session) { s.PausedParents[0].SavedSyncPolicy = []byte(`{}`) }, "pausedParents"},
 		"parent dropped":   {func(s *Session) { s.PausedParents = nil }, "pausedParents"},
@@ -40,16 +63,54 @@ func TestSessionMismatches(t *testing.T) {
 	} {
 		s := honest()
 		tc.edit(s)
-		if bad := strings.Join(logged.mismatches(s), "; "); !strings.Contains(bad, tc.want) {
+		if bad := strings.Join(logged.mismatches(web, s), "; "); !strings.Contains(bad, tc.want) {
 			t.Errorf("%s: mismatches %q, want %q", name, bad, tc.want)
 		}
 	}
-	fixed := logged.fromLog(&Session{ID: "s", SavedSyncPolicy: []byte(`null`), Ticket: "OPS-999"})
-	if string(fixed.SavedSyncPolicy) != string(saved) || len(fixed.PausedParents) != 1 || fixed.Ticket != "" {
-		t.Errorf("fromLog = %+v", fixed)
+	// What is acted on comes from the log, whatever the annotation says.
+	fromLog := logged.session(&Session{ID: "s", SavedSyncPolicy: []byte(`null`), Ticket: "OPS-999",
+		Patches: []SessionPatch{{Target: deployment, Fields: []PatchedField{{Path: "/spec/replicas", After: digest(3)}}}}})
+	if string(fromLog.SavedSyncPolicy) != string(saved) || len(fromLog.PausedParents) != 1 || fromLog.Ticket != "OPS-1" ||
+		fromLog.OpenedBy != "alice" || fromLog.GitRevision != "abc" || len(fromLog.Patches) != 1 ||
+		fromLog.Patches[0].Fields[0].After != digest(2) || fromLog.Patches[0].ArgoSawPatch == nil || !*fromLog.Patches[0].ArgoSawPatch {
+		t.Errorf("session from the log = %+v", fromLog)
 	}
-	if bad := (&loggedSession{}).mismatches(honest()); len(bad) != 1 || !strings.Contains(bad[0], "no verified audit record") {
+	if bad := foldSession(web, "s", nil, nil).mismatches(web, honest()); len(bad) != 1 || !strings.Contains(bad[0], "no verified audit record") {
 		t.Errorf("a session without records: %v", bad)
+	}
+}
+
+// TestReplayedSessions: the annotation pointing at a session that is not
+// the Application's open one in the log is refused, naming why.
+func TestReplayedSessions(t *testing.T) {
+	web := audit.AppRef{Namespace: "argocd", Name: "web"}
+	other := audit.AppRef{Namespace: "argocd", Name: "other"}
+	aborted := func(id string, app audit.AppRef) []*audit.Record {
+		rs := sessionRecords(id, app)[:1]
+		return append(rs, &audit.Record{Seq: 9, Event: audit.EventAborted, Session: id, Actor: rs[0].Actor, Application: &app, Outcome: audit.Outcome{Status: audit.StatusFailed}})
+	}
+	open := sessionRecords("s", web)
+	forged := []*audit.Record{{Seq: 20, Event: audit.EventPlanned, Session: "t", Actor: audit.Actor{Username: "mallory"}, Application: &web,
+		SyncPolicy: &audit.SyncPolicy{Before: nil}, Outcome: audit.Outcome{Status: audit.StatusStarted}}}
+	for name, tc := range map[string]struct {
+		id             string
+		records, ofApp []*audit.Record
+		want           string
+	}{
+		"another application's closed session": {"x", aborted("x", other), open, "opened on application argocd/other"},
+		"this application's closed session":    {"x", aborted("x", web), append(aborted("x", web), open...), "was closed by breakglass.aborted"},
+		"a newer session beside the open one":  {"t", forged, append(open, forged...), "the audit log's open session on web is s"},
+	} {
+		bad := foldSession(web, tc.id, tc.records, tc.ofApp).mismatches(web, &Session{ID: tc.id})
+		if len(bad) != 1 || !strings.Contains(bad[0], tc.want) {
+			t.Errorf("%s: mismatches %q, want %q", name, bad, tc.want)
+		}
+	}
+	// A patch record by someone outside the session is not the session's.
+	withForeign := append(sessionRecords("s", web), &audit.Record{Seq: 6, Event: audit.EventPatched, Session: "s",
+		Actor: audit.Actor{Username: "mallory"}, Application: &web, Target: &deployment, Patch: &audit.Patch{Type: "merge"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
+	if got := len(foldSession(web, "s", withForeign, withForeign).patches); got != 1 {
+		t.Errorf("patches with a foreign record: %d, want 1", got)
 	}
 }
 
@@ -78,5 +139,19 @@ func TestUnchangedSessionGuardsRestore(t *testing.T) {
 	joined.dropPatch("a")
 	if len(joined.Patches) != 1 || joined.patchNamed("b") == nil || joined.patchNamed("a") != nil {
 		t.Errorf("dropPatch: %+v", joined.Patches)
+	}
+}
+
+// TestParseSessionWantsTheIDFirst: the admission policy compares ids by
+// the annotation's prefix, so a value whose id is spelt later (or twice,
+// the last one winning in Go) is refused.
+func TestParseSessionWantsTheIDFirst(t *testing.T) {
+	if s, err := ParseSession(`{"id":"a","state":"paused"}`); err != nil || s.ID != "a" {
+		t.Fatalf("the tool's own form: %v %v", s, err)
+	}
+	for _, v := range []string{`{"state":"paused","id":"a"}`, `{"id":"a","state":"paused","id":"b"}`, `{"id":""}`, ` {"id":"a"}`} {
+		if _, err := ParseSession(v); err == nil {
+			t.Errorf("%s: accepted", v)
+		}
 	}
 }

@@ -135,13 +135,14 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if join != nil {
 		// A joined patch inherits the session's saved policy and ticket:
 		// only if its audit records agree with the annotation.
-		logged, err := e.sessionFromLog(ctx, req.App, join.ID)
+		trusted, bad, err := e.trustedSession(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join)
 		if err != nil {
 			return nil, err
 		}
-		if bad := logged.mismatches(join); len(bad) > 0 {
+		if len(bad) > 0 {
 			return nil, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(bad, "; "))
 		}
+		join = trusted
 	}
 	if join == nil {
 		if err := e.checkApplicationSetOwner(ctx, app); err != nil {

@@ -72,25 +72,19 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		// fix in Git: re-enabling sync on that could revert the fix.
 		return st, fmt.Errorf("%w: Argo CD's controller did not refresh %s in time, so whether Git has caught up is not known; sync not restored", ErrNotCaughtUp, req.App)
 	}
-	// The annotation is a cache anyone with patch rights can edit: what
-	// restore writes back comes from the session's verified audit records.
-	logged, err := e.sessionFromLog(ctx, req.App, st.Session.ID)
-	if err != nil {
-		return st, err
-	}
+	// The annotation is a pointer anyone with patch rights can edit: what
+	// restore acts on is the session the verified audit log has open on
+	// the Application (evaluate put it in st.Session).
 	discrepancy := ""
-	if bad := logged.mismatches(st.Session); len(bad) > 0 {
-		discrepancy = fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(bad, "; "))
-		if !req.Force {
-			return st, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(bad, "; "))
+	if len(st.Mismatch) > 0 {
+		discrepancy = fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(st.Mismatch, "; "))
+		switch {
+		case !req.Force:
+			return st, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(st.Mismatch, "; "))
+		case !st.trusted:
+			return st, fmt.Errorf("%w on %s: %s; the audit log has no open session there to restore, so not even a forced restore knows what to write back: nothing was changed", ErrSessionMismatch, req.App, strings.Join(st.Mismatch, "; "))
 		}
-		if logged.hasPlanned {
-			st.Session = logged.fromLog(st.Session)
-		}
-		st.Ready = false
 		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
-	} else {
-		st.Session = logged.withLoggedParents(st.Session)
 	}
 	if !st.Ready && !req.Force {
 		var behind []string
@@ -127,7 +121,10 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if err != nil {
 		return st, err
 	}
-	if err := e.undoPause(ctx, req.App, st.Session, unchangedSession(req.App, st.Session)); err != nil {
+	// The write is conditional on the annotation as evaluated: a patch
+	// that landed meanwhile must not be reverted by a restore that never
+	// saw it.
+	if err := e.undoPause(ctx, req.App, st.Session, unchangedSession(req.App, st.annotated)); err != nil {
 		_, _ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}

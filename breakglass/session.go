@@ -3,6 +3,7 @@ package breakglass
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -114,6 +115,14 @@ func ParseSession(value string) (*Session, error) {
 	var s Session
 	if err := json.Unmarshal([]byte(value), &s); err != nil {
 		return nil, fmt.Errorf("the %s annotation is not a session: %w", SessionAnnotation, err)
+	}
+	// The admission policy compares session ids by this prefix (CEL reads
+	// no JSON): a value whose id is spelt elsewhere, or twice, is not one
+	// the tool wrote.
+	if prefix, _ := json.Marshal(struct {
+		ID string `json:"id"`
+	}{s.ID}); s.ID == "" || !strings.HasPrefix(value, strings.TrimSuffix(string(prefix), "}")+",") {
+		return nil, fmt.Errorf("the %s annotation is not a session the tool wrote: it must start with its id, {\"id\":\"…\",", SessionAnnotation)
 	}
 	for i := range s.Patches {
 		p := &s.Patches[i]

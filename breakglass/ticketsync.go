@@ -114,7 +114,11 @@ func (e *Engine) SyncTickets(ctx context.Context) ([]SyncedTicket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
-	pending := PendingTickets(audit.Records(entries))
+	// Only verified records the session state machine accepts say what
+	// Jira must be told: a patch or a close appended by hand in someone
+	// else's session files and closes nothing.
+	legal, _ := audit.Legal(audit.Trusted(entries))
+	pending := PendingTickets(legal)
 	if len(pending) == 0 {
 		return nil, nil
 	}
@@ -230,7 +234,7 @@ func (e *Engine) claimHolder(ctx context.Context, pt *PendingTicket, mine *audit
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
-	for _, r := range audit.Records(entries) {
+	for _, r := range audit.Trusted(entries) {
 		if r.Session == pt.Session && r.Event == audit.EventFiled && r.Outcome.Status == audit.StatusStarted &&
 			r.Seq > pt.since && r.Seq <= mine.Seq && time.Since(r.Time) < claimStale {
 			return r, nil

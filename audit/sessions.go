@@ -1,0 +1,200 @@
+package audit
+
+import "fmt"
+
+// The breaks of a session's meaning (docs/design.md §8): records whose
+// hashes and links are fine, but which no run of the tool writes.
+const (
+	// BreakOutOfOrder is a session whose first record is not its
+	// breakglass.planned.
+	BreakOutOfOrder BreakKind = "out-of-order"
+	// BreakForeignActor is a record in a session by someone who neither
+	// opened nor joined it.
+	BreakForeignActor BreakKind = "foreign-actor"
+	// BreakForeignApplication is a record in a session about another
+	// Application than the one the session was opened on (a paused parent
+	// excepted).
+	BreakForeignApplication BreakKind = "foreign-application"
+	// BreakReplayed is a record in a session after its terminal record: a
+	// second close, a join or a patch of a closed session.
+	BreakReplayed BreakKind = "replayed"
+	// BreakOverlapping is a session that paused an Application another
+	// open session already holds.
+	BreakOverlapping BreakKind = "overlapping"
+	// BreakForeignTicket is a close naming a ticket its session never
+	// filed or was attached to.
+	BreakForeignTicket BreakKind = "foreign-ticket"
+)
+
+// Session phases, as the records move a session (docs/design.md §8).
+const (
+	PhasePlanned = "planned" // opened: planned, nothing paused yet
+	PhaseHolding = "holding" // paused its Application (or a parent), maybe patched
+	PhaseClosing = "closing" // a restore started
+	PhaseClosed  = "closed"  // aborted, restored or forced
+)
+
+// SessionLog is one break-glass session as its records tell it: who opened
+// it on which Application, who joined, how far it got.
+type SessionLog struct {
+	ID          string
+	Application AppRef
+	Opener      string
+	// Members are the opener and everyone who joined (a later
+	// breakglass.planned of the session); only their records count.
+	Members map[string]bool
+	Opened  *Record
+	Phase   string
+	// Closed is the terminal record, nil while open.
+	Closed *Record
+	// Tickets are the Jira keys the session's own records filed or
+	// attached.
+	Tickets map[string]bool
+	joins   int
+	patched bool
+	broken  bool
+}
+
+// Open says whether the session has no terminal record.
+func (s *SessionLog) Open() bool { return s.Closed == nil }
+
+// Sessions checks records against the state machine of break-glass
+// sessions, one record at a time in chain order, keeping a little state
+// per session and per Application. Feed it only records whose hash and
+// actor stamp verified.
+type Sessions struct {
+	byID map[string]*SessionLog
+	// holders is the session holding each Application: it paused it and
+	// has not closed.
+	holders map[AppRef]string
+}
+
+// NewSessions starts an empty check.
+func NewSessions() *Sessions {
+	return &Sessions{byID: map[string]*SessionLog{}, holders: map[AppRef]string{}}
+}
+
+// Session is the session id as the records so far tell it, nil when none
+// of its records came by.
+func (ss *Sessions) Session(id string) *SessionLog { return ss.byID[id] }
+
+// Holder is the session the records say holds app (paused and not
+// closed), "" when none.
+func (ss *Sessions) Holder(app AppRef) string { return ss.holders[appKey(app)] }
+
+func appKey(a AppRef) AppRef { return AppRef{Namespace: a.Namespace, Name: a.Name} }
+
+// Add moves r's session by r, returning whether r is one the tool writes
+// there (only such records may be acted on) and the break when it is not.
+// A record outside any session (no session id) is legal and moves nothing.
+func (ss *Sessions) Add(r *Record) (bool, *Break) {
+	if r.Session == "" {
+		return true, nil
+	}
+	broke := func(kind BreakKind, format string, args ...any) (bool, *Break) {
+		return false, &Break{Kind: kind, Seq: r.Seq, Detail: fmt.Sprintf("session %s: ", r.Session) + fmt.Sprintf(format, args...)}
+	}
+	s := ss.byID[r.Session]
+	if s == nil {
+		s = &SessionLog{ID: r.Session, Members: map[string]bool{}, Tickets: map[string]bool{}}
+		ss.byID[r.Session] = s
+		if r.Event != EventPlanned || r.Application == nil {
+			s.broken = true
+			return broke(BreakOutOfOrder, "its first record is %s, not %s naming the Application", r.Event, EventPlanned)
+		}
+		s.Application, s.Opener, s.Opened, s.Phase = appKey(*r.Application), r.Actor.Username, r, PhasePlanned
+		s.Members[r.Actor.Username] = true
+		return true, nil
+	}
+	if s.broken {
+		return false, nil // named once, at the session's first record
+	}
+	// Jira work is done by whoever runs ticket sync, and restoring sync
+	// once Git has the fix by whoever is on call then: neither needs to
+	// have opened or joined the session.
+	ticketWork := r.Event == EventQueued || r.Event == EventFiled || r.Event == EventFailed
+	closing := r.Event == EventRestored || r.Event == EventForced
+	own := r.Application == nil || appKey(*r.Application) == s.Application
+	switch {
+	case s.Closed != nil && !ticketWork:
+		return broke(BreakReplayed, "%s after the session was closed by %s (record %d)", r.Event, s.Closed.Event, s.Closed.Seq)
+	case !own && r.Event != EventPaused:
+		return broke(BreakForeignApplication, "%s names application %s/%s; the session was opened on %s/%s",
+			r.Event, r.Application.Namespace, r.Application.Name, s.Application.Namespace, s.Application.Name)
+	case r.Event == EventPlanned:
+		s.Members[r.Actor.Username] = true
+		s.joins++
+		return true, nil
+	case !ticketWork && !closing && !s.Members[r.Actor.Username]:
+		return broke(BreakForeignActor, "%s by %s, who neither opened (%s) nor joined the session", r.Event, r.Actor.Username, s.Opener)
+	}
+	ok := r.Outcome.Status == StatusSucceeded
+	switch r.Event {
+	case EventPaused:
+		if r.Outcome.Status == StatusFailed {
+			break
+		}
+		if holder := ss.holders[s.Application]; holder != "" && holder != s.ID {
+			s.broken = true
+			return broke(BreakOverlapping, "paused %s/%s, which session %s holds", s.Application.Namespace, s.Application.Name, holder)
+		}
+		ss.holders[s.Application] = s.ID
+		if s.Phase == PhasePlanned {
+			s.Phase = PhaseHolding
+		}
+	case EventPatched:
+		s.patched = s.patched || ok
+	case EventTicketed:
+		if ok && r.Ticket != nil && r.Ticket.Key != "" {
+			s.Tickets[r.Ticket.Key] = true
+		}
+	case EventFiled:
+		if ok && r.Ticket != nil && r.Ticket.Key != "" {
+			s.Tickets[r.Ticket.Key] = true
+		}
+	case EventAborted:
+		// A joined patch that fails leaves the session as it was; the
+		// opening break-glass failing before any patch ends it.
+		if s.joins == 0 && !s.patched {
+			ss.close(s, r)
+		}
+	case EventRestored, EventForced:
+		if r.Ticket != nil && r.Ticket.Key != "" && !s.Tickets[r.Ticket.Key] {
+			return broke(BreakForeignTicket, "%s closes ticket %s, which the session never filed", r.Event, r.Ticket.Key)
+		}
+		switch r.Outcome.Status {
+		case StatusStarted:
+			// The restore removes the session from the Application: from
+			// here another session may open there.
+			s.Phase = PhaseClosing
+			ss.release(s)
+		case StatusSucceeded:
+			ss.close(s, r)
+		}
+	}
+	return true, nil
+}
+
+func (ss *Sessions) close(s *SessionLog, r *Record) {
+	s.Closed, s.Phase = r, PhaseClosed
+	ss.release(s)
+}
+
+func (ss *Sessions) release(s *SessionLog) {
+	if ss.holders[s.Application] == s.ID {
+		delete(ss.holders, s.Application)
+	}
+}
+
+// Legal keeps the records the session state machine accepts, in order, and
+// returns the state it reached.
+func Legal(records []*Record) ([]*Record, *Sessions) {
+	ss := NewSessions()
+	var out []*Record
+	for _, r := range records {
+		if ok, _ := ss.Add(r); ok {
+			out = append(out, r)
+		}
+	}
+	return out, ss
+}

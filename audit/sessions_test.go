@@ -1,0 +1,124 @@
+package audit
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// step is one record of a session story: event, session, actor,
+// application and outcome, in a compact spelling.
+type step struct {
+	event   Event
+	session string
+	actor   string
+	app     string
+	status  string
+	ticket  string
+}
+
+func (s step) record(seq int) *Record {
+	r := &Record{Seq: uint64(seq), Event: s.event, Session: s.session, Actor: Actor{Username: s.actor}, Outcome: Outcome{Status: s.status}}
+	if s.app != "" {
+		r.Application = &AppRef{Namespace: "argocd", Name: s.app}
+	}
+	if s.ticket != "" {
+		r.Ticket = &Ticket{Key: s.ticket}
+	}
+	if r.Outcome.Status == "" {
+		r.Outcome.Status = StatusSucceeded
+	}
+	return r
+}
+
+// TestSessionStateMachine: honest stories pass whole; each illegal move is
+// named, at the record that makes it.
+func TestSessionStateMachine(t *testing.T) {
+	opened := []step{
+		{EventPlanned, "s", "alice", "web", StatusStarted, ""},
+		{EventPaused, "s", "alice", "root", StatusStarted, ""},
+		{EventPaused, "s", "alice", "root", "", ""},
+		{EventPaused, "s", "alice", "web", "", ""},
+		{EventPatched, "s", "alice", "web", "", ""},
+		{EventTicketed, "s", "alice", "web", "", "OPS-1"},
+	}
+	restored := append(append([]step{}, opened...),
+		step{EventRestored, "s", "carol", "web", StatusStarted, ""},
+		step{EventRestored, "s", "carol", "web", "", "OPS-1"},
+	)
+	for name, tc := range map[string]struct {
+		steps []step
+		want  string // "kind at N", "" for none
+	}{
+		"open, restore by someone else, then ticket sync": {append(restored, step{EventFiled, "s", "dave", "web", "", "OPS-1"}), ""},
+		"a join, whose failed patch leaves the session open": {append(append([]step{}, opened...),
+			step{EventPlanned, "s", "bob", "web", StatusStarted, ""},
+			step{EventAborted, "s", "bob", "web", StatusFailed, ""},
+			step{EventPatched, "s", "bob", "web", "", ""},
+			step{EventRestored, "s", "alice", "web", "", "OPS-1"}), ""},
+		"two racing opens, one aborted": {[]step{
+			{EventPlanned, "a", "alice", "web", StatusStarted, ""},
+			{EventPlanned, "b", "bob", "web", StatusStarted, ""},
+			{EventPaused, "a", "alice", "web", "", ""},
+			{EventAborted, "b", "bob", "web", StatusFailed, ""}}, ""},
+		"an interrupted plan, then a new session": {[]step{
+			{EventPlanned, "a", "alice", "web", StatusStarted, ""},
+			{EventPlanned, "b", "bob", "web", StatusStarted, ""},
+			{EventPaused, "b", "bob", "web", "", ""}}, ""},
+		"a session after a restore": {append(append([]step{}, restored...),
+			step{EventPlanned, "t", "bob", "web", StatusStarted, ""},
+			step{EventPaused, "t", "bob", "web", "", ""}), ""},
+		"first record not the plan":      {[]step{{EventPatched, "s", "alice", "web", "", ""}}, "out-of-order at 1"},
+		"a patch by a stranger":          {append(append([]step{}, opened...), step{EventPatched, "s", "mallory", "web", "", ""}), "foreign-actor at 7"},
+		"a patch of another application": {append(append([]step{}, opened...), step{EventPatched, "s", "alice", "db", "", ""}), "foreign-application at 7"},
+		"a second restore":               {append(append([]step{}, restored...), step{EventRestored, "s", "carol", "web", "", ""}), "replayed at 9"},
+		"a join after the close":         {append(append([]step{}, restored...), step{EventPlanned, "s", "bob", "web", StatusStarted, ""}), "replayed at 9"},
+		"a patch after an abort": {[]step{
+			{EventPlanned, "s", "alice", "web", StatusStarted, ""},
+			{EventAborted, "s", "alice", "web", StatusFailed, ""},
+			{EventPatched, "s", "alice", "web", "", ""}}, "replayed at 3"},
+		"a second session pausing a held application": {append(append([]step{}, opened...),
+			step{EventPlanned, "t", "mallory", "web", StatusStarted, ""},
+			step{EventPaused, "t", "mallory", "web", "", ""}), "overlapping at 8"},
+		"a close naming another session's ticket": {append(append([]step{}, opened...), step{EventRestored, "s", "carol", "web", "", "OPS-9"}), "foreign-ticket at 7"},
+	} {
+		ss := NewSessions()
+		var got []string
+		for i, st := range tc.steps {
+			if _, b := ss.Add(st.record(i + 1)); b != nil {
+				got = append(got, string(b.Kind)+" at "+strconv.FormatUint(b.Seq, 10)+": "+b.Detail)
+			}
+		}
+		switch {
+		case tc.want == "" && len(got) > 0:
+			t.Errorf("%s: breaks %v, want none", name, got)
+		case tc.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.want+":")):
+			t.Errorf("%s: breaks %v, want one %s", name, got, tc.want)
+		}
+	}
+}
+
+// TestSessionHolder: the Application is held from the pause until the
+// restore starts, and a session that overlaps never takes it.
+func TestSessionHolder(t *testing.T) {
+	web := AppRef{Namespace: "argocd", Name: "web"}
+	ss := NewSessions()
+	for i, st := range []step{
+		{EventPlanned, "s", "alice", "web", StatusStarted, ""},
+		{EventPaused, "s", "alice", "web", "", ""},
+		{EventPlanned, "t", "mallory", "web", StatusStarted, ""},
+		{EventPaused, "t", "mallory", "web", "", ""},
+	} {
+		ss.Add(st.record(i + 1))
+	}
+	if h := ss.Holder(web); h != "s" {
+		t.Fatalf("holder %q, want s", h)
+	}
+	ss.Add(step{EventRestored, "s", "carol", "web", StatusStarted, ""}.record(5))
+	if h := ss.Holder(web); h != "" {
+		t.Errorf("holder after the restore started: %q", h)
+	}
+	if s := ss.Session("s"); s.Phase != PhaseClosing || !s.Open() {
+		t.Errorf("session s: phase %s, open %v", s.Phase, s.Open())
+	}
+}
