@@ -65,7 +65,7 @@ type SessionStatus struct {
 	annotated *Session
 	// trusted is whether the audit log has a session to act on.
 	trusted bool
-	Notes []string `json:"notes,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 	// Warnings are what restore could not finish, such as closing the
 	// ticket (then queued for `ticket sync`).
 	Warnings []string `json:"warnings,omitempty"`
