@@ -74,13 +74,18 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	for attempt := 0; attempt < 100; attempt++ {
 		tip, headCM := s.remembered()
+		var wrongHead *HeadState
 		if attempt > 0 || headCM == nil {
 			var err error
-			if tip, headCM, err = s.findTip(ctx); err != nil {
+			if tip, headCM, wrongHead, err = s.findTip(ctx); err != nil {
 				return err
 			}
 		}
+		if tip.Seq+1 > maxSeq {
+			return fmt.Errorf("writing audit record: the log has reached record %d, the last a 10-digit name can hold", tip.Seq)
+		}
 		attemptRec := *r
+		attemptRec.HeadFound = wrongHead
 		doc, err := seal(&attemptRec, tip.Seq+1, tip.Hash)
 		if err != nil {
 			return err
@@ -93,12 +98,18 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 		}
 		*r = attemptRec
 		to := HeadState{Seq: r.Seq, Hash: r.Hash}
-		written, err := s.advanceHead(ctx, headCM, to)
+		// The record is written, and it is what the log is: a head that
+		// cannot be moved (made immutable, say) does not make the write
+		// fail. Verify reports a head left behind.
+		written, _ := s.advanceHead(ctx, headCM, to)
 		s.remember(to, written)
-		return err
+		return nil
 	}
 	return ErrConflict
 }
+
+// maxSeq is the last sequence number a record name holds.
+const maxSeq = 9_999_999_999
 
 // remembered is the tip and head this store last wrote; headCM is nil when
 // there is none to start from.
@@ -115,64 +126,94 @@ func (s *ConfigMapStore) remember(tip HeadState, headCM *corev1.ConfigMap) {
 	s.tip, s.headCM = tip, headCM
 }
 
-// findTip reads the head and walks forward to the real tip.
-func (s *ConfigMapStore) findTip(ctx context.Context) (HeadState, *corev1.ConfigMap, error) {
+// findTip reads the head and walks forward to the real tip. When the head
+// names a record the log does not hold as named (absent, or with another
+// hash: moved by hand), it is not believed: the tip is found from the
+// records themselves, and that head is returned as wrongHead.
+func (s *ConfigMapStore) findTip(ctx context.Context) (tip HeadState, headCM *corev1.ConfigMap, wrongHead *HeadState, err error) {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	head, headCM, err := s.head(ctx)
 	if err != nil {
-		return HeadState{}, nil, err
+		return HeadState{}, nil, nil, err
 	}
-	tip, err := s.startFrom(ctx, head)
+	tip, believed, err := s.startFrom(ctx, head)
 	if err != nil {
-		return HeadState{}, nil, err
+		return HeadState{}, nil, nil, err
+	}
+	if !believed {
+		wrongHead = head
 	}
 	// The head may lag behind records whose writer stopped before
 	// advancing it: walk forward to the real tip.
 	for {
 		cm, err := cms.Get(ctx, RecordName(tip.Seq+1), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return tip, headCM, nil
+			return tip, headCM, wrongHead, nil
 		}
 		if err != nil {
-			return HeadState{}, nil, fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
+			return HeadState{}, nil, nil, fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
 		}
-		rec, err := Parse([]byte(cm.Data[docKey]))
-		if err != nil || rec.Seq != tip.Seq+1 {
-			// Something that is not the record this position promises:
-			// step past it, linking to the last record, so one foreign
-			// object cannot jam the log. Verify names it.
-			tip = HeadState{Seq: tip.Seq + 1, Hash: tip.Hash}
-			continue
-		}
-		tip = HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
+		tip = next(tip, cm.Data[docKey])
 	}
 }
 
+// next is the tip after the object at position tip.Seq+1, whose stored
+// document is doc: a record there that is the one this position promises
+// becomes the tip; anything else is stepped past, the next record linking
+// to the last one before it, so that one foreign object cannot jam the
+// log (Verify names it).
+func next(tip HeadState, doc string) HeadState {
+	if rec, err := Parse([]byte(doc)); err == nil && rec.Seq == tip.Seq+1 {
+		return HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
+	}
+	return HeadState{Seq: tip.Seq + 1, Hash: tip.Hash}
+}
+
 // startFrom is where an append starts looking for the tip: the head, when
-// the record it names exists; otherwise (a head moved past the log, by
-// hand) the newest record found by listing, so that a bogus head neither
-// hides new records nor blocks appends.
-func (s *ConfigMapStore) startFrom(ctx context.Context, head *HeadState) (HeadState, error) {
-	if head == nil || head.Seq == 0 {
-		return HeadState{}, nil
+// the record it names exists with the hash it names (believed). Otherwise
+// the head was moved by hand, and the tip is the end of the run of
+// positions that follows on from record 1: an object planted far beyond
+// the log (to exhaust the record names, say) is not where the log goes on.
+func (s *ConfigMapStore) startFrom(ctx context.Context, head *HeadState) (HeadState, bool, error) {
+	if head == nil {
+		return HeadState{}, true, nil
 	}
-	_, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, RecordName(head.Seq), metav1.GetOptions{})
-	if err == nil {
-		return *head, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return HeadState{}, fmt.Errorf("reading audit record %d: %w", head.Seq, err)
-	}
-	tip := HeadState{}
-	err = s.Walk(ctx, Filter{}, func(e Entry) error {
-		if e.Slot > tip.Seq {
-			if rec, err := Parse(e.Doc); err == nil && rec.Seq == e.Slot {
-				tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
+	if head.Seq != 0 {
+		cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, RecordName(head.Seq), metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if rec, err := Parse([]byte(cm.Data[docKey])); err == nil && rec.Seq == head.Seq && rec.Hash == head.Hash && s.couldHold(ctx, head.Seq) {
+				return *head, true, nil
 			}
+		case !apierrors.IsNotFound(err):
+			return HeadState{}, false, fmt.Errorf("reading audit record %d: %w", head.Seq, err)
+		}
+	}
+	docs := map[uint64]string{}
+	err := s.Walk(ctx, Filter{}, func(e Entry) error {
+		if e.Slot != 0 {
+			docs[e.Slot] = string(e.Doc)
 		}
 		return nil
 	})
-	return tip, err
+	tip := HeadState{}
+	for doc, ok := docs[1]; ok; doc, ok = docs[tip.Seq+1] {
+		tip = next(tip, doc)
+	}
+	return tip, false, err
+}
+
+// couldHold is whether the namespace holds enough objects for a log that
+// reaches record seq: a head and a record planted far beyond the log (to
+// use up the record names) are then not believed. The count is the API
+// server's remainingItemCount of a one-item list; a server that does not
+// say is believed.
+func (s *ConfigMapStore) couldHold(ctx context.Context, seq uint64) bool {
+	list, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || list.RemainingItemCount == nil {
+		return true
+	}
+	return uint64(len(list.Items))+uint64(*list.RemainingItemCount) >= seq
 }
 
 // RecordConfigMap is the immutable ConfigMap that stores sealed record r,
@@ -222,11 +263,10 @@ func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigM
 				return nil, fmt.Errorf("writing the audit head: %w", err)
 			}
 		} else {
-			current, err := parseHead(headCM)
-			if err != nil {
-				return nil, err
-			}
-			if current.Seq >= to.Seq {
+			current, _ := parseHead(headCM) // an unreadable head is overwritten
+			// Forward only; at the same position only to repair a hash
+			// written by hand.
+			if current.Seq > to.Seq || current == to {
 				return nil, nil
 			}
 			update := headCM.DeepCopy()
@@ -274,7 +314,9 @@ func (s *ConfigMapStore) head(ctx context.Context) (*HeadState, *corev1.ConfigMa
 	}
 	h, err := parseHead(cm)
 	if err != nil {
-		return nil, nil, err
+		// Unreadable (written by hand): a head that names nothing, which
+		// the next append does not believe and overwrites.
+		return &HeadState{Hash: cm.Data["hash"] + " (unreadable seq " + strconv.Quote(cm.Data["seq"]) + ")"}, cm, nil
 	}
 	return &h, cm, nil
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestAppendPastForeignObjectsAndABogusHead: a ConfigMap at the next
@@ -56,8 +59,116 @@ func TestAppendPastForeignObjectsAndABogusHead(t *testing.T) {
 	for _, b := range rep.Breaks {
 		kinds[b.Kind]++
 	}
-	if rep.Records != 5 || kinds[BreakAltered] != 1 || kinds[BreakHeadMismatch] != 1 || len(rep.Breaks) != 2 {
+	// The head is named twice: by the note record 5 carries, and because
+	// it still names a record beyond the log.
+	if rep.Records != 5 || kinds[BreakAltered] != 1 || kinds[BreakHeadMismatch] != 2 || len(rep.Breaks) != 3 {
 		t.Errorf("verify: %d records, breaks %v; want the foreign object and the head named, nothing else", rep.Records, rep.Breaks)
+	}
+	if after.HeadFound == nil || after.HeadFound.Seq != 999999999 {
+		t.Errorf("record 5 does not say which head it found wrong: %+v", after.HeadFound)
+	}
+}
+
+// TestAppendNeverBelievesAWrongHead: a head faked at its own position, a
+// head jumped one past the log, a head nobody can update, and an object
+// planted at the last record name: each time the honest record links to
+// the true tip, and verify blames the head (or the planted object), never
+// the honest record.
+func TestAppendNeverBelievesAWrongHead(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		tamper func(t *testing.T, client *fake.Clientset, tip *Record)
+		// want are the kinds verify must name, with how many; the head is
+		// repaired when it is left naming the true tip.
+		want     map[BreakKind]int
+		repaired bool
+	}{
+		"faked hash at the tip": {func(t *testing.T, c *fake.Clientset, tip *Record) {
+			setHead(t, c, func(h *corev1.ConfigMap) { h.Data = headData(HeadState{Seq: tip.Seq, Hash: "bogus"}) })
+		}, map[BreakKind]int{BreakHeadMismatch: 1}, true},
+		"jumped one past the log": {func(t *testing.T, c *fake.Clientset, tip *Record) {
+			setHead(t, c, func(h *corev1.ConfigMap) { h.Data = headData(HeadState{Seq: tip.Seq + 1, Hash: "bogus"}) })
+		}, map[BreakKind]int{BreakHeadMismatch: 1}, true},
+		"unreadable": {func(t *testing.T, c *fake.Clientset, tip *Record) {
+			setHead(t, c, func(h *corev1.ConfigMap) { h.Data = map[string]string{"seq": "x", "hash": "bogus"} })
+		}, map[BreakKind]int{BreakHeadMismatch: 1}, true},
+		"frozen": {func(t *testing.T, c *fake.Clientset, tip *Record) {
+			c.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New("field is immutable")
+			})
+		}, map[BreakKind]int{BreakHeadMismatch: 1}, false},
+		"an object at the last record name": {func(t *testing.T, c *fake.Clientset, tip *Record) {
+			far := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(maxSeq), Namespace: "argocd", Labels: map[string]string{LabelKind: "record"}},
+				Data: map[string]string{"record": `{"schema":2,"id":"x","seq":9999999999,"event":"breakglass.planned","hash":"h","prev":""}`}}
+			if _, err := c.CoreV1().ConfigMaps("argocd").Create(ctx, far, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			setHead(t, c, func(h *corev1.ConfigMap) { h.Data = headData(HeadState{Seq: maxSeq, Hash: "h"}) })
+			// The API server counts what a namespace holds.
+			c.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.(k8stesting.ListAction).GetListRestrictions().Labels.String() != "" {
+					return false, nil, nil
+				}
+				all, err := c.Tracker().List(corev1.SchemeGroupVersion.WithResource("configmaps"), corev1.SchemeGroupVersion.WithKind("ConfigMap"), "argocd")
+				if err != nil {
+					return true, nil, err
+				}
+				list := all.(*corev1.ConfigMapList)
+				n := int64(len(list.Items))
+				if limit := a.(k8stesting.ListActionImpl).ListOptions.Limit; limit > 0 && int64(limit) < n {
+					rest := n - limit
+					list.Items, list.RemainingItemCount = list.Items[:limit], &rest
+				}
+				return true, list, nil
+			})
+		}, map[BreakKind]int{BreakHeadMismatch: 1, BreakMissing: 1, BreakAltered: 1, BreakMutable: 1, BreakRelabelled: 1}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewSimpleClientset()
+			add := func() (*Record, error) {
+				r := &Record{Event: EventPlanned, Session: "s-" + name, Actor: Actor{Username: "oncall"}, Application: &AppRef{Namespace: "argocd", Name: "web"}, Outcome: Outcome{Status: StatusStarted}}
+				return r, NewConfigMapStore(client, "argocd").Append(ctx, r)
+			}
+			add()
+			tip, _ := add()
+			tc.tamper(t, client, tip)
+			honest, err := add()
+			if err != nil {
+				t.Fatalf("append after the head was tampered with: %v", err)
+			}
+			if honest.Seq != tip.Seq+1 || honest.Prev != tip.Hash {
+				t.Fatalf("honest record: seq %d prev %.12s, want %d linking to %.12s", honest.Seq, honest.Prev, tip.Seq+1, tip.Hash)
+			}
+			rep, err := VerifyStore(ctx, NewConfigMapStore(client, "argocd"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[BreakKind]int{}
+			for _, b := range rep.Breaks {
+				kinds[b.Kind]++
+				if b.Seq == honest.Seq && b.Kind != BreakHeadMismatch {
+					t.Errorf("the honest record is blamed: %s", b)
+				}
+			}
+			if !reflect.DeepEqual(kinds, tc.want) {
+				t.Errorf("breaks %v, want %v", rep.Breaks, tc.want)
+			}
+			if head, _ := NewConfigMapStore(client, "argocd").Head(ctx); tc.repaired && (head.Seq != honest.Seq || head.Hash != honest.Hash) {
+				t.Errorf("head %+v, want it repaired to record %d", head, honest.Seq)
+			}
+		})
+	}
+}
+
+func setHead(t *testing.T, c *fake.Clientset, edit func(*corev1.ConfigMap)) {
+	t.Helper()
+	head, err := c.CoreV1().ConfigMaps("argocd").Get(context.Background(), HeadName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(head)
+	if _, err := c.CoreV1().ConfigMaps("argocd").Update(context.Background(), head, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

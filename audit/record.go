@@ -76,6 +76,10 @@ type Record struct {
 	// resource being in sync again proves nothing.
 	OutOfSync *bool   `json:"outOfSync,omitempty"`
 	Outcome   Outcome `json:"outcome"`
+	// HeadFound is set by the store when the chain head it found named a
+	// record the log does not hold as named (moved by hand): this record
+	// links to the true tip instead, and Verify names the head.
+	HeadFound *HeadState `json:"headFound,omitempty"`
 	Prev      string  `json:"prev"`
 	Hash      string  `json:"hash"`
 }

@@ -209,6 +209,10 @@ func (v *Verifier) Add(e Entry) {
 	case v.prevKnown && rec.Prev != v.prevHash:
 		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash))
 	}
+	if h := rec.HeadFound; h != nil && err == nil && computed == rec.Hash {
+		v.rep.Breaks = append(v.rep.Breaks, Break{Kind: BreakHeadMismatch, Name: "head", Seq: e.Slot, Detail: fmt.Sprintf(
+			"when record %d was written the head named record %d with hash %s, which the log does not hold: the head was moved by hand, and record %d links to the true tip", e.Slot, h.Seq, short(h.Hash), e.Slot)})
+	}
 	if err == nil && computed == rec.Hash && !forged {
 		// Only records that are what their writer wrote say anything
 		// about their session.
@@ -232,7 +236,7 @@ func (v *Verifier) Report(head *HeadState) Report {
 	if head != nil {
 		switch {
 		case head.Seq > rep.Tip.Seq:
-			add("the head names record %d but the log ends at record %d: newer records were deleted", head.Seq, rep.Tip.Seq)
+			add("the head names record %d but the log ends at record %d: newer records were deleted, or the head was moved by hand", head.Seq, rep.Tip.Seq)
 		case head.Seq < rep.Tip.Seq:
 			add("the head names record %d but the log goes on to record %d: the head was rolled back or records were added around it (an append interrupted between record and head also leaves this; the next append repairs it)", head.Seq, rep.Tip.Seq)
 		case head.Hash != rep.Tip.Hash:
