@@ -80,8 +80,8 @@ type Record struct {
 	// record the log does not hold as named (moved by hand): this record
 	// links to the true tip instead, and Verify names the head.
 	HeadFound *HeadState `json:"headFound,omitempty"`
-	Prev      string  `json:"prev"`
-	Hash      string  `json:"hash"`
+	Prev      string     `json:"prev"`
+	Hash      string     `json:"hash"`
 }
 
 // Actor is the identity the API server reported for the caller.
