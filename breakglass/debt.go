@@ -101,7 +101,7 @@ func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, ma
 	if !system {
 		return out, nil
 	}
-	cm, err := e.Kube.CoreV1().ConfigMaps(e.AppNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{})
+	cm, err := e.Kube.CoreV1().ConfigMaps(e.argoNamespace()).Get(ctx, "argocd-cm", metav1.GetOptions{})
 	if err != nil {
 		return out, fmt.Errorf("reading argocd-cm for the system-level entries: %w", err)
 	}

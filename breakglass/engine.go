@@ -33,6 +33,11 @@ type Engine struct {
 	Audit   audit.Store
 	// AppNamespace is where Applications live.
 	AppNamespace string
+	// ArgoNamespace is where Argo CD itself runs: argocd-cm (tracking,
+	// installationID) is read there, and a tracking value naming an
+	// Application without a namespace names one there, whatever
+	// AppNamespace is. "" means AppNamespace.
+	ArgoNamespace string
 	// ControllerWait bounds waiting for Argo CD's controller; 0 means 30s.
 	ControllerWait time.Duration
 	// Tickets files reconcile tickets in Jira; nil queues them, and
@@ -130,4 +135,9 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 		return nil, fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
 	}
 	return r, nil
+}
+
+// argoNamespace is the namespace Argo CD runs in.
+func (e *Engine) argoNamespace() string {
+	return namespaceOr(e.ArgoNamespace, e.AppNamespace)
 }

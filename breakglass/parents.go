@@ -54,7 +54,7 @@ type Tracking struct {
 // set for their own reasons) name no parent.
 func (e *Engine) tracking(ctx context.Context, argo3 bool) Tracking {
 	t := Tracking{LabelKey: defaultInstanceLabel}
-	if cm, err := e.Kube.CoreV1().ConfigMaps(e.AppNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
+	if cm, err := e.Kube.CoreV1().ConfigMaps(e.argoNamespace()).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
 		t.Method = cm.Data["application.resourceTrackingMethod"]
 		if key := cm.Data["application.instanceLabelKey"]; key != "" {
 			t.LabelKey = key
@@ -110,9 +110,15 @@ func splitAppName(s, defaultNamespace string) (string, string) {
 // parentFromStatus finds, when the child carries no tracking at all, the
 // Application whose managed resources list it.
 func (e *Engine) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string, error) {
-	apps, err := e.ListApplications(ctx, e.AppNamespace, "")
+	// A parent lives in Argo CD's namespace or beside the child.
+	apps, err := e.ListApplications(ctx, e.argoNamespace(), "")
 	if err != nil {
 		return "", "", nil // a narrower role may not list everywhere: no fallback then
+	}
+	if child.GetNamespace() != e.argoNamespace() {
+		if beside, err := e.ListApplications(ctx, child.GetNamespace(), ""); err == nil {
+			apps = append(apps, beside...)
+		}
 	}
 	target := audit.Target{Group: "argoproj.io", Kind: "Application", Namespace: child.GetNamespace(), Name: child.GetName()}
 	for _, candidate := range apps {
@@ -134,7 +140,7 @@ func (e *Engine) selfHealingParents(ctx context.Context, app *unstructured.Unstr
 	tracking := e.tracking(ctx, argo3)
 	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
 	for child := app; len(parents) < 5; {
-		namespace, name := tracking.ParentOf(child, e.AppNamespace)
+		namespace, name := tracking.ParentOf(child, e.argoNamespace())
 		if name == "" && len(child.GetAnnotations()[trackingIDAnnotation]) == 0 && child.GetLabels()[tracking.LabelKey] == "" {
 			var err error
 			if namespace, name, err = e.parentFromStatus(ctx, child); err != nil {

@@ -19,6 +19,7 @@ type engineFlags struct {
 	configFlags    *genericclioptions.ConfigFlags
 	AppNamespace   string
 	AuditNamespace string
+	ArgoNamespace  string
 	// ArgoContext picks a context of the argocd CLI's configuration.
 	ArgoContext string
 }
@@ -30,6 +31,7 @@ type engineFlags struct {
 func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
 	cmd.Flags().StringVar(&f.AuditNamespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
+	cmd.Flags().StringVar(&f.ArgoNamespace, "argocd-namespace", "argocd", "namespace Argo CD runs in: argocd-cm (resource tracking, installationID) is read there, whatever --app-namespace says")
 	cmd.Flags().StringVar(&f.ArgoContext, "argocd-context", "", "context of the argocd CLI's configuration (argocd login) to reach the Argo CD API server with, when ARGOCD_SERVER is not set (default: its current context)")
 }
 
@@ -80,7 +82,7 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace), AppNamespace: f.AppNamespace}
+	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace), AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets, e.TicketsOff = jira()
 	argo, err := f.argoServer()
