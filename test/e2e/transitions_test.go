@@ -1,0 +1,395 @@
+//go:build e2e
+
+// The shipped admission policies allow the break-glass group only the
+// transitions kubectl gitops makes (docs/design.md §6, DESIGN.md §11). Each
+// test below tries one move the tool never makes, through the real kubectl as
+// the on-call user, and checks that the API server refuses it with the
+// policy's message and that the object is as it was. The moves the tool does
+// make are proven by the break-glass, restore, parent, debt and terminate
+// tests, which run through the same policies.
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// The policies' messages, as far as the tests rely on them.
+const (
+	refusedSyncPolicy = "only to pause it"
+	refusedPhase      = "may change only status.operationState.phase of application"
+	refusedImmutable  = "the audit head stays mutable"
+	refusedHeadMeta   = "an update of the audit head may change only data.seq and data.hash"
+	refusedHeadData   = "the audit head holds only data.seq (a decimal number) and data.hash"
+)
+
+// manualPolicy keeps an Application on manual sync: no automated.
+var manualPolicy = map[string]any{"syncOptions": []any{"Validate=true"}}
+
+// manualApp creates, as the cluster admin, an Application name in namespace
+// kept on manual sync. Argo CD never syncs it, so nothing but the tests
+// changes its spec or metadata.
+func manualApp(t *testing.T, namespace, name string) {
+	t.Helper()
+	e := environment(t)
+	ctx := context.Background()
+	app := e.Application(name, "apps/"+name, name, runtimeCopy(manualPolicy))
+	app.SetNamespace(namespace)
+	apps := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(namespace)
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = apps.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// appState is what no refused write may change on an Application: spec,
+// labels, annotations (but the refresh requests Argo CD's controller
+// removes), finalizers, owners, operation and the operation's phase.
+func appState(t *testing.T, namespace, name string) map[string]any {
+	t.Helper()
+	a, err := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotations := map[string]string{}
+	for k, v := range a.GetAnnotations() {
+		if !strings.HasPrefix(k, breakglass.RefreshAnnotation) && !strings.HasPrefix(k, breakglass.HydrateAnnotation) {
+			annotations[k] = v
+		}
+	}
+	phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
+	return map[string]any{
+		"spec": a.Object["spec"], "labels": a.GetLabels(), "annotations": annotations,
+		"finalizers": a.GetFinalizers(), "ownerReferences": a.GetOwnerReferences(),
+		"operation": a.Object["operation"], "phase": phase,
+	}
+}
+
+// refusedApp patches Application namespace/name as u with the merge patch
+// body and fails unless the API server refuses it with want and the
+// Application is unchanged.
+func refusedApp(t *testing.T, u *user, namespace, name, what, want string, body any) {
+	t.Helper()
+	before := appState(t, namespace, name)
+	patch, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := u.run("kubectl", "-n", namespace, "patch", "application", name, "--type=merge", "-p", string(patch))
+	if code == 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "kubectl-gitops-breakglass-applications") {
+		t.Errorf("%s: exit %d, %q; want refused by the Application policy with %q", what, code, errOut, want)
+	}
+	if after := appState(t, namespace, name); !reflect.DeepEqual(runtimeDeepCopy(before), runtimeDeepCopy(after)) {
+		t.Errorf("%s changed application %s/%s:\nbefore %v\nafter  %v", what, namespace, name, before, after)
+	}
+}
+
+func syncPolicyPatch(policy map[string]any) map[string]any {
+	return map[string]any{"spec": map[string]any{"syncPolicy": policy}}
+}
+
+// TestTransitionArmingAutomatedOnAManualApplicationIsRefused: outside a
+// session, turning on automated sync with prune and self-heal on an
+// Application kept on manual sync would let Git delete resources with no
+// break-glass in sight.
+func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tr-arm")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-arm", "arming automated {prune, selfHeal}", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}))
+}
+
+// TestTransitionReplaceAndForceSyncOptionsAreRefused: Replace=true and
+// Force=true make the next sync delete and recreate resources.
+func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tr-options")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-options", "adding syncOptions Replace=true, Force=true", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{"syncOptions": []any{"Validate=true", "Replace=true", "Force=true"}}))
+}
+
+// TestTransitionPrivilegedManagedNamespaceIsRefused: managedNamespaceMetadata
+// with CreateNamespace=true would have Argo CD label the destination
+// namespace to run privileged pods.
+func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tr-namespace")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-namespace", "adding a privileged managedNamespaceMetadata", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{
+			"syncOptions":              []any{"Validate=true", "CreateNamespace=true"},
+			"managedNamespaceMetadata": map[string]any{"labels": map[string]any{"pod-security.kubernetes.io/enforce": "privileged"}},
+		}))
+}
+
+// TestTransitionSelfHealFlipInASessionIsRefused: an open session lets the
+// tool pause, not rewrite the policy restore will bring back: flipping
+// selfHeal is refused, alone or with a session write as the tool makes it.
+func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "tr-selfheal")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "tr-selfheal", "deployment/web", "--replicas", "3", "--reason", "transition test", "-y")
+	flip := map[string]any{"automated": map[string]any{"selfHeal": false}}
+	refusedApp(t, oncall, e.ArgoNamespace, "tr-selfheal", "flipping selfHeal in a session", refusedSyncPolicy, syncPolicyPatch(flip))
+
+	session, err := json.Marshal(sessionOf(t, "tr-selfheal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSession := syncPolicyPatch(flip)
+	withSession["metadata"] = map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(session)}}
+	refusedApp(t, oncall, e.ArgoNamespace, "tr-selfheal", "flipping selfHeal with a session write", refusedSyncPolicy, withSession)
+
+	mustRun(t, oncall, 0, "restore", "tr-selfheal", "--force", "--reason", "transition test over", "-y")
+	if got := syncPolicyOf(t, "tr-selfheal"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
+		t.Errorf("restore brought back %v, want %v", got, fullPolicy)
+	}
+}
+
+// TestTransitionSilentPauseByPhaseIsRefused: writing a phase on an
+// Application with no running operation (Failed over a finished sync)
+// would stop Argo CD from acting on it with no session and no record;
+// neither outside a session nor in one is it a move the tool makes.
+func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
+	e := environment(t)
+	app := deployApp(t, "tr-phase")
+	if _, hasOp := app.Object["operation"]; hasOp {
+		t.Fatalf("the application still runs an operation: %v", app.Object["operation"])
+	}
+	oncall := newUser(t, env.Oncall.Name)
+	failed := map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Failed"}}}
+	refusedApp(t, oncall, e.ArgoNamespace, "tr-phase", "phase Failed with no operation", refusedPhase, failed)
+
+	mustRun(t, oncall, 0, "breakglass", "tr-phase", "deployment/web", "--replicas", "3", "--reason", "transition test", "-y")
+	refusedApp(t, oncall, e.ArgoNamespace, "tr-phase", "phase Failed in a session, with no operation", refusedPhase, failed)
+	refusedApp(t, oncall, e.ArgoNamespace, "tr-phase", "phase Terminating in a session, with no operation", refusedPhase,
+		map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}})
+	mustRun(t, oncall, 0, "restore", "tr-phase", "--force", "--reason", "transition test over", "-y")
+}
+
+// TestTransitionSessionOfAnotherFormIsRefused: the policy tells sessions
+// apart by the id the tool writes first; an annotation that does not start
+// so could carry any id a reader picks.
+func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tr-form")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-form", "a session annotation not starting with its id",
+		"must be a session as kubectl gitops writes it",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: `{"state":"paused","id":"tr-form-1"}`}}})
+}
+
+// TestTransitionSessionIDChangeIsRefused: swapping the id of an open
+// session would close one session and open another in one write, keeping a
+// pause no record of the new session explains.
+func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tr-id")
+	oncall := newUser(t, env.Oncall.Name)
+	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tr-id", breakglass.SessionAnnotation+`={"id":"tr-id-1","state":"paused"}`)
+	refusedApp(t, oncall, e.ArgoNamespace, "tr-id", "changing the session's id", "keeps its id",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: `{"id":"tr-id-2","state":"paused"}`}}})
+}
+
+// TestTransitionPausedByMarkWithoutAPauseIsRefused: the paused-by mark
+// goes with a parent's pause; set alone, its removal could later turn on
+// an automated sync that was never paused.
+func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tr-mark")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-mark", "a paused-by mark with no pause", "paused-by mark of application",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.PausedByAnnotation: "child/20261203-000000-abcde"}}})
+}
+
+// TestTransitionTeamNamespaceApplicationIsRefusedAlike: an Application in a
+// team namespace (Applications in any namespace) is guarded as one in
+// Argo CD's own namespace, while the moves the tool makes still pass there.
+func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
+	environment(t)
+	const ns, name = "team-transitions", "tr-team"
+	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	manualApp(t, ns, name)
+	oncall := newUser(t, env.Oncall.Name)
+	refusedApp(t, oncall, ns, name, "arming automated in a team namespace", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}))
+	refusedApp(t, oncall, ns, name, "adding Replace/Force in a team namespace", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{"syncOptions": []any{"Replace=true", "Force=true"}}))
+	refusedApp(t, oncall, ns, name, "repointing the source in a team namespace", "may change only spec.syncPolicy",
+		map[string]any{"spec": map[string]any{"source": map[string]any{"path": "elsewhere"}}})
+	// A finished sync, as Argo CD records it, for the phase to be written over.
+	finished := fmt.Sprintf(`{"status":{"operationState":{"phase":"Succeeded","startedAt":%[1]q,"finishedAt":%[1]q,"operation":{"sync":{"revision":"HEAD"}}}}}`,
+		time.Now().UTC().Format(time.RFC3339))
+	newUser(t, env.Admin.Name).kubectl("-n", ns, "patch", "application", name, "--type=merge", "-p", finished)
+	refusedApp(t, oncall, ns, name, "a phase in a team namespace", refusedPhase,
+		map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Failed"}}})
+
+	// What the tool writes there passes: a refresh request, and a session
+	// opened and closed on an unpaused (manual) policy.
+	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.RefreshAnnotation+"=normal", "--overwrite")
+	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+`={"id":"tr-team-1","state":"pausing"}`)
+	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+"-")
+}
+
+// auditNamespace starts an audit log of its own in a new namespace, as
+// --audit-namespace would: the on-call group gets the shipped audit-writer
+// rights there and appends two records (creating the head as the tool does).
+// The shared log of the Applications' namespace is never touched.
+func auditNamespace(t *testing.T, name string) string {
+	t.Helper()
+	environment(t)
+	ctx := context.Background()
+	kube := kubeFor(t, env.Admin.Name)
+	ns := "tr-audit-" + name
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "audit-writer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{audit.HeadName}, Verbs: []string{"update", "patch"}},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "audit-writer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "audit-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: env.Oncall.Groups[0]}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), ns)
+	for i := 1; i <= 2; i++ {
+		r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: fmt.Sprintf("transition %d", i),
+			Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+		if err := store.Append(ctx, r); err != nil {
+			t.Fatalf("appending as oncall in %s: %v", ns, err)
+		}
+	}
+	return ns
+}
+
+// headState is the head ConfigMap as no refused write may change it; nil
+// when there is none.
+func headState(t *testing.T, ns string) map[string]any {
+	t.Helper()
+	cm, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns).Get(context.Background(), audit.HeadName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{
+		"data": cm.Data, "binaryData": cm.BinaryData, "immutable": cm.Immutable, "labels": cm.Labels,
+		"annotations": cm.Annotations, "ownerReferences": cm.OwnerReferences, "finalizers": cm.Finalizers,
+	}
+}
+
+// refusedHead runs kubectl args as the on-call user in ns and fails unless
+// the API server refuses it with want, the head is unchanged and the log
+// there still verifies.
+func refusedHead(t *testing.T, ns, what, want string, args ...string) {
+	t.Helper()
+	oncall := newUser(t, env.Oncall.Name)
+	before := headState(t, ns)
+	_, errOut, code := oncall.run("kubectl", append([]string{"-n", ns}, args...)...)
+	if code == 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "kubectl-gitops-audit-log") {
+		t.Errorf("%s: exit %d, %q; want refused by the audit-log policy with %q", what, code, errOut, want)
+	}
+	if after := headState(t, ns); !reflect.DeepEqual(before, after) {
+		t.Errorf("%s changed the head:\nbefore %v\nafter  %v", what, before, after)
+	}
+	if out, errOut, code := oncall.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns); code != 0 {
+		t.Errorf("audit verify after %s: exit %d: %s %s", what, code, out, errOut)
+	}
+}
+
+// TestTransitionImmutableHeadIsRefused: an immutable head can never move
+// again, so every later append would fail.
+func TestTransitionImmutableHeadIsRefused(t *testing.T) {
+	ns := auditNamespace(t, "immutable")
+	refusedHead(t, ns, "making the head immutable", refusedImmutable, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"immutable":true}`)
+}
+
+// TestTransitionHeadOwnerReferenceIsRefused: an owner on the head hands it
+// to the garbage collector, which deletes it with (or without) its owner.
+func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
+	ns := auditNamespace(t, "owner")
+	owner, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns).Create(context.Background(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tr-owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"tr-owner","uid":%q}]}}`, owner.UID)
+	refusedHead(t, ns, "an owner reference on the head", refusedHeadMeta, "patch", "cm", audit.HeadName, "--type=merge", "-p", patch)
+}
+
+// TestTransitionHeadFinalizerIsRefused: a finalizer nobody removes keeps a
+// deleted head around for ever.
+func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
+	ns := auditNamespace(t, "finalizer")
+	refusedHead(t, ns, "a finalizer on the head", refusedHeadMeta, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"metadata":{"finalizers":["kubectl-gitops.io/hold"]}}`)
+}
+
+// TestTransitionHeadExtraDataKeyIsRefused: the head holds seq and hash and
+// nothing a reader could take for part of the log.
+func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
+	ns := auditNamespace(t, "data")
+	refusedHead(t, ns, "an extra data key in the head", refusedHeadData, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"approvedBy":"alice"}}`)
+}
+
+// TestTransitionHeadCreatedImmutableIsRefused: where the head is gone, the
+// on-call group may create it only as the tool does, never immutable.
+func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
+	ns := auditNamespace(t, "create")
+	ctx := context.Background()
+	kube := kubeFor(t, env.Admin.Name)
+	was, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, audit.HeadName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, audit.HeadName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	headObject := func(immutable bool) map[string]any {
+		return map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata":  map[string]any{"name": audit.HeadName, "namespace": ns, "labels": map[string]any{audit.LabelKind: "head"}},
+			"data":      map[string]any{"seq": was.Data["seq"], "hash": was.Data["hash"]},
+			"immutable": immutable,
+		}
+	}
+	oncall := newUser(t, env.Oncall.Name)
+	errOut, code := applyAs(t, oncall, headObject(true))
+	if code == 0 || !strings.Contains(errOut, refusedImmutable) {
+		t.Errorf("creating an immutable head: exit %d, %q; want refused with %q", code, errOut, refusedImmutable)
+	}
+	if got := headState(t, ns); got != nil {
+		t.Errorf("the refused head exists: %v", got)
+	}
+	// The head as the tool writes it is still accepted, and the log goes on.
+	if errOut, code := applyAs(t, oncall, headObject(false)); code != 0 {
+		t.Fatalf("creating the head as the tool does: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := oncall.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns); code != 0 {
+		t.Errorf("audit verify: exit %d: %s %s", code, out, errOut)
+	}
+}
