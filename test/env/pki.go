@@ -28,14 +28,17 @@ type User struct {
 
 // The identities every environment has.
 var (
-	Admin   = User{Name: "admin", Groups: []string{"system:masters"}}
-	Oncall  = User{Name: "oncall", Groups: []string{"oncall"}}
+	Admin  = User{Name: "admin", Groups: []string{"system:masters"}}
+	Oncall = User{Name: "oncall", Groups: []string{"oncall"}}
+	// Lead is a second on-call engineer, for what one on-call user does
+	// in another's session.
+	Lead    = User{Name: "lead", Groups: []string{"oncall"}}
 	Auditor = User{Name: "auditor", Groups: []string{"auditors"}}
 	Nobody  = User{Name: "nobody"}
 )
 
 // Users lists every identity of the environment.
-var Users = []User{Admin, Oncall, Auditor, Nobody}
+var Users = []User{Admin, Oncall, Lead, Auditor, Nobody}
 
 type authority struct {
 	cert    *x509.Certificate
