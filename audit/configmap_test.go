@@ -51,14 +51,7 @@ func TestAppendPastForeignObjectsAndABogusHead(t *testing.T) {
 	if after.Seq != 5 || after.Prev != past.Hash {
 		t.Fatalf("the record after a bogus head: seq %d prev %.12s, want 5 linking to record 4", after.Seq, after.Prev)
 	}
-	rep, err := VerifyStore(ctx, NewConfigMapStore(client, "argocd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := map[BreakKind]int{}
-	for _, b := range rep.Breaks {
-		kinds[b.Kind]++
-	}
+	rep, kinds := verifyKinds(t, client)
 	// The head is named twice: by the note record 5 carries, and because
 	// it still names a record beyond the log.
 	if rep.Records != 5 || kinds[BreakAltered] != 1 || kinds[BreakHeadMismatch] != 2 || len(rep.Breaks) != 3 {
@@ -139,13 +132,8 @@ func TestAppendNeverBelievesAWrongHead(t *testing.T) {
 			if honest.Seq != tip.Seq+1 || honest.Prev != tip.Hash {
 				t.Fatalf("honest record: seq %d prev %.12s, want %d linking to %.12s", honest.Seq, honest.Prev, tip.Seq+1, tip.Hash)
 			}
-			rep, err := VerifyStore(ctx, NewConfigMapStore(client, "argocd"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kinds := map[BreakKind]int{}
+			rep, kinds := verifyKinds(t, client)
 			for _, b := range rep.Breaks {
-				kinds[b.Kind]++
 				if b.Seq == honest.Seq && b.Kind != BreakHeadMismatch {
 					t.Errorf("the honest record is blamed: %s", b)
 				}
@@ -158,6 +146,21 @@ func TestAppendNeverBelievesAWrongHead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// verifyKinds verifies the log in client's argocd namespace and counts
+// its breaks by kind.
+func verifyKinds(t *testing.T, client *fake.Clientset) (Report, map[BreakKind]int) {
+	t.Helper()
+	rep, err := VerifyStore(context.Background(), NewConfigMapStore(client, "argocd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[BreakKind]int{}
+	for _, b := range rep.Breaks {
+		kinds[b.Kind]++
+	}
+	return rep, kinds
 }
 
 func setHead(t *testing.T, c *fake.Clientset, edit func(*corev1.ConfigMap)) {

@@ -57,6 +57,12 @@ func setTracking(t *testing.T, settings map[string]string) {
 // tracked says the controller wrote, and has synced its Deployment.
 func appOfApps(t *testing.T, parentNamespace, project, child string, tracked func(*unstructured.Unstructured) bool) (parent, childApp *unstructured.Unstructured) {
 	t.Helper()
+	return appOfAppsIn(t, parentNamespace, environment(t).ArgoNamespace, project, child, tracked)
+}
+
+// appOfAppsIn is appOfApps with the child Application in childNamespace.
+func appOfAppsIn(t *testing.T, parentNamespace, childNamespace, project, child string, tracked func(*unstructured.Unstructured) bool) (parent, childApp *unstructured.Unstructured) {
+	t.Helper()
 	e := environment(t)
 	ctx := context.Background()
 	files := env.AppFiles("apps/"+child, child, env.FixtureImage)
@@ -64,7 +70,7 @@ func appOfApps(t *testing.T, parentNamespace, project, child string, tracked fun
 kind: Application
 metadata:
   name: ` + child + `
-  namespace: ` + e.ArgoNamespace + `
+  namespace: ` + childNamespace + `
 spec:
   project: default
   source:
@@ -83,7 +89,7 @@ spec:
 		t.Fatal(err)
 	}
 	kube := kubeFor(t, env.Admin.Name)
-	for _, ns := range []string{child, parentNamespace} {
+	for _, ns := range []string{child, parentNamespace, childNamespace} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
@@ -91,7 +97,7 @@ spec:
 	parent = e.Application(child+"-parent", "apps/"+child+"-parent", e.ArgoNamespace, runtimeCopy(fullPolicy))
 	parent.SetNamespace(parentNamespace)
 	_ = unstructured.SetNestedField(parent.Object, project, "spec", "project")
-	dyn := appsClient(t)
+	dyn := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(childNamespace)
 	if _, err := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(parentNamespace).Create(ctx, parent, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -258,51 +256,7 @@ func TestTeamNamespaceChildUnderAParentInArgoCD(t *testing.T) {
 	e := environment(t)
 	ctx := context.Background()
 	const teamNS, child = "team-trust", "tr-teamchild"
-	files := env.AppFiles("apps/"+child, child, env.FixtureImage)
-	files["apps/"+child+"-parent/child.yaml"] = `apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata:
-  name: ` + child + `
-  namespace: ` + teamNS + `
-spec:
-  project: default
-  source:
-    repoURL: ` + e.Git.URL() + `
-    path: apps/` + child + `
-    targetRevision: HEAD
-  destination:
-    server: https://kubernetes.default.svc
-    namespace: ` + child + `
-  syncPolicy:
-    automated:
-      prune: true
-      selfHeal: true
-`
-	if _, err := e.Git.Commit("team child "+child, files); err != nil {
-		t.Fatal(err)
-	}
-	kube := kubeFor(t, env.Admin.Name)
-	for _, ns := range []string{child, teamNS} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	parent := e.Application(child+"-parent", "apps/"+child+"-parent", teamNS, runtimeCopy(fullPolicy))
-	if _, err := appsClient(t).Create(ctx, parent, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	children := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(teamNS)
-	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	waitFor(ctxWait, t, "the parent to create "+child+" in "+teamNS, func() (bool, string) {
-		a, err := children.Get(ctx, child, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		res, _, _ := unstructured.NestedSlice(a.Object, "status", "resources")
-		sync, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-		return trackedBy(a, child+"-parent") && len(res) > 0 && sync == "Synced", sync + " " + fmtMeta(a)
-	})
+	appOfAppsIn(t, e.ArgoNamespace, teamNS, "default", child, func(a *unstructured.Unstructured) bool { return trackedBy(a, child+"-parent") })
 
 	oncall := newUser(t, env.Oncall.Name)
 	out, _ := mustRun(t, oncall, 0, "breakglass", child, "deployment/web", "--replicas", "3", "--reason", "team child", "--app-namespace", teamNS, "-y")
