@@ -393,3 +393,29 @@ func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
 		t.Errorf("audit verify: exit %d: %s %s", code, out, errOut)
 	}
 }
+
+// TestTransitionUnreadableHeadIsOverwrittenByTheWriter: a head left
+// unreadable (by someone outside the guarded groups) is not a position the
+// policy can compare with, and the tool's writer overwrites it: that move
+// passes, and the head is readable again.
+func TestTransitionUnreadableHeadIsOverwrittenByTheWriter(t *testing.T) {
+	ns := auditNamespace(t, "unreadable")
+	ctx := context.Background()
+	kube := kubeFor(t, env.Admin.Name)
+	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, audit.HeadName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unreadable := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: audit.HeadName, Labels: map[string]string{audit.LabelKind: "head"}}, Data: map[string]string{"seq": "two", "hash": "?"}}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, unreadable, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), ns)
+	r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: "after the unreadable head",
+		Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+	if err := store.Append(ctx, r); err != nil {
+		t.Fatalf("appending over an unreadable head: %v", err)
+	}
+	if h := headState(t, ns); h == nil || h["data"].(map[string]string)["seq"] != fmt.Sprint(r.Seq) {
+		t.Errorf("the head after the append is %v, want seq %d", h, r.Seq)
+	}
+}
