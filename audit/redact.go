@@ -29,7 +29,7 @@ func Redact(r *Record) {
 			c.Before, c.After = redact.All(c.Before), redact.All(c.After)
 			continue
 		}
-		c.Before, c.After = redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
+		c.Before, c.After = redact.Change(c.Path, c.Before, c.After)
 	}
 	if r.SyncPolicy != nil {
 		r.SyncPolicy.Before, r.SyncPolicy.After = redact.Value(r.SyncPolicy.Before), redact.Value(r.SyncPolicy.After)

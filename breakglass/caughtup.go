@@ -307,11 +307,17 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 	if len(p.Fields) == 0 {
 		return GitWaiting, "the session lists no changed fields to compare: check Git by hand, then force the restore"
 	}
+	sawPatch := p.ArgoSawPatch != nil && *p.ArgoSawPatch
 	for _, f := range p.Fields {
 		got, _ := lookup(desired, f.Path)
 		switch sum := digest(got); {
+		case f.Secret && sawPatch && resource == "Synced":
+			// No digest to compare (a secret, or free text recorded by
+			// its structure), but Argo CD flagged the patch and now finds
+			// the resource as Git has it: Git holds the live value.
+			continue
 		case f.Secret:
-			return GitWaiting, f.Path + " holds a secret value that cannot be compared: force the restore once Git has it"
+			return GitWaiting, f.Path + " holds a value that is not recorded (a secret or free text), and Argo CD does not report the patched resource Synced: force the restore once Git has it"
 		case sum == f.After:
 			continue
 		case sum == f.Before:

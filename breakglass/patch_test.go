@@ -147,6 +147,15 @@ func TestCompareFields(t *testing.T) {
 	if got, _ := compareFields(secret, decode(t, `{"data":{"password":"x"}}`), "Synced"); got != GitWaiting {
 		t.Errorf("a secret value counted as caught up: %s", got)
 	}
+	// With no digest, Argo CD's own comparison decides: a patch it flagged
+	// is in Git once it reports the resource Synced again.
+	saw := true
+	secret.ArgoSawPatch = &saw
+	for resource, want := range map[string]GitState{"Synced": GitCaughtUp, "OutOfSync": GitWaiting} {
+		if got, _ := compareFields(secret, decode(t, `{"data":{"password":"y"}}`), resource); got != want {
+			t.Errorf("an unrecorded value Argo CD saw patched, resource %s: %s, want %s", resource, got, want)
+		}
+	}
 	// A readable name that only contains a secret-looking fragment is
 	// compared like any other field (it used to be redacted, so it could
 	// never catch up).

@@ -60,7 +60,7 @@ func afterSecretFlag(path string, objs []map[string]any) bool {
 func (pr *patchRedaction) changes(t audit.Target, changes []audit.Change, objs ...map[string]any) []audit.Change {
 	out := make([]audit.Change, len(changes))
 	for i, c := range changes {
-		before, after := redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
+		before, after := redact.Change(c.Path, c.Before, c.After)
 		if t.IsSecret() || afterSecretFlag(c.Path, objs) {
 			before, after = redact.All(c.Before), redact.All(c.After)
 		}

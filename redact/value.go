@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -10,13 +11,54 @@ import (
 // secret-looking --flag in a list of strings, and credential-shaped text
 // anywhere.
 func Value(v any) any {
-	return value(v, false)
+	return valueAt(nil, v)
 }
 
 // All returns a deep copy of v with every scalar replaced, keeping the
 // shape: for values of a Secret, where every value is secret.
 func All(v any) any {
 	return value(v, true)
+}
+
+// valueAt is Value for v at segs (a path, list items by name): free text
+// there is recorded by its structure only.
+func valueAt(segs []string, v any) any {
+	if freeText(segs, v) {
+		return describe(v)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		name, _ := t["name"].(string)
+		for k, val := range t {
+			switch {
+			case (Name(name) && k == "value") || (Name(k) && !isReference(val)):
+				out[k] = scalarsRedacted(val)
+			default:
+				out[k] = valueAt(append(segs[:len(segs):len(segs)], k), val)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, item := range t {
+			if _, ok := item.(string); ok && i > 0 && flagWantsValue(t[i-1]) {
+				out[i] = Redacted
+				continue
+			}
+			seg := strconv.Itoa(i)
+			if m, ok := item.(map[string]any); ok {
+				if name, ok := m["name"].(string); ok && name != "" {
+					seg = name
+				}
+			}
+			out[i] = valueAt(append(segs[:len(segs):len(segs)], seg), item)
+		}
+		return out
+	case string:
+		return Text(t)
+	}
+	return v
 }
 
 func value(v any, all bool) any {
@@ -143,5 +185,5 @@ func At(path string, v any) any {
 	if Path(path) && !isContainer(v) {
 		return Redacted
 	}
-	return Value(v)
+	return valueAt(Segments(path), v)
 }

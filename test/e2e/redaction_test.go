@@ -118,6 +118,32 @@ func TestCanarySweep(t *testing.T) {
 	s.run(t, oncall, 0, "breakglass", app, "configmap/web-config", "--type", "merge",
 		"--patch", fmt.Sprintf(`{"data":{"client-secret":"%s","greeting":"hi"}}`, clientSecret), "--reason", "config", "--join", "-y")
 
+	// 3b. Config files in a ConfigMap, where secrets hide in shapes no
+	// pattern knows: a YAML block scalar, XML, .NET's appSettings, INI,
+	// properties, .env and JSON text. The live file already holds a secret
+	// on a line the patch does not touch: neither may reach a record.
+	liveSecret := c.next()
+	admin := newUser(t, env.Admin.Name)
+	admin.kubectl("-n", app, "patch", "configmap", "web-config", "--type", "merge", "-p",
+		fmt.Sprintf(`{"data":{"app.ini":"[db]\nhost = db\npassword = %s\ntimeout = 5\n"}}`, liveSecret))
+	files := map[string]string{
+		"app.yaml":       "db:\n  host: db\n  password: |\n    " + c.next() + "\n",
+		"app.xml":        "<config>\n  <password>" + c.next() + "</password>\n</config>\n",
+		"web.config":     "<appSettings>\n  <add key=\"DbPassword\" value=\"" + c.next() + "\"/>\n</appSettings>\n",
+		"app.ini":        "[db]\nhost = db\npassword = " + liveSecret + "\ntimeout = 9\n",
+		"app.properties": "db.host=db\ndb.pass=" + c.next() + "\n",
+		".env":           "export ADMIN_PIN=" + c.next() + "\nSTRIPE_KEY=" + c.next() + "\n",
+		"app.json":       `{"db": {"\u0070assword": "` + c.next() + `"}}`,
+	}
+	filesPatch, _ := json.Marshal(map[string]any{"data": files})
+	s.run(t, oncall, 0, "breakglass", app, "configmap/web-config", "--type", "merge", "--patch", string(filesPatch), "--reason", "config files", "--join", "-y")
+
+	// 3c. An env var named like nothing a rule knows, and the short -p
+	// flag of mysql and redis-cli, inside sh -c too.
+	s.run(t, oncall, 0, "breakglass", app, "deployment/web", "--patch", fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"web",`+
+		`"env":[{"name":"MYSQL_ROOT_PW","value":"%s"}],"args":["-p","%s"],"command":["sh","-c","mysql -p%s"]}]}}}}`, c.next(), c.next(), c.next()),
+		"--reason", "shapes", "--join", "-y")
+
 	// 4. A Secret target: every value is secret, whatever its key.
 	s.run(t, oncall, 0, "breakglass", app, "secret/web-secret",
 		"--patch", fmt.Sprintf(`{"stringData":{"username":"%s"}}`, c.next()), "--reason", "secret", "--join", "-y")
@@ -147,7 +173,6 @@ func TestCanarySweep(t *testing.T) {
 		t.Fatalf("the ConfigMap patch is not live: %v %v", cm.Data, err)
 	}
 
-	admin := newUser(t, env.Admin.Name)
 	configMaps := admin.kubectl("get", "configmaps", "-A", "-o", "json")
 	var list struct {
 		Items []json.RawMessage `json:"items"`
@@ -190,7 +215,8 @@ func TestCanarySweep(t *testing.T) {
 	if !strings.Contains(stored.String(), sha256Hex(data)) {
 		t.Errorf("no record carries the SHA-256 of the patch file as given")
 	}
-	for _, keep := range []string{"DB_PASSWORD", "LOG_LEVEL", "info", "client-secret"} {
+	// Names, and what changed where in a file, stay readable.
+	for _, keep := range []string{"DB_PASSWORD", "LOG_LEVEL", "MYSQL_ROOT_PW", "client-secret", "changed line 4: keys timeout"} {
 		if !strings.Contains(s.all.String(), keep) {
 			t.Errorf("%q was redacted too", keep)
 		}
