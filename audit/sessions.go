@@ -1,6 +1,9 @@
 package audit
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The breaks of a session's meaning (docs/design.md §8): records whose
 // hashes and links are fine, but which no run of the tool writes.
@@ -25,6 +28,11 @@ const (
 	// filed or was attached to.
 	BreakForeignTicket BreakKind = "foreign-ticket"
 )
+
+// PauseNotUndone is in the outcome error of a breakglass.aborted record
+// whose undoing of the pause failed: the Application is still paused, so
+// the record does not end the session (restore does).
+const PauseNotUndone = "the pause could not be undone"
 
 // Session phases, as the records move a session (docs/design.md §8).
 const (
@@ -116,6 +124,8 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	closing := r.Event == EventRestored || r.Event == EventForced
 	own := r.Application == nil || appKey(*r.Application) == s.Application
 	switch {
+	case s.Closed != nil && closing && r.Outcome.Status != StatusSucceeded:
+		return false, nil // a restore that lost the race to another: it changed nothing
 	case s.Closed != nil && !ticketWork:
 		return broke(BreakReplayed, "%s after the session was closed by %s (record %d)", r.Event, s.Closed.Event, s.Closed.Seq)
 	case !own && r.Event != EventPaused:
@@ -129,6 +139,14 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		return broke(BreakForeignActor, "%s by %s, who neither opened (%s) nor joined the session", r.Event, r.Actor.Username, s.Opener)
 	}
 	ok := r.Outcome.Status == StatusSucceeded
+	// Jira work names only the session's own ticket: one its members
+	// attached (--ticket), or the first one a ticket sync filed.
+	if ticketWork && r.Ticket != nil && r.Ticket.Key != "" && !s.Tickets[r.Ticket.Key] {
+		if !s.Members[r.Actor.Username] && (len(s.Tickets) > 0 || r.Event != EventFiled || !ok) {
+			return broke(BreakForeignTicket, "%s by %s names ticket %s, which is not the session's", r.Event, r.Actor.Username, r.Ticket.Key)
+		}
+		s.Tickets[r.Ticket.Key] = true
+	}
 	switch r.Event {
 	case EventPaused:
 		if r.Outcome.Status == StatusFailed {
@@ -155,7 +173,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	case EventAborted:
 		// A joined patch that fails leaves the session as it was; the
 		// opening break-glass failing before any patch ends it.
-		if s.joins == 0 && !s.patched {
+		if s.joins == 0 && !s.patched && !strings.Contains(r.Outcome.Error, PauseNotUndone) {
 			ss.close(s, r)
 		}
 	case EventRestored, EventForced:

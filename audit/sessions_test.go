@@ -28,6 +28,9 @@ func (s step) record(seq int) *Record {
 	if r.Outcome.Status == "" {
 		r.Outcome.Status = StatusSucceeded
 	}
+	if status, why, ok := strings.Cut(r.Outcome.Status, ": "); ok {
+		r.Outcome = Outcome{Status: status, Error: why}
+	}
 	return r
 }
 
@@ -68,6 +71,21 @@ func TestSessionStateMachine(t *testing.T) {
 		"a session after a restore": {append(append([]step{}, restored...),
 			step{EventPlanned, "t", "bob", "web", StatusStarted, ""},
 			step{EventPaused, "t", "bob", "web", "", ""}), ""},
+		"a failed undo leaves the session to restore": {[]step{
+			{EventPlanned, "s", "alice", "web", StatusStarted, ""},
+			{EventPaused, "s", "alice", "web", "", ""},
+			{EventAborted, "s", "alice", "web", StatusFailed + ": patch rejected; " + PauseNotUndone + ": timeout", ""},
+			{EventRestored, "s", "carol", "web", "", ""}}, ""},
+		"an abort that put everything back ends the session": {[]step{
+			{EventPlanned, "s", "alice", "web", StatusStarted, ""},
+			{EventPaused, "s", "alice", "web", "", ""},
+			{EventAborted, "s", "alice", "web", StatusFailed + ": patch rejected", ""},
+			{EventRestored, "s", "carol", "web", "", ""}}, "replayed at 4"},
+		"a racing restore that lost": {append(append([]step{}, restored...),
+			step{EventRestored, "s", "dave", "web", StatusStarted, ""},
+			step{EventRestored, "s", "dave", "web", StatusFailed, ""}), ""},
+		"a ticket the opener attached": {append(append([]step{}, opened...), step{EventQueued, "s", "alice", "web", StatusQueued, "OPS-5"}), ""},
+		"Jira work naming another ticket": {append(append([]step{}, opened...), step{EventQueued, "s", "dave", "web", StatusQueued, "OPS-999"}), "foreign-ticket at 7"},
 		"first record not the plan":      {[]step{{EventPatched, "s", "alice", "web", "", ""}}, "out-of-order at 1"},
 		"a patch by a stranger":          {append(append([]step{}, opened...), step{EventPatched, "s", "mallory", "web", "", ""}), "foreign-actor at 7"},
 		"a patch of another application": {append(append([]step{}, opened...), step{EventPatched, "s", "alice", "db", "", ""}), "foreign-application at 7"},

@@ -332,17 +332,40 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 	return GitCaughtUp, "Git holds the patched values and Argo CD reports Synced"
 }
 
-// latestPatches keeps the newest patch per target.
+// latestPatches is one patch per target: the fields of every patch of it,
+// a later value of a path superseding an earlier one, and Argo CD counted
+// as having seen the patch only when it saw every one of them. A restore
+// must not revert a field an earlier patch of the same target set.
 func latestPatches(s *Session) []SessionPatch {
 	var out []SessionPatch
 	index := map[audit.Target]int{}
 	for _, p := range s.Patches {
-		if i, ok := index[p.Target]; ok {
-			out[i] = p
+		i, ok := index[p.Target]
+		if !ok {
+			index[p.Target] = len(out)
+			p.Fields = append([]PatchedField(nil), p.Fields...)
+			out = append(out, p)
 			continue
 		}
-		index[p.Target] = len(out)
-		out = append(out, p)
+		merged := &out[i]
+		for _, f := range p.Fields {
+			replaced := false
+			for j := range merged.Fields {
+				if merged.Fields[j].Path == f.Path {
+					merged.Fields[j], replaced = f, true
+				}
+			}
+			if !replaced {
+				merged.Fields = append(merged.Fields, f)
+			}
+		}
+		switch {
+		case merged.ArgoSawPatch == nil || p.ArgoSawPatch == nil:
+			merged.ArgoSawPatch = nil
+		case !*p.ArgoSawPatch:
+			merged.ArgoSawPatch = p.ArgoSawPatch
+		}
+		merged.At, merged.ID, merged.Type, merged.Pending = p.At, p.ID, p.Type, merged.Pending || p.Pending
 	}
 	return out
 }

@@ -277,7 +277,7 @@ func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, caus
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
 	if undoErr := e.restoreParents(undo, p.App.Name, session); undoErr != nil {
-		outcome.Error += "; undoing the parents' pause failed: " + undoErr.Error()
+		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
 		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `kubectl gitops restore %s`", cause, undoErr, p.App.Name)
 	} else if len(session.PausedParents) > 0 {
 		_ = e.dropSession(undo, p.App.Name, session.ID)
@@ -317,7 +317,7 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
 	if undoErr != nil {
-		outcome.Error += "; undoing the pause failed too: " + undoErr.Error()
+		outcome.Error += "; " + audit.PauseNotUndone + ": " + undoErr.Error()
 	}
 	if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
 		return fmt.Errorf("patching %s failed (%v) and %w", p.Target, patchErr, recErr)

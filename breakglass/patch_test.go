@@ -296,3 +296,25 @@ func TestParentTracking(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchesOfOneTargetAreCheckedTogether: a second patch of the same
+// target used to hide the first one's fields from the catch-up check, so a
+// restore could revert the image once Git had the replicas.
+func TestPatchesOfOneTargetAreCheckedTogether(t *testing.T) {
+	yes, no := true, false
+	s := &Session{Patches: []SessionPatch{
+		{Target: deployment, ArgoSawPatch: &yes, Fields: []PatchedField{{Path: "/spec/template/spec/containers/web/image", After: digest("w:hotfix")}, {Path: "/spec/replicas", After: digest(3)}}},
+		{Target: deployment, ArgoSawPatch: &no, Fields: []PatchedField{{Path: "/spec/replicas", After: digest(5)}}},
+	}}
+	got := latestPatches(s)
+	if len(got) != 1 || len(got[0].Fields) != 2 || got[0].Fields[1].After != digest(5) || got[0].ArgoSawPatch == nil || *got[0].ArgoSawPatch {
+		t.Fatalf("merged patches %+v: want the image kept, the replicas of the later patch, and not seen (one patch was not)", got)
+	}
+	if len(s.Patches[0].Fields) != 2 || s.Patches[0].Fields[1].After != digest(3) {
+		t.Errorf("merging changed the session: %+v", s.Patches[0])
+	}
+	desired := decode(t, `{"spec":{"replicas":5,"template":{"spec":{"containers":[{"name":"web","image":"w:1"}]}}}}`)
+	if state, _ := compareFields(got[0], desired, "OutOfSync"); state == GitCaughtUp {
+		t.Errorf("Git without the image fix counted as caught up")
+	}
+}

@@ -55,6 +55,7 @@ func PendingTickets(records []*audit.Record) []*PendingTicket {
 			order = append(order, r.Session)
 		}
 		ok := r.Outcome.Status == audit.StatusSucceeded
+		// Legal records name only the session's own ticket.
 		if r.Ticket != nil && r.Ticket.Key != "" {
 			st.pt.Key = r.Ticket.Key
 		}
