@@ -16,6 +16,11 @@ var (
 	ErrPatchInvalid = errors.New("invalid patch")
 	ErrNotSupported = errors.New("not supported")
 	ErrSyncRunning  = errors.New("a sync operation is running")
+	// ErrSyncOff is an Application whose automated sync is already off
+	// (automated.enabled: false) with no session: there is no pause to
+	// make, and the admission policy opens no session on a paused
+	// Application (a session on one could be swapped for another).
+	ErrSyncOff = errors.New("automated sync is already off")
 
 	// ErrSessionMismatch is a session annotation that disagrees with the
 	// session's own audit records. The annotation can be edited by anyone who

@@ -132,6 +132,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if enabled, set, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "enabled"); join == nil && set && !enabled {
+		return nil, fmt.Errorf("%w on %s (automated.enabled: false) and no break-glass session holds it: nothing was changed", ErrSyncOff, req.App)
+	}
 	if join != nil {
 		// A joined patch inherits the session's saved policy and ticket:
 		// only if its audit records agree with the annotation.

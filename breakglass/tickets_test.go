@@ -3,6 +3,7 @@ package breakglass
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -87,5 +88,24 @@ func TestRestoreCommand(t *testing.T) {
 	}
 	if got := RestoreCommand(audit.AppRef{Namespace: "team-a", Name: "web"}); got != "kubectl gitops restore web --app-namespace team-a" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestClaimsDatedInTheFutureDoNotHold: a claim's time is its writer's, so
+// one dated ahead of the claimant's own would have held for good.
+func TestClaimsDatedInTheFutureDoNotHold(t *testing.T) {
+	now := time.Now()
+	for name, tc := range map[string]struct {
+		claimed time.Time
+		want    bool
+	}{
+		"just now":       {now.Add(-time.Second), true},
+		"stale":          {now.Add(-claimStale - time.Second), false},
+		"in the future":  {now.Add(time.Hour), false},
+		"a clock's skew": {now.Add(30 * time.Second), true},
+	} {
+		if got := live(tc.claimed, now); got != tc.want {
+			t.Errorf("%s: live %v, want %v", name, got, tc.want)
+		}
 	}
 }

@@ -237,11 +237,18 @@ func (e *Engine) claimHolder(ctx context.Context, pt *PendingTicket, mine *audit
 	}
 	for _, r := range audit.Trusted(entries) {
 		if r.Session == pt.Session && r.Event == audit.EventFiled && r.Outcome.Status == audit.StatusStarted &&
-			r.Seq > pt.since && r.Seq <= mine.Seq && time.Since(r.Time) < claimStale {
+			r.Seq > pt.since && r.Seq <= mine.Seq && live(r.Time, mine.Time) {
 			return r, nil
 		}
 	}
 	return mine, nil
+}
+
+// live is whether a claim made at claimed still holds at now: younger than
+// claimStale, and not dated after now (the writer sets the time: a claim
+// dated in the future would otherwise hold for good).
+func live(claimed, now time.Time) bool {
+	return !claimed.After(now.Add(time.Minute)) && now.Sub(claimed) < claimStale
 }
 
 // appSource reads the Application's Git source for a late ticket; empty

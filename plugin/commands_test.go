@@ -381,3 +381,22 @@ func TestStatusWaitsForTheRefreshWhenItsAnswerDecides(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakglassRefusesAnApplicationAlreadyPaused: with automated sync
+// already off and no session, there is no pause to make, and the admission
+// policy lets no session open on a paused Application (one could be swapped
+// for another): the break-glass says so before writing anything.
+func TestBreakglassRefusesAnApplicationAlreadyPaused(t *testing.T) {
+	f := newFakeCluster(t)
+	app := f.app()
+	if err := unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "enabled"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "r", "-y")
+	if code != ExitFailure || !strings.Contains(errOut, "automated sync is already off on web") || len(records(t, f)) != 0 {
+		t.Errorf("exit %d, %q, %d records", code, errOut, len(records(t, f)))
+	}
+}

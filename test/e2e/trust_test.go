@@ -24,9 +24,8 @@ import (
 // credentials): what the API server lets through, the verified log must
 // make harmless.
 
-// repoint makes app's session annotation hold value in the two writes the
-// admission policy allows an on-call user: the session goes, then a
-// session appears.
+// repoint makes app's session annotation hold value in two writes: the
+// session goes, then a session appears.
 func repoint(t *testing.T, u *user, app, value string) {
 	t.Helper()
 	u.kubectl("-n", testEnv.ArgoNamespace, "annotate", "application", app, breakglass.SessionAnnotation+"-")
@@ -50,8 +49,11 @@ func appendAs(t *testing.T, user string, r *audit.Record) *audit.Record {
 // another Application, a closed session of its own, and a session another
 // on-call user opened beside the open one in the log. A plain restore used
 // to take such a session at its word, re-enable sync and let self-heal
-// revert the fix; now each is refused by name, nothing changes, and a
-// forced restore acts on the session the log has open.
+// revert the fix. The API server no longer lets an on-call user swap the
+// session of a paused Application; where it cannot tell (Argo CD < 3.1, a
+// cluster without the policy: here an admin makes the swap), restore and
+// status refuse each by name, nothing changes, and a forced restore acts
+// on the session the log has open.
 func TestReplayedSessionsAreRefused(t *testing.T) {
 	e := environment(t)
 	ctx := context.Background()
@@ -81,6 +83,13 @@ func TestReplayedSessionsAreRefused(t *testing.T) {
 		return string(v)
 	}
 	lead := &breakglass.Session{ID: forged.Session, OpenedBy: env.Lead.Name, SavedSyncPolicy: mustJSON(fullPolicy)}
+	if testEnv.Argo.Major() >= 3 {
+		_, errOut, code := oncall.run("kubectl", "-n", e.ArgoNamespace, "annotate", "application", "tr-live", breakglass.SessionAnnotation+"-")
+		if code == 0 || !strings.Contains(errOut, "is paused (automated.enabled: false): its break-glass session comes only with the pause") {
+			t.Fatalf("on-call removed the session of a paused application: exit %d, %s", code, errOut)
+		}
+	}
+	admin := newUser(t, env.Admin.Name)
 	for _, tc := range []struct {
 		name    string
 		session *breakglass.Session
@@ -90,7 +99,7 @@ func TestReplayedSessionsAreRefused(t *testing.T) {
 		{"this application's closed session", earlier, "session " + earlier.ID + " was closed by breakglass.forced"},
 		{"another opener's session beside the open one", lead, "the audit log's open session on tr-live is " + live.ID},
 	} {
-		repoint(t, oncall, "tr-live", pointing(tc.session))
+		repoint(t, admin, "tr-live", pointing(tc.session))
 		_, errOut := mustRun(t, oncall, 1, "restore", "tr-live", "-y")
 		if !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "nothing was changed") {
 			t.Errorf("%s: restore said %q, want %q", tc.name, errOut, tc.want)
@@ -231,6 +240,11 @@ func TestWrongHeadIsBlamedNotTheNextRecord(t *testing.T) {
 		}
 		mustRun(t, oncall, 0, "restore", "tr-head", "--force", "--reason", "test over", "-y")
 		waitReverted(t, "tr-head", int32(5+i))
+	}
+	// Nor can the head be sent far past the log, where it would stay.
+	far := head(t).Seq + 5000
+	if _, errOut, code := oncall.run("kubectl", "-n", e.ArgoNamespace, "patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d"}}`, far)); code == 0 || !strings.Contains(errOut, "moves at most 1000 records at a time") {
+		t.Errorf("on-call moved the head to %d: exit %d, %s", far, code, errOut)
 	}
 	if h := head(t); h.Seq < lastSeq(t) {
 		t.Errorf("the head %d is behind the log", h.Seq)
