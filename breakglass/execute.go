@@ -278,7 +278,7 @@ func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, caus
 	err := cause
 	if undoErr := e.restoreParents(undo, p.App.Name, session); undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
-		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `kubectl gitops restore %s`", cause, undoErr, p.App.Name)
+		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, RestoreCommand(p.App))
 	} else if len(session.PausedParents) > 0 {
 		_ = e.dropSession(undo, p.App.Name, session.ID)
 	}
@@ -324,7 +324,7 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	}
 	switch {
 	case undoErr != nil:
-		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `kubectl gitops restore %s`", p.Target, patchErr, undoErr, p.App.Name)
+		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `%s`", p.Target, patchErr, undoErr, RestoreCommand(p.App))
 	case p.Join != nil:
 		return fmt.Errorf("patching %s failed; session %s is as it was: %w", p.Target, session.ID, patchErr)
 	}

@@ -324,7 +324,7 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 	holder := fmt.Sprintf("session %s by %s since %s (state %s)", session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State)
 	switch {
 	case session.State != StatePatched:
-		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `kubectl gitops restore %s`", ErrSessionOpen, req.App, holder, req.App)
+		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `%s`", ErrSessionOpen, req.App, holder, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
 	case !req.Join:
 		return nil, fmt.Errorf("%w on %s: %s", ErrJoinable, req.App, holder)
 	}

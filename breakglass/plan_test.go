@@ -1,0 +1,22 @@
+package breakglass
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestAdviceNamesTheAppNamespace: the restore an error tells the user to
+// run, exactly when they must run it, used to drop --app-namespace, so it
+// failed for an Application outside argocd.
+func TestAdviceNamesTheAppNamespace(t *testing.T) {
+	app := &unstructured.Unstructured{Object: map[string]any{}}
+	app.SetNamespace("team-a")
+	app.SetName("web")
+	app.SetAnnotations(map[string]string{SessionAnnotation: `{"id":"s","state":"pausing","openedBy":"oncall"}`})
+	_, err := joinable(app, Request{App: "web"})
+	if err == nil || !strings.Contains(err.Error(), "`kubectl gitops restore web --app-namespace team-a`") {
+		t.Errorf("joinable: %v", err)
+	}
+}
