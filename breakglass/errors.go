@@ -14,6 +14,7 @@ var (
 	ErrConflict     = errors.New("changed by someone else")
 	ErrNothingToDo  = errors.New("the patch changes nothing")
 	ErrPatchInvalid = errors.New("invalid patch")
+	ErrInvalidInput = errors.New("invalid input")
 	ErrNotSupported = errors.New("not supported")
 	ErrSyncRunning  = errors.New("a sync operation is running")
 	// ErrSyncOff is an Application whose automated sync is already off
@@ -81,7 +82,8 @@ const (
 )
 
 // InputError is an input the engine refuses before changing anything. It
-// is ErrPatchInvalid to errors.Is.
+// is ErrPatchInvalid to errors.Is when the input is the patch (its body,
+// type, or a shortcut that builds it), ErrInvalidInput otherwise.
 type InputError struct {
 	Input Input
 	// Value is the input as given ("" when quoting it adds nothing).
@@ -97,8 +99,14 @@ func (e *InputError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Input, e.Problem)
 }
 
-// Unwrap makes every input error an ErrPatchInvalid.
-func (e *InputError) Unwrap() error { return ErrPatchInvalid }
+// Unwrap says which kind of input was refused.
+func (e *InputError) Unwrap() error {
+	switch e.Input {
+	case InputPatch, InputPatchType, InputImage, InputReplicas, InputChange:
+		return ErrPatchInvalid
+	}
+	return ErrInvalidInput
+}
 
 func inputError(in Input, value, problem string, args ...any) error {
 	return &InputError{Input: in, Value: value, Problem: fmt.Sprintf(problem, args...)}

@@ -1,6 +1,7 @@
 package breakglass
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -18,5 +19,17 @@ func TestAdviceNamesTheAppNamespace(t *testing.T) {
 	_, err := joinable(app, Request{App: "web"})
 	if err == nil || !strings.Contains(err.Error(), "`kubectl gitops restore web --app-namespace team-a`") {
 		t.Errorf("joinable: %v", err)
+	}
+}
+
+// TestInputErrorsSayWhichInput: every input error used to be an invalid
+// patch, so a bad reason was reported as one.
+func TestInputErrorsSayWhichInput(t *testing.T) {
+	reason := Request{App: "web", Target: "deployment/web", Patch: PatchSpec{Type: "merge", Body: `{"spec":{"replicas":3}}`}, Reason: " "}.Validate()
+	if !errors.Is(reason, ErrInvalidInput) || errors.Is(reason, ErrPatchInvalid) {
+		t.Errorf("a missing reason: %v is not an invalid input but a patch", reason)
+	}
+	if patch := inputError(InputPatch, "", "not JSON"); !errors.Is(patch, ErrPatchInvalid) {
+		t.Errorf("a bad patch: %v", patch)
 	}
 }
