@@ -110,8 +110,8 @@ func syncPolicyPatch(policy map[string]any) map[string]any {
 // break-glass in sight.
 func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 	e := environment(t)
-	manualApp(t, e.ArgoNamespace, "tr-arm")
-	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-arm", "arming automated {prune, selfHeal}", refusedSyncPolicy,
+	manualApp(t, e.ArgoNamespace, "tx-arm")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-arm", "arming automated {prune, selfHeal}", refusedSyncPolicy,
 		syncPolicyPatch(map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}))
 }
 
@@ -119,8 +119,8 @@ func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 // Force=true make the next sync delete and recreate resources.
 func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 	e := environment(t)
-	manualApp(t, e.ArgoNamespace, "tr-options")
-	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-options", "adding syncOptions Replace=true, Force=true", refusedSyncPolicy,
+	manualApp(t, e.ArgoNamespace, "tx-options")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-options", "adding syncOptions Replace=true, Force=true", refusedSyncPolicy,
 		syncPolicyPatch(map[string]any{"syncOptions": []any{"Validate=true", "Replace=true", "Force=true"}}))
 }
 
@@ -129,8 +129,8 @@ func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 // namespace to run privileged pods.
 func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
 	e := environment(t)
-	manualApp(t, e.ArgoNamespace, "tr-namespace")
-	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-namespace", "adding a privileged managedNamespaceMetadata", refusedSyncPolicy,
+	manualApp(t, e.ArgoNamespace, "tx-namespace")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-namespace", "adding a privileged managedNamespaceMetadata", refusedSyncPolicy,
 		syncPolicyPatch(map[string]any{
 			"syncOptions":              []any{"Validate=true", "CreateNamespace=true"},
 			"managedNamespaceMetadata": map[string]any{"labels": map[string]any{"pod-security.kubernetes.io/enforce": "privileged"}},
@@ -142,22 +142,22 @@ func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
 // selfHeal is refused, alone or with a session write as the tool makes it.
 func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
 	e := environment(t)
-	deployApp(t, "tr-selfheal")
+	deployApp(t, "tx-selfheal")
 	oncall := newUser(t, env.Oncall.Name)
-	mustRun(t, oncall, 0, "breakglass", "tr-selfheal", "deployment/web", "--replicas", "3", "--reason", "transition test", "-y")
+	mustRun(t, oncall, 0, "breakglass", "tx-selfheal", "deployment/web", "--replicas", "3", "--reason", "transition test", "-y")
 	flip := map[string]any{"automated": map[string]any{"selfHeal": false}}
-	refusedApp(t, oncall, e.ArgoNamespace, "tr-selfheal", "flipping selfHeal in a session", refusedSyncPolicy, syncPolicyPatch(flip))
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-selfheal", "flipping selfHeal in a session", refusedSyncPolicy, syncPolicyPatch(flip))
 
-	session, err := json.Marshal(sessionOf(t, "tr-selfheal"))
+	session, err := json.Marshal(sessionOf(t, "tx-selfheal"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	withSession := syncPolicyPatch(flip)
 	withSession["metadata"] = map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(session)}}
-	refusedApp(t, oncall, e.ArgoNamespace, "tr-selfheal", "flipping selfHeal with a session write", refusedSyncPolicy, withSession)
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-selfheal", "flipping selfHeal with a session write", refusedSyncPolicy, withSession)
 
-	mustRun(t, oncall, 0, "restore", "tr-selfheal", "--force", "--reason", "transition test over", "-y")
-	if got := syncPolicyOf(t, "tr-selfheal"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
+	mustRun(t, oncall, 0, "restore", "tx-selfheal", "--force", "--reason", "transition test over", "-y")
+	if got := syncPolicyOf(t, "tx-selfheal"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
 		t.Errorf("restore brought back %v, want %v", got, fullPolicy)
 	}
 }
@@ -168,19 +168,19 @@ func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
 // neither outside a session nor in one is it a move the tool makes.
 func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
 	e := environment(t)
-	app := deployApp(t, "tr-phase")
+	app := deployApp(t, "tx-phase")
 	if _, hasOp := app.Object["operation"]; hasOp {
 		t.Fatalf("the application still runs an operation: %v", app.Object["operation"])
 	}
 	oncall := newUser(t, env.Oncall.Name)
 	failed := map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Failed"}}}
-	refusedApp(t, oncall, e.ArgoNamespace, "tr-phase", "phase Failed with no operation", refusedPhase, failed)
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-phase", "phase Failed with no operation", refusedPhase, failed)
 
-	mustRun(t, oncall, 0, "breakglass", "tr-phase", "deployment/web", "--replicas", "3", "--reason", "transition test", "-y")
-	refusedApp(t, oncall, e.ArgoNamespace, "tr-phase", "phase Failed in a session, with no operation", refusedPhase, failed)
-	refusedApp(t, oncall, e.ArgoNamespace, "tr-phase", "phase Terminating in a session, with no operation", refusedPhase,
+	mustRun(t, oncall, 0, "breakglass", "tx-phase", "deployment/web", "--replicas", "3", "--reason", "transition test", "-y")
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-phase", "phase Failed in a session, with no operation", refusedPhase, failed)
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-phase", "phase Terminating in a session, with no operation", refusedPhase,
 		map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}})
-	mustRun(t, oncall, 0, "restore", "tr-phase", "--force", "--reason", "transition test over", "-y")
+	mustRun(t, oncall, 0, "restore", "tx-phase", "--force", "--reason", "transition test over", "-y")
 }
 
 // TestTransitionSessionOfAnotherFormIsRefused: the policy tells sessions
@@ -188,10 +188,10 @@ func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
 // so could carry any id a reader picks.
 func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 	e := environment(t)
-	manualApp(t, e.ArgoNamespace, "tr-form")
-	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-form", "a session annotation not starting with its id",
+	manualApp(t, e.ArgoNamespace, "tx-form")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-form", "a session annotation not starting with its id",
 		"must be a session as kubectl gitops writes it",
-		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: `{"state":"paused","id":"tr-form-1"}`}}})
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: `{"state":"paused","id":"tx-form-1"}`}}})
 }
 
 // TestTransitionSessionIDChangeIsRefused: swapping the id of an open
@@ -199,11 +199,11 @@ func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 // pause no record of the new session explains.
 func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 	e := environment(t)
-	manualApp(t, e.ArgoNamespace, "tr-id")
+	manualApp(t, e.ArgoNamespace, "tx-id")
 	oncall := newUser(t, env.Oncall.Name)
-	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tr-id", breakglass.SessionAnnotation+`={"id":"tr-id-1","state":"paused"}`)
-	refusedApp(t, oncall, e.ArgoNamespace, "tr-id", "changing the session's id", "keeps its id",
-		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: `{"id":"tr-id-2","state":"paused"}`}}})
+	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tx-id", breakglass.SessionAnnotation+`={"id":"tx-id-1","state":"paused"}`)
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-id", "changing the session's id", "keeps its id",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: `{"id":"tx-id-2","state":"paused"}`}}})
 }
 
 // TestTransitionPausedByMarkWithoutAPauseIsRefused: the paused-by mark
@@ -211,8 +211,8 @@ func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 // an automated sync that was never paused.
 func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 	e := environment(t)
-	manualApp(t, e.ArgoNamespace, "tr-mark")
-	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tr-mark", "a paused-by mark with no pause", "paused-by mark of application",
+	manualApp(t, e.ArgoNamespace, "tx-mark")
+	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-mark", "a paused-by mark with no pause", "paused-by mark of application",
 		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.PausedByAnnotation: "child/20261203-000000-abcde"}}})
 }
 
@@ -221,7 +221,7 @@ func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 // Argo CD's own namespace, while the moves the tool makes still pass there.
 func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 	environment(t)
-	const ns, name = "team-transitions", "tr-team"
+	const ns, name = "team-transitions", "tx-team"
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 	// What the tool writes there passes: a refresh request, and a session
 	// opened and closed on an unpaused (manual) policy.
 	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.RefreshAnnotation+"=normal", "--overwrite")
-	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+`={"id":"tr-team-1","state":"pausing"}`)
+	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+`={"id":"tx-team-1","state":"pausing"}`)
 	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+"-")
 }
 
@@ -256,7 +256,7 @@ func auditNamespace(t *testing.T, name string) string {
 	environment(t)
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)
-	ns := "tr-audit-" + name
+	ns := "tx-audit-" + name
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -334,11 +334,11 @@ func TestTransitionImmutableHeadIsRefused(t *testing.T) {
 func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
 	ns := auditNamespace(t, "owner")
 	owner, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns).Create(context.Background(),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tr-owner"}}, metav1.CreateOptions{})
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tx-owner"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"tr-owner","uid":%q}]}}`, owner.UID)
+	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"tx-owner","uid":%q}]}}`, owner.UID)
 	refusedHead(t, ns, "an owner reference on the head", refusedHeadMeta, "patch", "cm", audit.HeadName, "--type=merge", "-p", patch)
 }
 
