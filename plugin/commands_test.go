@@ -400,3 +400,15 @@ func TestBreakglassRefusesAnApplicationAlreadyPaused(t *testing.T) {
 		t.Errorf("exit %d, %q, %d records", code, errOut, len(records(t, f)))
 	}
 }
+
+// TestRecordedValuesAuditorsNeed: what is recorded is allow-listed, and
+// the changes an auditor must see keep their values: an image, a replica
+// count and a resource limit.
+func TestRecordedValuesAuditorsNeed(t *testing.T) {
+	newFakeCluster(t)
+	patch := `[{"op":"replace","path":"/spec/replicas","value":4},` +
+		`{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/web:1.2.4"},` +
+		`{"op":"add","path":"/spec/template/spec/containers/0/resources","value":{"limits":{"memory":"512Mi"}}},` +
+		`{"op":"add","path":"/spec/template/spec/containers/0/workingDir","value":"/srv/not-on-the-allow-list"}]`
+	runGolden(t, "breakglass-recorded-values.golden", ExitOK, "breakglass", "web", "deployment/web", "--type", "json", "--patch", patch, "--reason", "values", "--dry-run", "-o", "json")
+}

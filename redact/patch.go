@@ -29,7 +29,7 @@ func Patch(body []byte, secret bool, objs ...map[string]any) (string, error) {
 	} else if secret {
 		v = All(v)
 	} else {
-		v = Value(v)
+		v = At("", v)
 	}
 	b, err := json.Marshal(v)
 	return string(b), err

@@ -30,7 +30,7 @@ func freeText(segs []string, v any) bool {
 		return isList
 	case n >= 2 && (segs[n-2] == "args" || segs[n-2] == "command"):
 		return isString
-	case n == 3 && segs[0] == "metadata" && segs[1] == "annotations":
+	case n >= 2 && segs[n-2] == "annotations":
 		s, _ := v.(string)
 		return isString && (len(s) > maxAnnotationText || strings.Contains(s, "\n"))
 	}
@@ -96,7 +96,7 @@ func describeAt(segs []string, v any) any {
 	if freeText(segs, v) {
 		return describe(v)
 	}
-	return valueAt(segs, v)
+	return valueAt(segs, v, true)
 }
 
 // changedLines says which lines of after differ from before: those between

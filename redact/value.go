@@ -11,7 +11,7 @@ import (
 // secret-looking --flag in a list of strings, and credential-shaped text
 // anywhere.
 func Value(v any) any {
-	return valueAt(nil, v)
+	return valueAt(nil, v, false)
 }
 
 // All returns a deep copy of v with every scalar replaced, keeping the
@@ -21,8 +21,10 @@ func All(v any) any {
 }
 
 // valueAt is Value for v at segs (a path, list items by name): free text
-// there is recorded by its structure only.
-func valueAt(segs []string, v any) any {
+// there is recorded by its structure only. With allowList (a live
+// resource's fields), a string is kept only where the field is known to
+// hold non-secret data (Allowed), and judged by its shape there too.
+func valueAt(segs []string, v any, allowList bool) any {
 	if freeText(segs, v) {
 		return describe(v)
 	}
@@ -35,7 +37,7 @@ func valueAt(segs []string, v any) any {
 			case (Name(name) && k == "value") || (Name(k) && !isReference(val)):
 				out[k] = scalarsRedacted(val)
 			default:
-				out[k] = valueAt(append(segs[:len(segs):len(segs)], k), val)
+				out[k] = valueAt(append(segs[:len(segs):len(segs)], k), val, allowList)
 			}
 		}
 		return out
@@ -52,10 +54,13 @@ func valueAt(segs []string, v any) any {
 					seg = name
 				}
 			}
-			out[i] = valueAt(append(segs[:len(segs):len(segs)], seg), item)
+			out[i] = valueAt(append(segs[:len(segs):len(segs)], seg), item, allowList)
 		}
 		return out
 	case string:
+		if allowList && !Allowed(segs) {
+			return Redacted
+		}
 		return Text(t)
 	}
 	return v
@@ -177,13 +182,16 @@ func Segments(path string) []string {
 	return segs
 }
 
-// At returns a redacted copy of v, the value found at path: All of it when
-// the path is a credential's, Value otherwise.
+// At returns a redacted copy of v, the value found at path of a live
+// resource: All of it when the path is a credential's; otherwise numbers
+// and booleans as they are, strings only where Allowed says the field holds
+// non-secret data (and there judged by their shape too), free text by its
+// structure, and every other string redacted.
 // A map or list at a secret-looking path is judged field by field: the
 // path may end in a list item's name (a container called auth-proxy).
 func At(path string, v any) any {
 	if Path(path) && !isContainer(v) {
 		return Redacted
 	}
-	return valueAt(Segments(path), v)
+	return valueAt(Segments(path), v, true)
 }
