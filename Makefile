@@ -13,7 +13,7 @@ ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
 ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 # The e2e suite runs whole against the current Argo CD and its core loop
 # (break-glass, status, restore, parents, failures) against 2.14.
-ARGO_CORE   := TestBreakglass|TestStatus|TestRestore|TestAppOfApps|TestPatchFailing|TestCrash|TestTwoBreakglass|TestTargetChanged|TestJoin|TestAdditive|TestSelfHeal|TestVersion|TestParent|TestMultiSource
+ARGO_CORE   := TestTransition|TestBreakglass|TestStatus|TestRestore|TestAppOfApps|TestPatchFailing|TestCrash|TestTwoBreakglass|TestTargetChanged|TestJoin|TestAdditive|TestSelfHeal|TestVersion|TestParent|TestMultiSource
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 
 .PHONY: build test unit e2e lint tools bench demo krew clean require

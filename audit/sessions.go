@@ -124,8 +124,10 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	closing := r.Event == EventRestored || r.Event == EventForced
 	own := r.Application == nil || appKey(*r.Application) == s.Application
 	switch {
-	case s.Closed != nil && closing && r.Outcome.Status != StatusSucceeded:
-		return false, nil // a restore that lost the race to another: it changed nothing
+	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted):
+		// A restore, or a join, that lost the race to the close: it
+		// changed nothing, and nothing acts on it.
+		return false, nil
 	case s.Closed != nil && !ticketWork:
 		return broke(BreakReplayed, "%s after the session was closed by %s (record %d)", r.Event, s.Closed.Event, s.Closed.Seq)
 	case !own && r.Event != EventPaused:

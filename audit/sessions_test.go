@@ -90,7 +90,10 @@ func TestSessionStateMachine(t *testing.T) {
 		"a patch by a stranger":           {append(append([]step{}, opened...), step{EventPatched, "s", "mallory", "web", "", ""}), "foreign-actor at 7"},
 		"a patch of another application":  {append(append([]step{}, opened...), step{EventPatched, "s", "alice", "db", "", ""}), "foreign-application at 7"},
 		"a second restore":                {append(append([]step{}, restored...), step{EventRestored, "s", "carol", "web", "", ""}), "replayed at 9"},
-		"a join after the close":          {append(append([]step{}, restored...), step{EventPlanned, "s", "bob", "web", StatusStarted, ""}), "replayed at 9"},
+		"a join that lost the race to the close": {append(append([]step{}, restored...),
+			step{EventPlanned, "s", "bob", "web", StatusStarted, ""},
+			step{EventAborted, "s", "bob", "web", StatusFailed, ""}), ""},
+		"a patch after the close": {append(append([]step{}, restored...), step{EventPatched, "s", "alice", "web", "", ""}), "replayed at 9"},
 		"a patch after an abort": {[]step{
 			{EventPlanned, "s", "alice", "web", StatusStarted, ""},
 			{EventAborted, "s", "alice", "web", StatusFailed, ""},

@@ -14,9 +14,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -39,7 +42,13 @@ func appenderMain() int {
 	count, _ := strconv.Atoi(os.Getenv("APPEND_COUNT"))
 	writer := os.Getenv(appenderEnv)
 	for i := 0; i < count; i++ {
-		r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: "oncall"}, Session: writer,
+		// Each writer's records are a session of its own, opened by its
+		// first: a log verify finds meaningful, not only linked.
+		event := audit.EventPatched
+		if i == 0 {
+			event = audit.EventPlanned
+		}
+		r := &audit.Record{Event: event, Actor: audit.Actor{Username: "oncall"}, Session: writer, Application: &audit.AppRef{Namespace: "argocd", Name: writer},
 			Reason: fmt.Sprintf("%s record %d", writer, i), Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
 		if err := store.Append(context.Background(), r); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: append %d: %v\n", writer, i, err)
@@ -224,6 +233,7 @@ func replaceForce(t *testing.T, u *user, cm map[string]any) {
 
 func TestAuditVerifyDetectsTampering(t *testing.T) {
 	environment(t)
+	withoutAuditPolicy(t)
 	tests := []struct {
 		name   string
 		tamper func(t *testing.T, u *user, ns string)
@@ -360,4 +370,46 @@ func TestAuditRecordsNeverHoldSecrets(t *testing.T) {
 	if !strings.Contains(raw, audit.Redacted) {
 		t.Errorf("no redaction marker in the stored records")
 	}
+}
+
+// withoutAuditPolicy lifts the audit-log policy's binding (bound in every
+// namespace) for the test: verify must name what the policy would have
+// refused, on a cluster without it. The binding is put back, and enforced
+// again, when the test ends (the suite runs no test in parallel).
+func withoutAuditPolicy(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	gvr := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
+	bindings := kubeDynamic(t).Resource(gvr)
+	binding, err := bindings.Get(ctx, "kubectl-gitops-audit-log", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bindings.Delete(ctx, binding.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	probe := func() error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-gitops-audit-probe", Namespace: testEnv.ArgoNamespace}}
+		_, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(testEnv.ArgoNamespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	wait := func(what string, done func(error) bool) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		waitFor(ctx, t, what, func() (bool, string) {
+			err := probe()
+			return done(err), fmt.Sprint(err)
+		})
+	}
+	wait("the audit-log policy to be lifted", func(err error) bool { return err == nil })
+	t.Cleanup(func() {
+		binding.SetResourceVersion("")
+		binding.SetUID("")
+		binding.SetCreationTimestamp(metav1.Time{})
+		binding.SetManagedFields(nil)
+		if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		wait("the audit-log policy to be enforced again", func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) })
+	})
 }

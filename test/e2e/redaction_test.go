@@ -275,19 +275,18 @@ func TestLargePatchKeepsTheSessionSmall(t *testing.T) {
 		t.Errorf("a plain restore: exit %d, %s", code, errOut)
 	}
 
+	// A file of 600 KiB used to make its record too large to store, and
+	// the break-glass was refused; a file is recorded by its structure now,
+	// so the record stays small whatever the file.
 	deployApp(t, "rd-huge")
 	grantOncall(t, "rd-huge", "configmaps")
-	huge := strings.Repeat("0123456789abcdef", 600<<10/16)
-	before := headSeqOf(t)
-	_, errOut = mustRun(t, oncall, 1, "breakglass", "rd-huge", "configmap/web-config", "--type", "merge",
+	huge := strings.Repeat("0123456789abcdef\n", 600<<10/17)
+	mustRun(t, oncall, 0, "breakglass", "rd-huge", "configmap/web-config", "--type", "merge",
 		"--patch-file", writeFile(t, `{"data":{"blob":"`+huge+`"}}`), "--reason", "huge", "-y")
-	if !strings.Contains(errOut, "too large to record") {
-		t.Errorf("stderr %q should say the record could not be stored", errOut)
+	for _, r := range sessionRecords(t, sessionOf(t, "rd-huge").ID) {
+		if b, _ := json.Marshal(r); len(b) > 8<<10 {
+			t.Errorf("record %d (%s) is %d bytes", r.Seq, r.Event, len(b))
+		}
 	}
-	if headSeqOf(t) != before {
-		t.Errorf("a refused patch wrote audit records")
-	}
-	if a, _ := appsClient(t).Get(context.Background(), "rd-huge", metav1.GetOptions{}); a.GetAnnotations()[breakglass.SessionAnnotation] != "" {
-		t.Errorf("a refused patch opened a session")
-	}
+	mustRun(t, oncall, 0, "restore", "rd-huge", "--force", "--reason", "test over", "-y")
 }

@@ -58,12 +58,12 @@ func TestReplayedSessionsAreRefused(t *testing.T) {
 	e := environment(t)
 	ctx := context.Background()
 	deployApp(t, "tr-live")
-	deployApp(t, "tr-other")
+	deployApp(t, "tr-elsewhere")
 	oncall := newUser(t, env.Oncall.Name)
 
-	mustRun(t, oncall, 0, "breakglass", "tr-other", "deployment/web", "--replicas", "4", "--reason", "other app", "-y")
-	otherSession := sessionOf(t, "tr-other")
-	mustRun(t, oncall, 0, "restore", "tr-other", "--force", "--reason", "done", "-y")
+	mustRun(t, oncall, 0, "breakglass", "tr-elsewhere", "deployment/web", "--replicas", "4", "--reason", "other app", "-y")
+	otherSession := sessionOf(t, "tr-elsewhere")
+	mustRun(t, oncall, 0, "restore", "tr-elsewhere", "--force", "--reason", "done", "-y")
 	mustRun(t, oncall, 0, "breakglass", "tr-live", "deployment/web", "--replicas", "4", "--reason", "earlier", "-y")
 	earlier := sessionOf(t, "tr-live")
 	mustRun(t, oncall, 0, "restore", "tr-live", "--force", "--reason", "done", "-y")
@@ -95,7 +95,7 @@ func TestReplayedSessionsAreRefused(t *testing.T) {
 		session *breakglass.Session
 		want    string
 	}{
-		{"another application's closed session", otherSession, "was opened on application " + e.ArgoNamespace + "/tr-other, not on " + e.ArgoNamespace + "/tr-live"},
+		{"another application's closed session", otherSession, "was opened on application " + e.ArgoNamespace + "/tr-elsewhere, not on " + e.ArgoNamespace + "/tr-live"},
 		{"this application's closed session", earlier, "session " + earlier.ID + " was closed by breakglass.forced"},
 		{"another opener's session beside the open one", lead, "the audit log's open session on tr-live is " + live.ID},
 	} {
