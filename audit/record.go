@@ -128,11 +128,16 @@ func (t Target) String() string {
 }
 
 // Patch is the patch applied to the target: its body re-serialised with
-// secret values redacted, and the SHA-256 (hex) of the body exactly as the
-// user gave it, so that whoever holds the original can prove it matches.
+// only allow-listed values, and the HMAC-SHA256 (hex) of the body exactly
+// as the user gave it under the installation's digest key KeyID, so that an
+// auditor who holds the original and the key can prove it matches, and
+// nobody who only reads the record can test guesses against it. SHA256 is
+// the unkeyed digest records before keyed digests kept.
 type Patch struct {
 	Type   string `json:"type"`
 	Body   string `json:"body"`
+	HMAC   string `json:"hmac,omitempty"`
+	KeyID  string `json:"keyId,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
 }
 

@@ -26,11 +26,13 @@ type Plan struct {
 	Target    audit.Target
 	PatchType string
 	// PatchBody is the patch as sent to the API server; never show or
-	// store it: PatchRedacted is its redacted form, PatchSHA256 the digest
-	// of the patch as the user gave it.
+	// store it: PatchRedacted is its redacted form, PatchHMAC the keyed
+	// digest (under the digest key PatchKeyID) of the patch as the user
+	// gave it; both "" when the install has no digest key.
 	PatchBody     []byte
 	PatchRedacted string
-	PatchSHA256   string
+	PatchHMAC     string
+	PatchKeyID    string
 	// Changes are the changed fields, redacted like the audit log.
 	Changes []audit.Change
 	// SyncPolicy is the Application's spec.syncPolicy now and after the pause.
@@ -279,7 +281,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Request: req, Actor: actor,
 		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
 		Cluster: server, Target: target,
-		PatchType: patchType, PatchBody: body, PatchRedacted: red.body, PatchSHA256: digestRaw(req.Patch, body),
+		PatchType: patchType, PatchBody: body, PatchRedacted: red.body,
 		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
 		diff: diff, live: live, app: app,
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
@@ -292,6 +294,18 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	if warning != "" {
 		warnings = append(warnings, warning)
+	}
+	if keys, ok := e.Audit.(interface {
+		DigestKey(context.Context) (*audit.DigestKey, error)
+	}); ok {
+		switch key, err := keys.DigestKey(ctx); {
+		case err != nil:
+			warnings = append(warnings, err.Error()+": the record keeps no digest of the patch as given")
+		case key == nil:
+			warnings = append(warnings, "no digest key ("+audit.DigestKeySecret+", see the README's install): the record keeps no digest of the patch as given")
+		default:
+			plan.PatchHMAC, plan.PatchKeyID = key.MAC(rawPatch(req.Patch, body)), key.ID
+		}
 	}
 	plan.Warnings = append(plan.Warnings, warnings...)
 	if join == nil {

@@ -97,16 +97,14 @@ func digest(v any) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// digestRaw is the hex SHA-256 of the patch exactly as the user gave it
-// (the --patch text or the --patch-file bytes), or of the JSON built from
-// the --image/--replicas shortcuts.
-func digestRaw(spec PatchSpec, built []byte) string {
-	raw := built
+// rawPatch is the patch exactly as the user gave it (the --patch text or
+// the --patch-file bytes), or the JSON built from the --image/--replicas
+// shortcuts: what the record's keyed digest covers.
+func rawPatch(spec PatchSpec, built []byte) []byte {
 	if spec.Body != "" {
-		raw = []byte(spec.Body)
+		return []byte(spec.Body)
 	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
+	return built
 }
 
 // Redact cleans text of this plan's secret values and of anything
@@ -130,7 +128,7 @@ func (p *Plan) checkSize() error {
 		return fmt.Errorf("%w: the patch changes %d fields, too many to track in the session annotation (%d KiB, limit %d KiB): patch fewer fields at once", ErrPatchInvalid, len(p.fields), len(b)>>10, MaxSessionBytes>>10)
 	}
 	r := audit.Record{Reason: p.Request.Reason, Incident: p.Request.Incident, Target: &p.Target,
-		Patch:   &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, SHA256: p.PatchSHA256},
+		Patch:   p.recordedPatch(),
 		Changes: p.Changes, SyncPolicy: &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}}
 	if b, _ := json.Marshal(r); len(b) > MaxRecordBytes {
 		return fmt.Errorf("%w: the patch is too large to record: its audit record would be %d KiB, over the %d KiB a record ConfigMap holds; patch less at once", ErrPatchInvalid, len(b)>>10, MaxRecordBytes>>10)
@@ -212,4 +210,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// recordedPatch is the patch as its records keep it.
+func (p *Plan) recordedPatch() *audit.Patch {
+	return &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, HMAC: p.PatchHMAC, KeyID: p.PatchKeyID}
 }

@@ -2,15 +2,15 @@
 # require.sh checks, in seconds and before any long build, the system
 # commands `make test` and `make demo` need: redis-server (Argo CD's cache),
 # tmux (the interactive form's tests), git (the test repository) and kubectl
-# (the plugin is run through it); jq (the README's audit recipe, which a test
-# runs). Missing Debian packages are installed with
+# (the plugin is run through it); jq and openssl (the README's audit
+# recipes, which tests run). Missing Debian packages are installed with
 # apt-get when running as root or with password-less sudo; otherwise it stops
 # naming the exact command to run.
 set -euo pipefail
 
-declare -A package=([redis-server]=redis-server [tmux]=tmux [git]=git [jq]=jq)
+declare -A package=([redis-server]=redis-server [tmux]=tmux [git]=git [jq]=jq [openssl]=openssl)
 missing=()
-for cmd in redis-server tmux git jq kubectl; do
+for cmd in redis-server tmux git jq openssl kubectl; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -321,3 +321,40 @@ func TestFreeTextIsRecordedByStructure(t *testing.T) {
 		}
 	}
 }
+
+// FuzzConfigFileNeverLeaks: a secret planted under any key, in any of the
+// config formats a ConfigMap holds, with any text around it, never reaches
+// what is recorded of the file (before or after the change).
+func FuzzConfigFileNeverLeaks(f *testing.F) {
+	f.Add(uint8(0), uint8(0), "hunter2-Canary", "timeout: 5\n")
+	f.Add(uint8(3), uint8(1), "s3cr3t!", "[db]\nhost=x\n")
+	f.Add(uint8(5), uint8(2), "AKIA0000000000000000", "")
+	keys := []string{"password", "DbPassword", "api_key", "MYSQL_ROOT_PW", "ADMIN_PIN", "SMTP_PASSCODE", "STRIPE_KEY", "client-secret", "token", "db.pass"}
+	formats := []func(k, v string) string{
+		func(k, v string) string { return k + ": " + v + "\n" },                        // YAML
+		func(k, v string) string { return k + ": |\n  " + v + "\n" },                   // YAML block scalar
+		func(k, v string) string { return `{"` + k + `": "` + v + `"}` },               // JSON
+		func(k, v string) string { return "<" + k + ">" + v + "</" + k + ">\n" },       // XML
+		func(k, v string) string { return `<add key="` + k + `" value="` + v + `"/>` }, // .NET
+		func(k, v string) string { return k + " = " + v + "\n" },                       // INI
+		func(k, v string) string { return k + "=" + v + "\n" },                         // properties
+		func(k, v string) string { return "export " + k + "=" + v + "\n" },             // .env
+	}
+	f.Fuzz(func(t *testing.T, format, keyIndex uint8, secret, around string) {
+		// The secret is the value: it is not in the text around it, nor
+		// made of the key and what comes before or after it.
+		key := keys[int(keyIndex)%len(keys)]
+		if len(secret) < 4 || strings.Contains(Redacted, secret) || strings.Contains(around+key+around, secret) {
+			t.Skip()
+		}
+		file := around + formats[int(format)%len(formats)](key, secret) + around
+		for _, path := range []string{"/data/app.conf", "/binaryData/app.conf", "/spec/template/spec/containers/web/env/X/value", "/spec/template/spec/containers/web/args/1"} {
+			b, a := Change(path, around, file)
+			b2, a2 := Change(path, file, around)
+			out, _ := json.Marshal([]any{b, a, b2, a2, At(path, file)})
+			if strings.Contains(string(out), secret) {
+				t.Fatalf("%s: the secret reached %s", path, out)
+			}
+		}
+	})
+}

@@ -325,9 +325,8 @@ func patchSection(r *audit.Record) string {
 		return ""
 	}
 	text := fmt.Sprintf("h3. The patch (%s, secret values redacted)\n{noformat}\n%s\n{noformat}\n", Escape(r.Patch.Type), noformat(r.Patch.Body))
-	if r.Patch.SHA256 != "" {
-		text += fmt.Sprintf("SHA-256 of the patch as given: %s\n", Escape(r.Patch.SHA256))
-	}
+	// No digest: whoever reads Jira could test guesses of a secret in
+	// the patch against it. The audit record keeps a keyed one.
 	return text + "\n"
 }
 

@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -329,6 +330,13 @@ var appProjectsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: 
 func headSeqOf(t *testing.T) uint64 {
 	t.Helper()
 	return headSeq(t, audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace))
+}
+
+// hmacHex is the hex HMAC-SHA256 of b under key, as openssl computes it.
+func hmacHex(key string, b []byte) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 func sha256Hex(b []byte) string {

@@ -209,11 +209,22 @@ func TestCanarySweep(t *testing.T) {
 	if !strings.Contains(s.all.String(), "[REDACTED]") || !strings.Contains(stored.String(), "[REDACTED]") {
 		t.Errorf("no redaction marker: the sweep did not exercise redaction")
 	}
-	// Readable names stay readable, and the digest of the patch file as
-	// given is in its record.
+	// The patch file as given is in its record as a keyed digest only: no
+	// plain SHA-256 anyone could test guesses against, none in Jira, and
+	// README's recipe checks it with the key.
 	data, _ := os.ReadFile(patchFile)
-	if !strings.Contains(stored.String(), sha256Hex(data)) {
-		t.Errorf("no record carries the SHA-256 of the patch file as given")
+	if strings.Contains(stored.String(), sha256Hex(data)) || strings.Contains(jira.String(), sha256Hex(data)) {
+		t.Errorf("the plain SHA-256 of the patch file reached a record or Jira")
+	}
+	mac := hmacHex(e.DigestKey, data)
+	if !strings.Contains(stored.String(), mac) || strings.Contains(jira.String(), mac) {
+		t.Errorf("the records lack the keyed digest of the patch file, or Jira has it")
+	}
+	planned := sessionRecords(t, sessionOf(t, app).ID)[0]
+	recipe := fmt.Sprintf(`openssl dgst -sha256 -hmac "$KEY" %s | awk '{print $NF}'; kubectl gitops audit show %s -o json | jq -r .patch.hmac`, patchFile, planned.ID)
+	out, errOut, code := auditor.run("sh", "-c", "KEY=$(kubectl -n "+e.ArgoNamespace+" get secret kubectl-gitops-digest-key -o jsonpath='{.data.key\\.1}' | base64 -d); "+recipe)
+	if lines := strings.Fields(out); code != 0 || len(lines) != 2 || lines[0] != lines[1] || lines[0] != mac {
+		t.Errorf("README's recipe as the auditor: exit %d, %q (%s), want the record's keyed digest %s twice", code, out, errOut, mac)
 	}
 	// Names, and what changed where in a file, stay readable.
 	for _, keep := range []string{"DB_PASSWORD", "LOG_LEVEL", "MYSQL_ROOT_PW", "client-secret", "changed line 4: keys timeout"} {

@@ -66,6 +66,9 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	if err := grantTestRoles(ctx, kube, dyn, bins.Argo); err != nil {
 		return err
 	}
+	if e.DigestKey, err = createDigestKey(ctx, kube); err != nil {
+		return err
+	}
 
 	kubeconfig := e.Kubeconfig(Admin.Name)
 	home := filepath.Join(e.Dir, "home")
@@ -359,10 +362,24 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 	if err := applyShipped(ctx, dyn, "rbac", nil); err != nil {
 		return err
 	}
+
 	if err := applyShipped(ctx, dyn, "policy", policyFor(release)); err != nil {
 		return err
 	}
 	return waitPolicyEnforced(ctx, kube)
+}
+
+// createDigestKey creates the installation's digest key as README's
+// install does (32 random bytes, hex, as id 1) and returns it.
+func createDigestKey(ctx context.Context, kube kubernetes.Interface) (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-gitops-digest-key", Namespace: ArgoNamespace},
+		Data: map[string][]byte{"id": []byte("1"), "key.1": []byte(hex.EncodeToString(key))}}
+	_, err := kube.CoreV1().Secrets(ArgoNamespace).Create(ctx, secret, metav1.CreateOptions{})
+	return string(secret.Data["key.1"]), err
 }
 
 // shippedKinds are the kinds deploy/ may hold, with their API resources.

@@ -50,6 +50,10 @@ type Env struct {
 	ArgoNamespace string
 	// Argo is the Argo CD release running.
 	Argo ArgoRelease
+	// DigestKey is the installation's key of the audit records' keyed
+	// digests (the secret kubectl-gitops-digest-key, id 1), as the install
+	// creates it: what an auditor holds to check a raw patch.
+	DigestKey string
 
 	adminPassword string
 	keepDir       bool
