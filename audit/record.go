@@ -39,13 +39,15 @@ const (
 	EventAborted  Event = "breakglass.aborted"
 	EventRestored Event = "breakglass.restored"
 	EventForced   Event = "breakglass.forced"
+	// EventReviewed is a second person's review of a closed session.
+	EventReviewed Event = "breakglass.reviewed"
 	EventQueued   Event = "ticket.queued"
 	EventFiled    Event = "ticket.filed"
 	EventFailed   Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventQueued, EventFiled, EventFailed}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventQueued, EventFiled, EventFailed}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of
@@ -76,6 +78,8 @@ type Record struct {
 	// resource being in sync again proves nothing.
 	OutOfSync *bool   `json:"outOfSync,omitempty"`
 	Outcome   Outcome `json:"outcome"`
+	// Review is a breakglass.reviewed record's verdict and note.
+	Review *Review `json:"review,omitempty"`
 	// HeadFound is set by the store when the chain head it found named a
 	// record the log does not hold as named (moved by hand): this record
 	// links to the true tip instead, and Verify names the head.
@@ -154,6 +158,18 @@ type SyncPolicy struct {
 	Before any `json:"before"`
 	After  any `json:"after"`
 }
+
+// Review is a second person's verdict on a closed session.
+type Review struct {
+	Verdict string `json:"verdict"`
+	Note    string `json:"note"`
+}
+
+// The verdicts of a review.
+const (
+	VerdictApproved = "approved"
+	VerdictRejected = "rejected"
+)
 
 // Ticket is the Jira issue that tracks reconciling Git.
 type Ticket struct {

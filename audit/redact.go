@@ -20,6 +20,9 @@ func Redact(r *Record) {
 	r.Reason = redact.Text(r.Reason)
 	r.Incident = redact.Text(r.Incident)
 	r.Outcome.Error = redact.Text(r.Outcome.Error)
+	if r.Review != nil {
+		r.Review.Note = redact.Text(r.Review.Note)
+	}
 	if r.Patch != nil {
 		r.Patch.Body = redactBody(r.Patch.Body, secret)
 	}

@@ -27,6 +27,9 @@ const (
 	// BreakForeignTicket is a close naming a ticket its session never
 	// filed or was attached to.
 	BreakForeignTicket BreakKind = "foreign-ticket"
+	// BreakSelfReview is a review by someone who opened or joined the
+	// session (or one written before it closed).
+	BreakSelfReview BreakKind = "self-review"
 )
 
 // PauseNotUndone is in the outcome error of a breakglass.aborted record
@@ -58,6 +61,8 @@ type SessionLog struct {
 	// Tickets are the Jira keys the session's own records filed or
 	// attached.
 	Tickets map[string]bool
+	// Reviews are the breakglass.reviewed records of the closed session.
+	Reviews []*Record
 	joins   int
 	patched bool
 	broken  bool
@@ -123,6 +128,21 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	ticketWork := r.Event == EventQueued || r.Event == EventFiled || r.Event == EventFailed
 	closing := r.Event == EventRestored || r.Event == EventForced
 	own := r.Application == nil || appKey(*r.Application) == s.Application
+	if r.Event == EventReviewed {
+		switch {
+		case !own:
+			return broke(BreakForeignApplication, "%s names application %s/%s; the session was opened on %s/%s",
+				r.Event, r.Application.Namespace, r.Application.Name, s.Application.Namespace, s.Application.Name)
+		case s.Closed == nil || s.Closed.Event == EventAborted:
+			return broke(BreakOutOfOrder, "reviewed by %s before the session was restored", r.Actor.Username)
+		case s.Members[r.Actor.Username]:
+			return broke(BreakSelfReview, "reviewed by %s, who opened or joined the session", r.Actor.Username)
+		case r.Review == nil || (r.Review.Verdict != VerdictApproved && r.Review.Verdict != VerdictRejected):
+			return broke(BreakSelfReview, "a review by %s with no verdict", r.Actor.Username)
+		}
+		s.Reviews = append(s.Reviews, r)
+		return true, nil
+	}
 	switch {
 	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted):
 		// A restore, or a join, that lost the race to the close: it

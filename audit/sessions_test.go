@@ -25,6 +25,9 @@ func (s step) record(seq int) *Record {
 	if s.ticket != "" {
 		r.Ticket = &Ticket{Key: s.ticket}
 	}
+	if s.event == EventReviewed {
+		r.Review = &Review{Verdict: VerdictApproved, Note: "checked"}
+	}
 	if r.Outcome.Status == "" {
 		r.Outcome.Status = StatusSucceeded
 	}
@@ -84,12 +87,15 @@ func TestSessionStateMachine(t *testing.T) {
 		"a racing restore that lost": {append(append([]step{}, restored...),
 			step{EventRestored, "s", "dave", "web", StatusStarted, ""},
 			step{EventRestored, "s", "dave", "web", StatusFailed, ""}), ""},
-		"a ticket the opener attached":    {append(append([]step{}, opened...), step{EventQueued, "s", "alice", "web", StatusQueued, "OPS-5"}), ""},
-		"Jira work naming another ticket": {append(append([]step{}, opened...), step{EventQueued, "s", "dave", "web", StatusQueued, "OPS-999"}), "foreign-ticket at 7"},
-		"first record not the plan":       {[]step{{EventPatched, "s", "alice", "web", "", ""}}, "out-of-order at 1"},
-		"a patch by a stranger":           {append(append([]step{}, opened...), step{EventPatched, "s", "mallory", "web", "", ""}), "foreign-actor at 7"},
-		"a patch of another application":  {append(append([]step{}, opened...), step{EventPatched, "s", "alice", "db", "", ""}), "foreign-application at 7"},
-		"a second restore":                {append(append([]step{}, restored...), step{EventRestored, "s", "carol", "web", "", ""}), "replayed at 9"},
+		"a ticket the opener attached":               {append(append([]step{}, opened...), step{EventQueued, "s", "alice", "web", StatusQueued, "OPS-5"}), ""},
+		"Jira work naming another ticket":            {append(append([]step{}, opened...), step{EventQueued, "s", "dave", "web", StatusQueued, "OPS-999"}), "foreign-ticket at 7"},
+		"a review by someone else after the restore": {append(append([]step{}, restored...), step{EventReviewed, "s", "rita", "web", "", ""}), ""},
+		"a review by the opener":                     {append(append([]step{}, restored...), step{EventReviewed, "s", "alice", "web", "", ""}), "self-review at 9"},
+		"a review before the restore":                {append(append([]step{}, opened...), step{EventReviewed, "s", "rita", "web", "", ""}), "out-of-order at 7"},
+		"first record not the plan":                  {[]step{{EventPatched, "s", "alice", "web", "", ""}}, "out-of-order at 1"},
+		"a patch by a stranger":                      {append(append([]step{}, opened...), step{EventPatched, "s", "mallory", "web", "", ""}), "foreign-actor at 7"},
+		"a patch of another application":             {append(append([]step{}, opened...), step{EventPatched, "s", "alice", "db", "", ""}), "foreign-application at 7"},
+		"a second restore":                           {append(append([]step{}, restored...), step{EventRestored, "s", "carol", "web", "", ""}), "replayed at 9"},
 		"a join that lost the race to the close": {append(append([]step{}, restored...),
 			step{EventPlanned, "s", "bob", "web", StatusStarted, ""},
 			step{EventAborted, "s", "bob", "web", StatusFailed, ""}), ""},

@@ -79,6 +79,9 @@ const (
 	InputTargetContext Input = "target context"
 	InputArgoContext   Input = "argocd context"
 	InputDebtNote      Input = "debt note"
+	InputSession       Input = "session"
+	InputVerdict       Input = "verdict"
+	InputNote          Input = "note"
 )
 
 // InputError is an input the engine refuses before changing anything. It

@@ -69,7 +69,8 @@ list, show and verify it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams))
+	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams),
+		newCmdAuditReview(flags, streams), newCmdAuditReport(flags, streams))
 	return cmd
 }
 
@@ -81,8 +82,12 @@ type AuditLogOptions struct {
 	since  string
 	Actor  string
 	Event  string
-	Output string
-	now    func() time.Time
+	// Unreviewed keeps the records of sessions restored or forced that
+	// nobody reviewed yet.
+	Unreviewed bool
+	unreviewed map[string]bool
+	Output     string
+	now        func() time.Time
 	genericiooptions.IOStreams
 }
 
@@ -118,6 +123,7 @@ func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptio
 	cmd.Flags().StringVar(&o.since, "since", "", "only records newer than this duration (e.g. 90m, 24h, 7d)")
 	cmd.Flags().StringVar(&o.Actor, "actor", "", "only records by this user (as the API server names them)")
 	cmd.Flags().StringVar(&o.Event, "event", "", "only records of this event type (e.g. breakglass.patched)")
+	cmd.Flags().BoolVar(&o.Unreviewed, "unreviewed", false, "only records of sessions restored or forced that nobody has reviewed yet (audit review)")
 	outputFlag(cmd, &o.Output, auditLogFormats...)
 	return cmd
 }
@@ -174,6 +180,18 @@ func (o *AuditLogOptions) Run(ctx context.Context) error {
 	store, err := o.source.store()
 	if err != nil {
 		return err
+	}
+	if o.Unreviewed {
+		// Which sessions await review takes the whole log first.
+		entries, err := store.Entries(ctx, audit.Filter{})
+		if err != nil {
+			return o.source.explain(err)
+		}
+		_, sessions := audit.Legal(audit.Trusted(entries))
+		o.unreviewed = map[string]bool{}
+		for _, s := range sessions.Unreviewed() {
+			o.unreviewed[s.ID] = true
+		}
 	}
 	// Printed as it is read, a page at a time: memory stays flat however
 	// long the log grows.
@@ -260,6 +278,9 @@ func (o *AuditLogOptions) printer() recordPrinter {
 }
 
 func (o *AuditLogOptions) matches(r *audit.Record) bool {
+	if o.unreviewed != nil && !o.unreviewed[r.Session] {
+		return false
+	}
 	switch {
 	case o.App != "" && (r.Application == nil || r.Application.Name != o.App):
 		return false

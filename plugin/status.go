@@ -144,6 +144,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 			if err := o.print(statuses); err != nil {
 				return err
 			}
+			o.noteAwaitingReview(ctx, engine)
 			if (o.ExitCode || o.Wait) && !ready {
 				return &ExitError{Code: ExitFailure}
 			}
@@ -286,4 +287,17 @@ func ticketColumn(s *breakglass.Session) string {
 		return "queued"
 	}
 	return dash(s.Ticket)
+}
+
+// noteAwaitingReview says, on stderr, how many closed sessions nobody has
+// reviewed yet and which is the oldest; nothing when none, or when the log
+// cannot be read (the listing above is what status is for).
+func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakglass.Engine) {
+	waiting, err := engine.AwaitingReview(ctx)
+	if err != nil || len(waiting) == 0 {
+		return
+	}
+	oldest := waiting[0]
+	note(o.ErrOut, "%d closed session(s) await review; the oldest is %s on %s, %s at %s: kubectl gitops audit log --unreviewed",
+		len(waiting), oldest.ID, oldest.Application.Name, strings.TrimPrefix(string(oldest.Closed.Event), "breakglass."), oldest.Closed.Time.UTC().Format(time.RFC3339))
 }

@@ -132,6 +132,11 @@ func RestoreComment(revision, user string, forced bool, reason string, witness a
 	return fmt.Sprintf("Git caught up at %s; sync restored by %s.\n\n%s", Escape(short(revision)), Escape(user), WitnessLine(witness))
 }
 
+// ReviewComment tells the ticket of a closed session its review.
+func ReviewComment(reviewer, verdict, note string, witness audit.HeadState) string {
+	return fmt.Sprintf("Post-incident review by %s: %s. %s\n\n%s", Escape(reviewer), Escape(verdict), Escape(note), WitnessLine(witness))
+}
+
 // WitnessLine puts the newest audit record's sequence number and hash in
 // Jira, outside the cluster: whoever rewrites the whole log cannot also
 // rewrite what Jira holds, and `audit verify --jira` compares the two.

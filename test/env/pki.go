@@ -34,11 +34,13 @@ var (
 	// in another's session.
 	Lead    = User{Name: "lead", Groups: []string{"oncall"}}
 	Auditor = User{Name: "auditor", Groups: []string{"auditors"}}
-	Nobody  = User{Name: "nobody"}
+	// Reviewer reviews closed sessions (deploy/rbac/reviewer.yaml).
+	Reviewer = User{Name: "reviewer", Groups: []string{"reviewers"}}
+	Nobody   = User{Name: "nobody"}
 )
 
 // Users lists every identity of the environment.
-var Users = []User{Admin, Oncall, Lead, Auditor, Nobody}
+var Users = []User{Admin, Oncall, Lead, Auditor, Reviewer, Nobody}
 
 type authority struct {
 	cert    *x509.Certificate

@@ -1,0 +1,207 @@
+package audit
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+)
+
+// EmergencyChange is one break-glass session as an auditor files it: who
+// changed what, why, when the fix went live, how the session ended, who
+// reviewed it afterwards.
+type EmergencyChange struct {
+	Session     string   `json:"session"`
+	Application AppRef   `json:"application"`
+	Targets     []string `json:"targets"`
+	Opener      string   `json:"opener"`
+	Joiners     []string `json:"joiners,omitempty"`
+	Reason      string   `json:"reason"`
+	Incident    string   `json:"incident,omitempty"`
+	// Changes are the changed fields as the records keep them.
+	Changes []string   `json:"changes"`
+	Opened  time.Time  `json:"opened"`
+	FixLive *time.Time `json:"fixLive,omitempty"`
+	// End is restored, forced, aborted, or open.
+	End      string     `json:"end"`
+	ClosedAt *time.Time `json:"closedAt,omitempty"`
+	// TimeToRestore is from opening to the close, for restored and forced.
+	TimeToRestore string `json:"timeToRestore,omitempty"`
+	GitRevision   string `json:"gitRevision,omitempty"`
+	Ticket        string `json:"ticket,omitempty"`
+	Reviewer      string `json:"reviewer,omitempty"`
+	Verdict       string `json:"verdict,omitempty"`
+	ReviewNote    string `json:"reviewNote,omitempty"`
+	// ReviewDelay is from the close to the review.
+	ReviewDelay string `json:"reviewDelay,omitempty"`
+	reviewed    time.Duration
+	restore     time.Duration
+}
+
+// Summary is the report's figures.
+type Summary struct {
+	Changes             int            `json:"changes"`
+	PerApplication      map[string]int `json:"perApplication"`
+	PerMonth            map[string]int `json:"perMonth"`
+	MedianTimeToRestore string         `json:"medianTimeToRestore,omitempty"`
+	Forced              int            `json:"forced"`
+	ShareForced         float64        `json:"shareForced"`
+	ReviewedWithin48h   int            `json:"reviewedWithin48h"`
+	ShareReviewedIn48h  float64        `json:"shareReviewedWithin48h"`
+	Unreviewed          int            `json:"unreviewed"`
+}
+
+// ReviewWindow is how soon after its close a review counts as timely.
+const ReviewWindow = 48 * time.Hour
+
+// EmergencyChanges reads the sessions opened since since (zero: all) out
+// of records (verified, in chain order), through the session state
+// machine: only the records it accepts count.
+func EmergencyChanges(records []*Record, since time.Time) ([]EmergencyChange, Summary) {
+	legal, ss := Legal(records)
+	byID := map[string]*EmergencyChange{}
+	var order []string
+	for _, r := range legal {
+		s := ss.Session(r.Session)
+		if s == nil || s.Opened == nil {
+			continue
+		}
+		c := byID[r.Session]
+		if c == nil {
+			if s.Opened.Time.Before(since) {
+				continue
+			}
+			c = &EmergencyChange{Session: s.ID, Application: s.Application, Opener: s.Opener, Reason: s.Opened.Reason,
+				Incident: s.Opened.Incident, Opened: s.Opened.Time.UTC(), End: "open", Changes: []string{}, Targets: []string{}}
+			byID[r.Session] = c
+			order = append(order, r.Session)
+		}
+		ok := r.Outcome.Status == StatusSucceeded
+		switch r.Event {
+		case EventPlanned:
+			if r.Actor.Username != c.Opener && !contains(c.Joiners, r.Actor.Username) {
+				c.Joiners = append(c.Joiners, r.Actor.Username)
+			}
+		case EventPatched:
+			if !ok {
+				break
+			}
+			if c.FixLive == nil {
+				at := r.Time.UTC()
+				c.FixLive = &at
+			}
+			if r.Target != nil && !contains(c.Targets, r.Target.String()) {
+				c.Targets = append(c.Targets, r.Target.String())
+			}
+			for _, ch := range r.Changes {
+				c.Changes = append(c.Changes, ch.Path+": "+valueText(ch.Before)+" → "+valueText(ch.After))
+			}
+		case EventAborted:
+			if s.Closed == r {
+				at := r.Time.UTC()
+				c.End, c.ClosedAt = "aborted", &at
+			}
+		case EventRestored, EventForced:
+			if !ok {
+				break
+			}
+			at := r.Time.UTC()
+			c.End, c.ClosedAt = strings.TrimPrefix(string(r.Event), "breakglass."), &at
+			c.restore = at.Sub(c.Opened)
+			c.TimeToRestore = roundDuration(c.restore)
+			if r.Git != nil {
+				c.GitRevision = r.Git.Revision
+			}
+		case EventReviewed:
+			if r.Review == nil {
+				break
+			}
+			c.Reviewer, c.Verdict, c.ReviewNote = r.Actor.Username, r.Review.Verdict, r.Review.Note
+			if c.ClosedAt != nil {
+				c.reviewed = r.Time.Sub(*c.ClosedAt)
+				c.ReviewDelay = roundDuration(c.reviewed)
+			}
+		}
+		if c.Ticket == "" && r.Ticket != nil && r.Ticket.Key != "" && s.Tickets[r.Ticket.Key] {
+			c.Ticket = r.Ticket.Key
+		}
+	}
+	out := make([]EmergencyChange, 0, len(order))
+	sum := Summary{PerApplication: map[string]int{}, PerMonth: map[string]int{}}
+	var restores []time.Duration
+	for _, id := range order {
+		c := byID[id]
+		out = append(out, *c)
+		sum.Changes++
+		sum.PerApplication[c.Application.Namespace+"/"+c.Application.Name]++
+		sum.PerMonth[c.Opened.Format("2006-01")]++
+		switch c.End {
+		case "forced":
+			sum.Forced++
+			restores = append(restores, c.restore)
+		case "restored":
+			restores = append(restores, c.restore)
+		}
+		switch {
+		case c.Reviewer != "" && c.ReviewDelay != "" && c.reviewed <= ReviewWindow:
+			sum.ReviewedWithin48h++
+		case c.Reviewer == "" && c.ClosedAt != nil && c.End != "aborted":
+			sum.Unreviewed++
+		}
+	}
+	if len(restores) > 0 {
+		sort.Slice(restores, func(i, j int) bool { return restores[i] < restores[j] })
+		median := restores[len(restores)/2]
+		if len(restores)%2 == 0 {
+			median = (restores[len(restores)/2-1] + restores[len(restores)/2]) / 2
+		}
+		sum.MedianTimeToRestore = roundDuration(median)
+	}
+	if closed := len(restores); closed > 0 {
+		sum.ShareForced = share(sum.Forced, closed)
+		sum.ShareReviewedIn48h = share(sum.ReviewedWithin48h, closed)
+	}
+	return out, sum
+}
+
+// Unreviewed are the sessions restored or forced that no review followed,
+// oldest first.
+func (ss *Sessions) Unreviewed() []*SessionLog {
+	var out []*SessionLog
+	for _, s := range ss.byID {
+		if s.Closed != nil && s.Closed.Event != EventAborted && len(s.Reviews) == 0 {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Closed.Seq < out[j].Closed.Seq })
+	return out
+}
+
+func share(n, of int) float64 { return float64(int(float64(n)/float64(of)*1000+0.5)) / 1000 }
+
+func roundDuration(d time.Duration) string {
+	if d >= time.Minute {
+		d = d.Round(time.Minute)
+	}
+	return d.String()
+}
+
+func valueText(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "(none)"
+	case string:
+		return t
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,317 @@
+package plugin
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// AuditReviewOptions holds the flags of `audit review`.
+type AuditReviewOptions struct {
+	engineFlags
+	Request breakglass.ReviewRequest
+	Output  string
+	genericiooptions.IOStreams
+}
+
+func newCmdAuditReview(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &AuditReviewOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "review SESSION (--approve | --reject) --note TEXT",
+		Short: "Review a closed break-glass session, as someone who neither opened nor joined it",
+		Long: `Append breakglass.reviewed (the verdict, the note, and the reviewer as the
+API server names them) to a restored or forced session, and comment on its
+ticket. Whoever opened or joined the session may not review it: an emergency
+change is reviewed by someone else. The reviewer role (deploy/rbac/reviewer.yaml)
+may append review records and nothing else.`,
+		Example: `  # What awaits review
+  kubectl gitops audit log --unreviewed
+
+  kubectl gitops audit review 20261203-031000-ab12c --approve --note "rollback was right; Git fixed in PR 118"`,
+		Args: exactArgs("SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.addAppNamespace(cmd)
+	cmd.Flags().BoolVar(&o.Request.Approve, "approve", false, "the change was right")
+	cmd.Flags().BoolVar(&o.Request.Reject, "reject", false, "the change was not right (say why in --note)")
+	cmd.Flags().StringVar(&o.Request.Note, "note", "", "what the review found (required)")
+	outputFlag(cmd, &o.Output, "text", "json", "yaml")
+	return cmd
+}
+
+// Complete takes the session from the arguments.
+func (o *AuditReviewOptions) Complete(args []string) error {
+	o.Request.Session = args[0]
+	return nil
+}
+
+// Validate checks the flags.
+func (o *AuditReviewOptions) Validate() error {
+	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
+		return err
+	}
+	if err := o.Request.Validate(); err != nil {
+		return usageError(explain(err, "audit review", audit.AppRef{}))
+	}
+	return nil
+}
+
+// Run records the review.
+func (o *AuditReviewOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	rec, warnings, err := engine.Review(ctx, o.Request)
+	if err != nil {
+		return explain(err, "audit review", audit.AppRef{})
+	}
+	for _, w := range warnings {
+		warn(o.ErrOut, w)
+	}
+	if o.Output != "text" {
+		return printStructured(o.Out, o.Output, rec)
+	}
+	note(o.Out, "session %s %s by %s: audit record %d", rec.Session, rec.Review.Verdict, rec.Actor.Username, rec.Seq)
+	return nil
+}
+
+// AuditReportOptions holds the flags of `audit report`.
+type AuditReportOptions struct {
+	source auditSource
+	since  string
+	Since  time.Duration
+	Jira   bool
+	Output string
+	now    func() time.Time
+	genericiooptions.IOStreams
+}
+
+var reportFormats = []string{"markdown", "csv", "json"}
+
+func newCmdAuditReport(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &AuditReportOptions{source: auditSource{configFlags: flags}, IOStreams: streams, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "The auditor's evidence: one row per emergency change, a summary, and the log it came from",
+		Long: `One row per break-glass session (application, targets, opener, reason,
+incident, what changed as recorded, opened, fix live, how it ended, time to
+restore, the Git revision that caught up, ticket, reviewer, verdict, review
+delay) and a summary (per application and month, median time to restore, share
+forced, share reviewed within 48 h, unreviewed). The report states the result of
+verifying the log it was read from and the newest record's hash, so the file an
+auditor keeps is bound to the log. Exit 0 with an intact log, 1 when verify found
+tampering (the report says so), >1 on error.`,
+		Example: `  kubectl gitops audit report --since 90d > emergency-changes.md
+  kubectl gitops audit report -o csv > emergency-changes.csv
+  kubectl gitops audit report --file audit.jsonl -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.source.addFlags(cmd)
+	cmd.Flags().StringVar(&o.since, "since", "", "only sessions opened within this duration (e.g. 90d); default all")
+	cmd.Flags().BoolVar(&o.Jira, "jira", false, "also check the records Jira tickets witnessed, as audit verify --jira does")
+	outputFlag(cmd, &o.Output, reportFormats...)
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *AuditReportOptions) Validate() error {
+	if err := validateOutput(o.Output, reportFormats...); err != nil {
+		return err
+	}
+	if o.since != "" {
+		d, err := parseSince(o.since)
+		if err != nil {
+			return usageErrorf("--since %q: %v", o.since, err)
+		}
+		o.Since = d
+	}
+	return nil
+}
+
+// Evidence is the report as -o json prints it.
+type Evidence struct {
+	Generated time.Time               `json:"generated"`
+	Since     *time.Time              `json:"since,omitempty"`
+	Log       EvidenceLog             `json:"log"`
+	Changes   []audit.EmergencyChange `json:"changes"`
+	Summary   audit.Summary           `json:"summary"`
+}
+
+// EvidenceLog is what the report says of the log it was read from.
+type EvidenceLog struct {
+	Source    string          `json:"source"`
+	Records   int             `json:"records"`
+	Intact    bool            `json:"intact"`
+	Breaks    []audit.Break   `json:"breaks"`
+	Witnesses string          `json:"witnesses"`
+	Newest    audit.HeadState `json:"newest"`
+}
+
+// Run builds and prints the report.
+func (o *AuditReportOptions) Run(ctx context.Context) error {
+	store, err := o.source.store()
+	if err != nil {
+		return err
+	}
+	var ws []audit.Witness
+	witnessed := "not checked (--jira checks them)"
+	if o.Jira {
+		if ws, err = witnesses(ctx); err != nil {
+			return err
+		}
+		witnessed = fmt.Sprintf("%d checked", len(ws))
+	}
+	rep, err := audit.VerifyStore(ctx, store, ws)
+	if err != nil {
+		return o.source.explain(err)
+	}
+	entries, err := store.Entries(ctx, audit.Filter{})
+	if err != nil {
+		return o.source.explain(err)
+	}
+	ev := Evidence{Generated: o.now().UTC().Truncate(time.Second), Log: EvidenceLog{Source: o.sourceName(), Records: rep.Records, Intact: rep.Intact(), Breaks: rep.Breaks, Witnesses: witnessed, Newest: rep.Tip}}
+	var since time.Time
+	if o.Since > 0 {
+		since = ev.Generated.Add(-o.Since)
+		ev.Since = &since
+	}
+	ev.Changes, ev.Summary = audit.EmergencyChanges(audit.Trusted(entries), since)
+	switch o.Output {
+	case "json":
+		err = printStructured(o.Out, "json", ev)
+	case "csv":
+		err = writeReportCSV(o.Out, ev)
+	default:
+		writeReportMarkdown(o.Out, ev)
+	}
+	if err != nil {
+		return err
+	}
+	if !ev.Log.Intact {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("the audit log has %d break(s): the report says so; `kubectl gitops audit verify` names them", len(rep.Breaks))}
+	}
+	return nil
+}
+
+func (o *AuditReportOptions) sourceName() string {
+	if o.source.File != "" {
+		return "file " + o.source.File
+	}
+	return "namespace " + o.source.Namespace
+}
+
+var reportColumns = []string{"application", "targets", "opener", "joiners", "reason", "incident", "changed", "opened", "fix_live",
+	"end", "time_to_restore", "git_revision", "ticket", "reviewer", "verdict", "review_delay", "session"}
+
+func reportRow(c audit.EmergencyChange) []string {
+	at := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.Format(time.RFC3339)
+	}
+	return []string{c.Application.Namespace + "/" + c.Application.Name, strings.Join(c.Targets, " "), c.Opener, strings.Join(c.Joiners, " "),
+		c.Reason, c.Incident, strings.Join(c.Changes, "; "), c.Opened.Format(time.RFC3339), at(c.FixLive), c.End, c.TimeToRestore,
+		c.GitRevision, c.Ticket, c.Reviewer, c.Verdict, c.ReviewDelay, c.Session}
+}
+
+func writeReportCSV(w io.Writer, ev Evidence) error {
+	cw := csv.NewWriter(w)
+	cw.UseCRLF = true
+	rows := [][]string{reportColumns}
+	for _, c := range ev.Changes {
+		row := reportRow(c)
+		for i := range row {
+			row[i] = csvCell(row[i])
+		}
+		rows = append(rows, row)
+	}
+	if err := cw.WriteAll(rows); err != nil {
+		return err
+	}
+	return cw.Error()
+}
+
+// mdCell is a Markdown table cell: printable, with the characters that
+// end a cell or a line made literal.
+func mdCell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	s = printable(s)
+	return strings.NewReplacer(`|`, `\|`, "`", "\\`", "<", "&lt;", ">", "&gt;", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`).Replace(s)
+}
+
+func writeReportMarkdown(w io.Writer, ev Evidence) {
+	fmt.Fprintf(w, "# Emergency changes: break-glass evidence report\n\n")
+	period := "every session in the log"
+	if ev.Since != nil {
+		period = "sessions opened since " + ev.Since.Format(time.RFC3339)
+	}
+	state := "chain intact"
+	if !ev.Log.Intact {
+		state = fmt.Sprintf("**%d break(s) found** (`kubectl gitops audit verify` names them)", len(ev.Log.Breaks))
+	}
+	fmt.Fprintf(w, "- Generated: %s, covering %s\n", ev.Generated.Format(time.RFC3339), period)
+	fmt.Fprintf(w, "- Audit log: %s, %d records, %s; Jira witnesses %s\n", mdCell(ev.Log.Source), ev.Log.Records, state, ev.Log.Witnesses)
+	fmt.Fprintf(w, "- Newest record: %d, hash `%s`\n\n", ev.Log.Newest.Seq, ev.Log.Newest.Hash)
+	fmt.Fprintln(w, "| Application | Targets | Opener | Joiners | Reason | Incident | Changed | Opened | Fix live | End | Time to restore | Git revision | Ticket | Reviewer | Verdict | Review delay | Session |")
+	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(reportColumns)))
+	for _, c := range ev.Changes {
+		row := reportRow(c)
+		for i := range row {
+			row[i] = mdCell(row[i])
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	s := ev.Summary
+	fmt.Fprintf(w, "\n## Summary\n\n- Emergency changes: %d\n", s.Changes)
+	fmt.Fprintf(w, "- Per application: %s\n", counts(s.PerApplication))
+	fmt.Fprintf(w, "- Per month: %s\n", counts(s.PerMonth))
+	fmt.Fprintf(w, "- Median time to restore: %s\n", mdCell(s.MedianTimeToRestore))
+	fmt.Fprintf(w, "- Forced: %d (%.1f%% of those restored)\n", s.Forced, s.ShareForced*100)
+	fmt.Fprintf(w, "- Reviewed within 48 h: %d (%.1f%% of those restored)\n", s.ReviewedWithin48h, s.ShareReviewedIn48h*100)
+	fmt.Fprintf(w, "- Awaiting review: %d\n", s.Unreviewed)
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s (%d)", mdCell(k), m[k])
+	}
+	return strings.Join(parts, ", ")
+}
