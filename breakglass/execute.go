@@ -354,9 +354,24 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 	if !running {
 		return ""
 	}
-	err := e.updateAppFrom(ctx, app, ownSession(name, session.ID), func(*unstructured.Unstructured) map[string]any {
+	// On a conflict the write is built again from the Application as it is
+	// then: a sync that ended meanwhile has nothing left to terminate (and
+	// the admission policy allows Terminating only from Running).
+	errEnded := errors.New("the sync ended")
+	err := e.updateAppFrom(ctx, app, func(current *unstructured.Unstructured) error {
+		if err := ownSession(name, session.ID)(current); err != nil {
+			return err
+		}
+		if now, running := syncRunning(current); !running || now != started {
+			return errEnded
+		}
+		return nil
+	}, func(*unstructured.Unstructured) map[string]any {
 		return map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}
 	})
+	if errors.Is(err, errEnded) {
+		return ""
+	}
 	if err != nil {
 		return fmt.Sprintf("a sync operation (started %s) is running and could not be terminated (%v): it may apply Git's state over the patch", started, err)
 	}

@@ -93,20 +93,35 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 }
 
 // AwaitingReview are the sessions restored or forced that nobody reviewed
-// yet, oldest first, read from the records of those events only (not the
-// whole log).
-func (e *Engine) AwaitingReview(ctx context.Context) ([]*audit.SessionLog, error) {
-	var records []*audit.Record
-	for _, event := range []audit.Event{audit.EventPlanned, audit.EventRestored, audit.EventForced, audit.EventReviewed} {
+// yet, oldest first. It reads only the records of those three events (not
+// the whole log), so it counts every review record; whether a review was by
+// someone outside the session is what audit verify checks.
+func (e *Engine) AwaitingReview(ctx context.Context) ([]*audit.Record, error) {
+	closed := map[string]*audit.Record{}
+	reviewed := map[string]bool{}
+	for _, event := range []audit.Event{audit.EventRestored, audit.EventForced, audit.EventReviewed} {
 		entries, err := e.Audit.Entries(ctx, audit.Filter{Event: event})
 		if err != nil {
 			return nil, err
 		}
-		records = append(records, audit.Trusted(entries)...)
+		for _, r := range audit.Trusted(entries) {
+			switch {
+			case r.Session == "" || r.Event != event:
+			case event == audit.EventReviewed:
+				reviewed[r.Session] = true
+			case r.Outcome.Status == audit.StatusSucceeded && closed[r.Session] == nil:
+				closed[r.Session] = r
+			}
+		}
 	}
-	sortBySeq(records)
-	_, sessions := audit.Legal(records)
-	return sessions.Unreviewed(), nil
+	var out []*audit.Record
+	for id, r := range closed {
+		if !reviewed[id] {
+			out = append(out, r)
+		}
+	}
+	sortBySeq(out)
+	return out, nil
 }
 
 // sortBySeq puts records read by several listings back in chain order.

@@ -299,5 +299,5 @@ func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakgla
 	}
 	oldest := waiting[0]
 	note(o.ErrOut, "%d closed session(s) await review; the oldest is %s on %s, %s at %s: kubectl gitops audit log --unreviewed",
-		len(waiting), oldest.ID, oldest.Application.Name, strings.TrimPrefix(string(oldest.Closed.Event), "breakglass."), oldest.Closed.Time.UTC().Format(time.RFC3339))
+		len(waiting), oldest.Session, appName(oldest), strings.TrimPrefix(string(oldest.Event), "breakglass."), oldest.Time.UTC().Format(time.RFC3339))
 }

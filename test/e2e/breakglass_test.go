@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -245,9 +246,18 @@ func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := deployApp(t, "bg-owned")
-	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
-	if _, err := appsClient(t).Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+	deployApp(t, "bg-owned")
+	// Argo CD's controller writes the Application's status at any time:
+	// read it again when it did so between the read and the update.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		app, err := appsClient(t).Get(ctx, "bg-owned", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
+		_, err = appsClient(t).Update(ctx, app, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	oncall := newUser(t, env.Oncall.Name)
