@@ -133,12 +133,9 @@ func (o *AuditLogOptions) Validate() error {
 	if err := validateOutput(o.Output, auditLogFormats...); err != nil {
 		return err
 	}
-	if o.since != "" {
-		d, err := parseSince(o.since)
-		if err != nil {
-			return usageErrorf("--since %q: %v (use e.g. 90m, 24h or 7d)", o.since, err)
-		}
-		o.Since = d
+	var err error
+	if o.Since, err = sinceFlag(o.since); err != nil {
+		return err
 	}
 	if o.Event != "" && !knownEvent(o.Event) {
 		names := make([]string, len(audit.Events))
@@ -160,6 +157,18 @@ func knownEvent(name string) bool {
 }
 
 // parseSince accepts Go durations and a whole number of days ("7d").
+// sinceFlag reads a --since value ("" is 0: no bound) as a usage error.
+func sinceFlag(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := parseSince(s)
+	if err != nil {
+		return 0, usageErrorf("--since %q: %v (use e.g. 90m, 24h or 7d)", s, err)
+	}
+	return d, nil
+}
+
 func parseSince(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)

@@ -144,14 +144,9 @@ func (o *AuditReportOptions) Validate() error {
 	if err := validateOutput(o.Output, reportFormats...); err != nil {
 		return err
 	}
-	if o.since != "" {
-		d, err := parseSince(o.since)
-		if err != nil {
-			return usageErrorf("--since %q: %v", o.since, err)
-		}
-		o.Since = d
-	}
-	return nil
+	var err error
+	o.Since, err = sinceFlag(o.since)
+	return err
 }
 
 // Evidence is the report as -o json prints it.
