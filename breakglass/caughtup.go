@@ -476,6 +476,15 @@ func (s ArgoServer) Manifests(ctx context.Context, appNamespace, app string, at 
 	return out, nil
 }
 
+// Restorable is the one caught-up decision, which status' READY,
+// --exit-code and --wait and restore all ask: every patched resource is
+// caught up, as of a refresh Argo CD's controller made (a state as of an
+// earlier reconcile may predate a revert in Git), and the annotation agrees
+// with the audit log.
+func (st *SessionStatus) Restorable() bool {
+	return st.Ready && !st.Stale && len(st.Mismatch) == 0
+}
+
 // GitAt is where Git stood at this status, as audit.Git has it.
 func (st *SessionStatus) GitAt() audit.Git {
 	return audit.Git{Revision: st.Revision, Revisions: st.Revisions, Hydrated: st.Hydrated}

@@ -86,7 +86,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		}
 		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
 	}
-	if !st.Ready && !req.Force {
+	if !st.Restorable() && !req.Force && !(req.DryRun && st.Ready) {
 		var behind []string
 		for _, t := range st.Targets {
 			if t.Git != GitCaughtUp {

@@ -412,3 +412,24 @@ func TestRecordedValuesAuditorsNeed(t *testing.T) {
 		`{"op":"add","path":"/spec/template/spec/containers/0/workingDir","value":"/srv/not-on-the-allow-list"}]`
 	runGolden(t, "breakglass-recorded-values.golden", ExitOK, "breakglass", "web", "deployment/web", "--type", "json", "--patch", patch, "--reason", "values", "--dry-run", "-o", "json")
 }
+
+// TestReadyIsTheOneDecision: READY and --exit-code used to read different
+// fields, so a listing as of Argo CD's last reconcile could say READY yes
+// while --exit-code exited 1. Both ask Restorable now.
+func TestReadyIsTheOneDecision(t *testing.T) {
+	for name, tc := range map[string]struct {
+		st    breakglass.SessionStatus
+		ready string
+		exit  bool
+	}{
+		"caught up after a refresh":          {breakglass.SessionStatus{Ready: true}, "yes", true},
+		"caught up as of the last reconcile": {breakglass.SessionStatus{Ready: true, Stale: true}, "stale", false},
+		"not caught up":                      {breakglass.SessionStatus{}, "no", false},
+		"the annotation disagrees":           {breakglass.SessionStatus{Ready: true, Mismatch: []string{"patches"}}, "no", false},
+	} {
+		st := tc.st
+		if got := readyColumn(&st); got != tc.ready || allReady([]*breakglass.SessionStatus{&st}) != tc.exit || st.Restorable() != tc.exit {
+			t.Errorf("%s: READY %s, exit-code ready %v; want %s, %v", name, got, allReady([]*breakglass.SessionStatus{&st}), tc.ready, tc.exit)
+		}
+	}
+}

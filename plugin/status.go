@@ -179,15 +179,27 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	return engine.CaughtUpAll(ctx, apps, argo, o.refresh())
 }
 
-// allReady is whether every session is caught up, as of a refresh: a
-// state as of the last reconcile proves nothing to --exit-code or --wait.
+// allReady is whether every session is restorable (Restorable).
 func allReady(statuses []*breakglass.SessionStatus) bool {
 	for _, s := range statuses {
-		if !s.Ready || s.Stale {
+		if !s.Restorable() {
 			return false
 		}
 	}
 	return true
+}
+
+// readyColumn is READY: yes when restorable, stale when caught up only as
+// of Argo CD's last reconcile (the listing did not wait for the refresh),
+// no otherwise.
+func readyColumn(s *breakglass.SessionStatus) string {
+	switch {
+	case s.Restorable():
+		return "yes"
+	case s.Ready && s.Stale && len(s.Mismatch) == 0:
+		return "stale"
+	}
+	return "no"
 }
 
 func summary(s *breakglass.SessionStatus) string {
@@ -217,10 +229,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		for _, t := range s.Targets {
 			targets = append(targets, t.Target.String())
 		}
-		ready := "no"
-		if s.Ready {
-			ready = "yes"
-		}
+		ready := readyColumn(s)
 		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready}
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, breakglass.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))

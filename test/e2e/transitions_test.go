@@ -276,6 +276,14 @@ func auditNamespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	store := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), ns)
+	// The API server's authorizer learns of the new binding from a watch:
+	// the first append may come before it has.
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	waitFor(waitCtx, t, "the audit-writer binding in "+ns+" to take effect", func() (bool, string) {
+		_, err := kubeFor(t, env.Oncall.Name).CoreV1().ConfigMaps(ns).List(waitCtx, metav1.ListOptions{Limit: 1})
+		return err == nil, fmt.Sprint(err)
+	})
 	for i := 1; i <= 2; i++ {
 		r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: fmt.Sprintf("transition %d", i),
 			Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
