@@ -179,11 +179,12 @@ func (ss *Sessions) Unreviewed() []*SessionLog {
 
 func share(n, of int) float64 { return float64(int(float64(n)/float64(of)*1000+0.5)) / 1000 }
 
+// roundDuration is d to the minute, or to the second under a minute.
 func roundDuration(d time.Duration) string {
 	if d >= time.Minute {
-		d = d.Round(time.Minute)
+		return d.Round(time.Minute).String()
 	}
-	return d.String()
+	return d.Round(time.Second).String()
 }
 
 func valueText(v any) string {

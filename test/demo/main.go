@@ -173,6 +173,15 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	live, err := apps.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	session, err := breakglass.ParseSession(live.GetAnnotations()[breakglass.SessionAnnotation])
+	if err != nil {
+		return err
+	}
+
 	step(6, "Restore: the exact saved policy comes back, self-heal included, and the ticket is closed")
 	if err := sh.run("kubectl", "gitops", "restore", "web", "--wait"); err != nil {
 		return err
@@ -190,13 +199,25 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	step(8, "A second person reviews the emergency change, and the auditor files the evidence")
+	reviewer := demoShell{env: append(append([]string{}, sh.env...), "KUBECONFIG="+e.Kubeconfig(env.Reviewer.Name))}
+	if err := reviewer.run("kubectl", "gitops", "audit", "log", "--unreviewed"); err != nil {
+		return err
+	}
+	if err := reviewer.run("kubectl", "gitops", "audit", "review", session.ID, "--approve", "--note", "rollback was right; Git rolled forward"); err != nil {
+		return err
+	}
+	if err := sh.run("kubectl", "gitops", "audit", "report"); err != nil {
+		return err
+	}
+
 	envFile := filepath.Join(dir, "env.sh")
 	exports := fmt.Sprintf("export KUBECONFIG=%s PATH=%s:$PATH\nexport ARGOCD_SERVER=%s ARGOCD_OPTS=--plaintext ARGOCD_AUTH_TOKEN=%s\nexport %s\n",
 		e.Kubeconfig(env.Oncall.Name), bin, e.ArgoServerAddr, token, strings.Join(jiraVars, " "))
 	if err := os.WriteFile(envFile, []byte(exports), 0o600); err != nil {
 		return err
 	}
-	fmt.Printf("\nThe environment keeps running. In another shell, as the on-call user:\n\n  source %s\n  kubectl gitops breakglass web deployment/web --replicas 4 --reason \"try it\" -y\n\n(kubeconfigs for admin, auditor and nobody are beside it.) Logs: %s/logs. Press Ctrl-C to stop.\n",
+	fmt.Printf("\nThe environment keeps running. In another shell, as the on-call user:\n\n  source %s\n  kubectl gitops breakglass web deployment/web --replicas 4 --reason \"try it\" -y\n\n(kubeconfigs for admin, lead, auditor, reviewer and nobody are beside it.) Logs: %s/logs. Press Ctrl-C to stop.\n",
 		envFile, dir)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
