@@ -163,10 +163,25 @@ func (s *ConfigMapStore) findTip(ctx context.Context) (tip HeadState, headCM *co
 // to the last one before it, so that one foreign object cannot jam the
 // log (Verify names it).
 func next(tip HeadState, doc string) HeadState {
-	if rec, err := Parse([]byte(doc)); err == nil && rec.Seq == tip.Seq+1 {
-		return HeadState{Seq: tip.Seq + 1, Hash: rec.Hash}
+	return stepPast(tip, recordHash(tip.Seq+1, []byte(doc)))
+}
+
+// stepPast is the tip after the object at position tip.Seq+1, whose record
+// hash is hash ("" for no record of that position).
+func stepPast(tip HeadState, hash string) HeadState {
+	if hash == "" {
+		hash = tip.Hash
 	}
-	return HeadState{Seq: tip.Seq + 1, Hash: tip.Hash}
+	return HeadState{Seq: tip.Seq + 1, Hash: hash}
+}
+
+// recordHash is the hash of the record doc holds when it is the record of
+// position slot, "" otherwise.
+func recordHash(slot uint64, doc []byte) string {
+	if rec, err := Parse(doc); err == nil && rec.Seq == slot {
+		return rec.Hash
+	}
+	return ""
 }
 
 // startFrom is where an append starts looking for the tip: the head, when
@@ -189,16 +204,17 @@ func (s *ConfigMapStore) startFrom(ctx context.Context, head *HeadState) (HeadSt
 			return HeadState{}, false, fmt.Errorf("reading audit record %d: %w", head.Seq, err)
 		}
 	}
-	docs := map[uint64]string{}
+	// Only each position's record hash is kept, not the documents.
+	hashes := map[uint64]string{}
 	err := s.Walk(ctx, Filter{}, func(e Entry) error {
 		if e.Slot != 0 {
-			docs[e.Slot] = string(e.Doc)
+			hashes[e.Slot] = recordHash(e.Slot, e.Doc)
 		}
 		return nil
 	})
 	tip := HeadState{}
-	for doc, ok := docs[1]; ok; doc, ok = docs[tip.Seq+1] {
-		tip = next(tip, doc)
+	for hash, ok := hashes[1]; ok; hash, ok = hashes[tip.Seq+1] {
+		tip = stepPast(tip, hash)
 	}
 	return tip, false, err
 }

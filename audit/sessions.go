@@ -184,11 +184,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 	case EventPatched:
 		s.patched = s.patched || ok
-	case EventTicketed:
-		if ok && r.Ticket != nil && r.Ticket.Key != "" {
-			s.Tickets[r.Ticket.Key] = true
-		}
-	case EventFiled:
+	case EventTicketed, EventFiled:
 		if ok && r.Ticket != nil && r.Ticket.Key != "" {
 			s.Tickets[r.Ticket.Key] = true
 		}

@@ -209,13 +209,14 @@ func (v *Verifier) Add(e Entry) {
 	case v.prevKnown && rec.Prev != v.prevHash:
 		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash))
 	}
-	if h := rec.HeadFound; h != nil && err == nil && computed == rec.Hash {
+	// Only a record that is what its writer wrote says anything of the
+	// head it found or of its session.
+	sound := err == nil && computed == rec.Hash
+	if h := rec.HeadFound; h != nil && sound {
 		v.rep.Breaks = append(v.rep.Breaks, Break{Kind: BreakHeadMismatch, Name: "head", Seq: e.Slot, Detail: fmt.Sprintf(
 			"when record %d was written the head named record %d with hash %s, which the log does not hold: the head was moved by hand, and record %d links to the true tip", e.Slot, h.Seq, short(h.Hash), e.Slot)})
 	}
-	if err == nil && computed == rec.Hash && !forged {
-		// Only records that are what their writer wrote say anything
-		// about their session.
+	if sound && !forged {
 		if _, b := v.sessions.Add(rec); b != nil {
 			b.Name = e.Name
 			v.rep.Breaks = append(v.rep.Breaks, *b)

@@ -25,7 +25,7 @@ type Result struct {
 // records breakglass.aborted.
 func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	withPatch := func(r *audit.Record) {
-		r.Patch = p.recordedPatch()
+		r.Patch = p.RecordedPatch()
 		r.Changes = p.Changes
 		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 	}

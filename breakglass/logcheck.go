@@ -18,7 +18,6 @@ type loggedSession struct {
 	parents     map[string]any
 	parentNS    map[string]string
 	patches     []*audit.Record
-	tickets     map[string]bool
 	// holder is the session the log says holds the Application (paused it
 	// and did not close), "" when none.
 	holder string
@@ -31,11 +30,9 @@ func (ls *loggedSession) hasPlanned() bool { return ls.log != nil && ls.log.Open
 // the audit log, keeping only records whose hash and actor stamp verify and
 // that the session state machine accepts.
 func (e *Engine) sessionFromLog(ctx context.Context, app audit.AppRef, id string) (*loggedSession, error) {
-	// By session, not by application: a paused parent's record is
-	// labelled with the parent's name.
-	entries, err := e.Audit.Entries(ctx, audit.Filter{Session: id})
+	records, err := e.sessionRecords(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("reading session %s's audit records: %w", id, err)
+		return nil, err
 	}
 	// Which session holds the Application comes from every session opened
 	// on it: a session whose annotation names another, or that replays an
@@ -44,12 +41,24 @@ func (e *Engine) sessionFromLog(ctx context.Context, app audit.AppRef, id string
 	if err != nil {
 		return nil, fmt.Errorf("reading application %s's audit records: %w", app.Name, err)
 	}
-	return foldSession(app, id, audit.Trusted(entries), audit.Trusted(appEntries)), nil
+	return foldSession(app, id, records, audit.Trusted(appEntries)), nil
 }
 
-// foldSession is session id as records (its own) and ofApp (those of
-// app) tell it, both verified and in chain order.
-func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *loggedSession {
+// sessionRecords reads session id's verified records: by session, not by
+// application, since a paused parent's record is labelled with the
+// parent's name.
+func (e *Engine) sessionRecords(ctx context.Context, id string) ([]*audit.Record, error) {
+	entries, err := e.Audit.Entries(ctx, audit.Filter{Session: id})
+	if err != nil {
+		return nil, fmt.Errorf("reading session %s's audit records: %w", id, err)
+	}
+	return audit.Trusted(entries), nil
+}
+
+// ownLog is session id as its records among records tell it: those the
+// session state machine accepts, in chain order, and the state reached (nil
+// when none of its records is there).
+func ownLog(records []*audit.Record, id string) ([]*audit.Record, *audit.SessionLog) {
 	var own []*audit.Record
 	for _, r := range records {
 		if r.Session == id {
@@ -57,7 +66,14 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 		}
 	}
 	legal, sessions := audit.Legal(own)
-	ls := &loggedSession{log: sessions.Session(id), parents: map[string]any{}, parentNS: map[string]string{}, tickets: map[string]bool{}}
+	return legal, sessions.Session(id)
+}
+
+// foldSession is session id as records (its own) and ofApp (those of
+// app) tell it, both verified and in chain order.
+func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *loggedSession {
+	legal, log := ownLog(records, id)
+	ls := &loggedSession{log: log, parents: map[string]any{}, parentNS: map[string]string{}}
 	if !ls.hasPlanned() {
 		return ls
 	}
@@ -74,7 +90,6 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 			ls.patches = append(ls.patches, r)
 		}
 	}
-	ls.tickets = ls.log.Tickets
 	var mine []*audit.Record
 	for _, r := range ofApp {
 		if r.Application != nil && r.Application.Namespace == app.Namespace && r.Application.Name == app.Name {
@@ -109,7 +124,12 @@ func (ls *loggedSession) mismatches(app audit.AppRef, s *Session) []string {
 	if why := ls.untrusted(app, s.ID); why != "" {
 		return []string{why}
 	}
-	logged := ls.session(s)
+	return ls.differences(s, ls.session(s))
+}
+
+// differences names each field of the annotation s that differs from the
+// session logged, as the audit log has it (ls.session).
+func (ls *loggedSession) differences(s, logged *Session) []string {
 	var out []string
 	differ := func(field string, annotation, log any) {
 		if !equalJSON(annotation, log) {
@@ -148,7 +168,7 @@ func (ls *loggedSession) mismatches(app audit.AppRef, s *Session) []string {
 			}
 		}
 	}
-	if s.Ticket != "" && !ls.tickets[s.Ticket] {
+	if s.Ticket != "" && !ls.log.Tickets[s.Ticket] {
 		out = append(out, fmt.Sprintf("ticket (annotation %s, not in the session's audit records)", s.Ticket))
 	}
 	return out
@@ -195,9 +215,9 @@ func (ls *loggedSession) session(s *Session) *Session {
 			c.Patches = append(c.Patches, p)
 		}
 	}
-	if s.Ticket != "" && ls.tickets[s.Ticket] {
+	if s.Ticket != "" && ls.log.Tickets[s.Ticket] {
 		c.Ticket, c.TicketURL = s.Ticket, s.TicketURL
-	} else if keys := sortedKeys(ls.tickets); len(keys) > 0 {
+	} else if keys := sortedKeys(ls.log.Tickets); len(keys) > 0 {
 		c.Ticket = keys[len(keys)-1]
 	}
 	return c
@@ -280,18 +300,19 @@ func (e *Engine) trustedSession(ctx context.Context, app audit.AppRef, annotated
 	if err != nil {
 		return nil, nil, err
 	}
-	bad := ls.mismatches(app, annotated)
+	why := ls.untrusted(app, annotated.ID)
 	switch {
-	case ls.untrusted(app, annotated.ID) == "":
-		return ls.session(annotated), bad, nil
+	case why == "":
+		logged := ls.session(annotated)
+		return logged, ls.differences(annotated, logged), nil
 	case ls.holder != "" && ls.holder != annotated.ID:
 		held, err := e.sessionFromLog(ctx, app, ls.holder)
 		if err != nil {
 			return nil, nil, err
 		}
 		if held.untrusted(app, ls.holder) == "" {
-			return held.session(&Session{}), bad, nil
+			return held.session(&Session{}), []string{why}, nil
 		}
 	}
-	return nil, bad, nil
+	return nil, []string{why}, nil
 }

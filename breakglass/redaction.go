@@ -128,7 +128,7 @@ func (p *Plan) checkSize() error {
 		return fmt.Errorf("%w: the patch changes %d fields, too many to track in the session annotation (%d KiB, limit %d KiB): patch fewer fields at once", ErrPatchInvalid, len(p.fields), len(b)>>10, MaxSessionBytes>>10)
 	}
 	r := audit.Record{Reason: p.Request.Reason, Incident: p.Request.Incident, Target: &p.Target,
-		Patch:   p.recordedPatch(),
+		Patch:   p.RecordedPatch(),
 		Changes: p.Changes, SyncPolicy: &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}}
 	if b, _ := json.Marshal(r); len(b) > MaxRecordBytes {
 		return fmt.Errorf("%w: the patch is too large to record: its audit record would be %d KiB, over the %d KiB a record ConfigMap holds; patch less at once", ErrPatchInvalid, len(b)>>10, MaxRecordBytes>>10)
@@ -212,7 +212,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// recordedPatch is the patch as its records keep it.
-func (p *Plan) recordedPatch() *audit.Patch {
+// RecordedPatch is the patch as its records keep it.
+func (p *Plan) RecordedPatch() *audit.Patch {
 	return &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, HMAC: p.PatchHMAC, KeyID: p.PatchKeyID}
 }

@@ -47,18 +47,11 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 	if err != nil {
 		return nil, nil, err
 	}
-	entries, err := e.Audit.Entries(ctx, audit.Filter{Session: req.Session})
+	records, err := e.sessionRecords(ctx, req.Session)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading session %s's audit records: %w", req.Session, err)
+		return nil, nil, err
 	}
-	var own []*audit.Record
-	for _, r := range audit.Trusted(entries) {
-		if r.Session == req.Session {
-			own = append(own, r)
-		}
-	}
-	_, sessions := audit.Legal(own)
-	s := sessions.Session(req.Session)
+	_, s := ownLog(records, req.Session)
 	switch {
 	case s == nil || s.Opened == nil:
 		return nil, nil, fmt.Errorf("%w: no verified audit record opens session %s", ErrNoSession, req.Session)

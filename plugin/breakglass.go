@@ -343,7 +343,7 @@ type planView struct {
 func newPlanView(p *breakglass.Plan) planView {
 	r := &audit.Record{
 		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident), Target: &p.Target,
-		Patch:      &audit.Patch{Type: p.PatchType, Body: p.PatchRedacted, HMAC: p.PatchHMAC, KeyID: p.PatchKeyID},
+		Patch:      p.RecordedPatch(),
 		Changes:    p.Changes,
 		SyncPolicy: &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter},
 	}
