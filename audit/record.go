@@ -122,6 +122,11 @@ type Target struct {
 	Name      string `json:"name"`
 }
 
+// SameObject is whether t and o name the same object, whatever version.
+func (t Target) SameObject(o Target) bool {
+	return t.Group == o.Group && t.Kind == o.Kind && t.Namespace == o.Namespace && t.Name == o.Name
+}
+
 // String spells the target the way kubectl does: kind.group/name.
 func (t Target) String() string {
 	kind := strings.ToLower(t.Kind)

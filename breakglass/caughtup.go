@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
@@ -96,27 +94,24 @@ type Refresh struct {
 // CaughtUp requests a refresh of app (when refresh is set and allowed), waits
 // for the controller, and evaluates docs/design.md §5 for every patched resource.
 // argo may be nil: then only resource-level rules apply.
-func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, refresh bool) (*SessionStatus, error) {
-	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, Refresh{Request: refresh, Wait: e.controllerWait()})
+func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *argocd.Server, refresh bool) (*SessionStatus, error) {
+	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, Refresh{Request: refresh, Wait: e.ControllerTimeout()})
 	if err != nil {
 		return nil, err
 	}
 	return all[0], nil
 }
 
-// statusWorkers bounds the requests CaughtUpAll sends at once.
-const statusWorkers = 8
-
 // CaughtUpAll evaluates many sessions together: every refresh is requested
 // at once, one watch waits for the controller to reach all of them, within
 // refresh.Wait; an Application it did not reach in time is reported as of
 // its last reconcile, saying so. Nothing waits per Application.
-func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructured, argo *ArgoServer, refresh Refresh) ([]*SessionStatus, error) {
+func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructured, argo *argocd.Server, refresh Refresh) ([]*SessionStatus, error) {
 	notes := make([][]string, len(apps))
 	stale := make([]bool, len(apps))
 	if refresh.Request {
 		requested := make([]bool, len(apps))
-		parallel(len(apps), func(i int) {
+		argocd.Parallel(len(apps), func(i int) {
 			app := apps[i]
 			session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
 			if err != nil {
@@ -125,9 +120,9 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			// With the source hydrator, as Argo CD's own refresh does: look
 			// for a new dry commit now, not when the revision cache expires.
 			_, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator")
-			patch := map[string]any{"metadata": map[string]any{"annotations": refreshRequest(map[string]any{}, hydrated)}}
-			if err := e.updateAppFrom(ctx, app, ownSession(app.GetName(), session.ID), func(*unstructured.Unstructured) map[string]any { return patch }); err != nil {
-				notes[i] = append(notes[i], "could not request a refresh ("+shortErr(err)+"): the state is as of Argo CD's last reconcile")
+			patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{}, hydrated)}}
+			if _, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(*unstructured.Unstructured) map[string]any { return patch }}); err != nil {
+				notes[i] = append(notes[i], "could not request a refresh ("+argocd.Brief(err)+"): the state is as of Argo CD's last reconcile")
 				return
 			}
 			requested[i] = true
@@ -144,22 +139,22 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			if !requested[i] {
 				continue
 			}
-			switch _, pending := apps[i].GetAnnotations()[RefreshAnnotation]; {
+			switch _, pending := apps[i].GetAnnotations()[argocd.RefreshAnnotation]; {
 			case refresh.Wait == 0:
-				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+reconciledAt(apps[i])+"; a refresh was requested, not awaited")
+				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+argocd.ReconciledAt(apps[i])+"; a refresh was requested, not awaited")
 				stale[i] = true
 			case !seen:
-				notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+reconciledAt(apps[i]))
+				notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
 				stale[i] = true
 			case pending:
-				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+reconciledAt(apps[i]))
+				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
 				stale[i] = true
 			}
 		}
 	}
 	out := make([]*SessionStatus, len(apps))
 	errs := make([]error, len(apps))
-	parallel(len(apps), func(i int) {
+	argocd.Parallel(len(apps), func(i int) {
 		if out[i], errs[i] = e.evaluate(ctx, apps[i], argo, notes[i]); errs[i] == nil {
 			out[i].Stale = stale[i]
 		}
@@ -172,28 +167,8 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 	return out, nil
 }
 
-// parallel runs do(0..n-1) on at most statusWorkers goroutines.
-func parallel(n int, do func(int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < min(n, statusWorkers); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				do(i)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-}
-
 // waitAllRefreshed waits, at most the controller wait, until the controller
-// has refreshed every requested Application, and returns the newest
+// has argocd.Refreshed every requested Application, and returns the newest
 // version of each it saw.
 func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool, wait time.Duration) map[string]*unstructured.Unstructured {
 	var keys []string
@@ -207,21 +182,11 @@ func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unst
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return e.waitApps(ctx, keys, refreshed)
-}
-
-// reconciledAt says when Argo CD last reconciled app (status.reconciledAt),
-// "" when it never did.
-func reconciledAt(app *unstructured.Unstructured) string {
-	at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
-	if t, err := time.Parse(time.RFC3339, at); err == nil {
-		return " (" + t.UTC().Format("15:04:05 UTC") + ")"
-	}
-	return ""
+	return e.WaitApps(ctx, keys, argocd.Refreshed)
 }
 
 // evaluate applies docs/design.md §5 to one Application as it is now.
-func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, argo *ArgoServer, notes []string) (*SessionStatus, error) {
+func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, argo *argocd.Server, notes []string) (*SessionStatus, error) {
 	annotated, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
 	if err != nil {
 		return nil, err
@@ -247,32 +212,32 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		}
 	}()
 	st.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
-	now := gitAt(app)
+	now := argocd.GitAt(app)
 	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated
-	moved := gitMoved(sessionGit(session), now)
+	moved := argocd.GitMoved(sessionGit(session), now)
 
 	var manifests []map[string]any
 	if argo != nil && moved {
 		if manifests, err = argo.Manifests(ctx, app.GetNamespace(), app.GetName(), now); err != nil {
-			st.Notes = append(st.Notes, "field-level check unavailable ("+shortErr(err)+")")
+			st.Notes = append(st.Notes, "field-level check unavailable ("+argocd.Brief(err)+")")
 			st.FieldLevel = false
 		}
 	}
 	dest, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
 	for _, p := range latestPatches(session) {
 		ts := TargetState{Target: p.Target}
-		ts.Resource, _ = managedStatus(app, p.Target)
+		ts.Resource, _ = argocd.ManagedStatus(app, p.Target)
 		switch {
 		case !moved:
-			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %s", ShortRevisions(sessionGit(session)))
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %s", argocd.ShortRevisions(sessionGit(session)))
 		case st.FieldLevel:
 			ts.Git, ts.Detail = compareFields(p, findManifest(manifests, p.Target, dest), ts.Resource)
 		case p.ArgoSawPatch == nil || !*p.ArgoSawPatch:
 			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: configure the Argo CD API for the field-level check, or force the restore"
 		case ts.Resource == "Synced":
-			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %s", ShortRevisions(now))
+			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %s", argocd.ShortRevisions(now))
 		default:
-			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", ShortRevisions(now), dash(ts.Resource))
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", argocd.ShortRevisions(now), dash(ts.Resource))
 		}
 		st.Targets = append(st.Targets, ts)
 	}
@@ -309,7 +274,7 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 	}
 	sawPatch := p.ArgoSawPatch != nil && *p.ArgoSawPatch
 	for _, f := range p.Fields {
-		got, _ := lookup(desired, f.Path)
+		got, _ := audit.Lookup(desired, f.Path)
 		switch sum := digest(got); {
 		case f.Secret && sawPatch && resource == "Synced":
 			// No digest to compare (a secret, or free text recorded by
@@ -385,36 +350,6 @@ func findManifest(manifests []map[string]any, t audit.Target, defaultNamespace s
 	return nil
 }
 
-// lookup follows a path as Diff writes it: map keys, list items by name
-// (or index).
-func lookup(v any, path string) (any, bool) {
-	for _, seg := range redact.Segments(path) {
-		switch t := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = t[seg]; !ok {
-				return nil, false
-			}
-		case []any:
-			if named(t) {
-				var ok bool
-				if v, ok = byName(t)[seg]; !ok {
-					return nil, false
-				}
-				continue
-			}
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(t) {
-				return nil, false
-			}
-			v = t[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
 func equalJSON(a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
@@ -434,46 +369,6 @@ func dash(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-func shortErr(err error) string {
-	s := err.Error()
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
-	return s
-}
-
-// Manifests asks the Argo CD API server for the Application's target state
-// where Git stands: the objects Git renders to, as Argo CD would apply them.
-// Several sources are rendered each at its revision; a source-hydrator
-// Application's dry source at the dry commit (the API renders that one).
-func (s ArgoServer) Manifests(ctx context.Context, appNamespace, app string, at audit.Git) ([]map[string]any, error) {
-	var resp struct {
-		Manifests []string `json:"manifests"`
-	}
-	query := url.Values{"appNamespace": {appNamespace}}
-	if len(at.Revisions) > 0 {
-		for i, r := range at.Revisions {
-			query.Add("sourcePositions", strconv.Itoa(i+1))
-			query.Add("revisions", r)
-		}
-	} else {
-		query.Set("revision", at.Revision)
-	}
-	path := "/api/v1/applications/" + url.PathEscape(app) + "/manifests?" + query.Encode()
-	if err := s.get(ctx, path, &resp); err != nil {
-		return nil, err
-	}
-	out := make([]map[string]any, 0, len(resp.Manifests))
-	for _, m := range resp.Manifests {
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(m), &obj); err != nil {
-			return nil, fmt.Errorf("argo cd returned a manifest that is not JSON: %w", err)
-		}
-		out = append(out, obj)
-	}
-	return out, nil
 }
 
 // Restorable is the one caught-up decision, which status' READY,

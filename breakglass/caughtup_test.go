@@ -3,7 +3,6 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,9 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/internal/jsontest"
 )
 
 // TestCaughtUpAllWaitsForAllTogether: with no controller answering, status
@@ -25,7 +26,7 @@ import (
 // Application in turn.
 func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
 	client, apps := sessionApps(t, "a", "b", "c")
-	e := &Engine{Dynamic: client, AppNamespace: "argocd", Audit: emptyLog(t)}
+	e := &Engine{Client: argocd.Client{Dynamic: client, AppNamespace: "argocd"}, Audit: emptyLog(t)}
 	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true, Wait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
 	counts := map[string]int{}
 	for _, a := range client.Actions() {
 		counts[a.GetVerb()]++
-		if p, ok := a.(k8stesting.PatchAction); ok && !strings.Contains(string(p.GetPatch()), RefreshAnnotation) {
+		if p, ok := a.(k8stesting.PatchAction); ok && !strings.Contains(string(p.GetPatch()), argocd.RefreshAnnotation) {
 			t.Errorf("unexpected patch %s", p.GetPatch())
 		}
 	}
@@ -52,7 +53,7 @@ func TestCaughtUpAllWaitsForAllTogether(t *testing.T) {
 func TestCaughtUpAllWithoutWaiting(t *testing.T) {
 	client, apps := sessionApps(t, "a", "b")
 	unstructured.SetNestedField(apps[0].Object, "2026-12-03T06:00:00Z", "status", "reconciledAt")
-	e := &Engine{Dynamic: client, AppNamespace: "argocd", ControllerWait: time.Hour, Audit: emptyLog(t)}
+	e := &Engine{Client: argocd.Client{Dynamic: client, AppNamespace: "argocd", ControllerWait: time.Hour}, Audit: emptyLog(t)}
 	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true})
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +94,8 @@ func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient,
 		objs = append(objs, app)
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ApplicationGVR: "ApplicationList"}, objs...)
-	apps, err := (&Engine{Dynamic: client}).ListApplications(context.Background(), "argocd", "")
+		map[schema.GroupVersionResource]string{argocd.ApplicationGVR: "ApplicationList"}, objs...)
+	apps, err := (&argocd.Client{Dynamic: client}).ListApplications(context.Background(), "argocd", "")
 	if err != nil || len(apps) != len(names) {
 		t.Fatalf("listing: %v, %d", err, len(apps))
 	}
@@ -113,18 +114,18 @@ func TestRefreshRequestsCarryTheirOwnTimestamp(t *testing.T) {
 	first := annotations(sessionPatch(&Session{ID: "s"}, nil))
 	time.Sleep(time.Millisecond)
 	second := annotations(sessionPatch(&Session{ID: "s"}, nil))
-	if first[RefreshAnnotation] != "normal" || first[RefreshTimestampAnnotation] == nil || first[RefreshTimestampAnnotation] == second[RefreshTimestampAnnotation] {
+	if first[argocd.RefreshAnnotation] != "normal" || first[argocd.RefreshTimestampAnnotation] == nil || first[argocd.RefreshTimestampAnnotation] == second[argocd.RefreshTimestampAnnotation] {
 		t.Errorf("two refresh requests: %v and %v; want each with a timestamp of its own", first, second)
 	}
 	client, apps := sessionApps(t, "a")
 	unstructured.SetNestedMap(apps[0].Object, map[string]any{"drySource": map[string]any{"repoURL": "x"}}, "spec", "sourceHydrator")
-	e := &Engine{Dynamic: client, AppNamespace: "argocd", Audit: emptyLog(t)}
+	e := &Engine{Client: argocd.Client{Dynamic: client, AppNamespace: "argocd"}, Audit: emptyLog(t)}
 	if _, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{Request: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range client.Actions() {
 		if p, ok := a.(k8stesting.PatchAction); ok {
-			for _, key := range []string{RefreshTimestampAnnotation, HydrateTimestampAnnotation} {
+			for _, key := range []string{argocd.RefreshTimestampAnnotation, argocd.HydrateTimestampAnnotation} {
 				if !strings.Contains(string(p.GetPatch()), key) {
 					t.Errorf("status's refresh %s has no %s", p.GetPatch(), key)
 				}
@@ -133,32 +134,77 @@ func TestRefreshRequestsCarryTheirOwnTimestamp(t *testing.T) {
 	}
 }
 
-// TestNoOtherSyncGuardsThePatch: the last write before the patch refuses
-// an Application on which a sync runs that the break-glass did not
-// terminate (it would apply Git over the fix), and accepts the one it
-// terminated while it winds down.
-func TestNoOtherSyncGuardsThePatch(t *testing.T) {
-	app := func(phase, started string) *unstructured.Unstructured {
-		a := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "web"}}}
-		if phase != "" {
-			a.Object["operation"] = map[string]any{"sync": map[string]any{}}
-			a.Object["status"] = map[string]any{"operationState": map[string]any{"phase": phase, "startedAt": started}}
-		}
-		return a
+func TestCompareFields(t *testing.T) {
+	patch := SessionPatch{Fields: patchedFields(audit.Target{Kind: "Deployment", Group: "apps"},
+		[]audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "w:1", After: "w:hotfix"}}, nil)}
+	if f := patch.Fields[0]; f.Secret || f.After == "" || strings.Contains(f.After+f.Before, "hotfix") {
+		t.Fatalf("the session field should keep digests only: %+v", f)
+	}
+	git := func(image string) map[string]any {
+		return jsontest.Decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"`+image+`"}]}}}}`)
 	}
 	tests := []struct {
-		name, phase, started, terminated string
-		refused                          bool
+		name     string
+		desired  map[string]any
+		resource string
+		want     GitState
 	}{
-		{"no sync", "", "", "", false},
-		{"a sync started meanwhile", "Running", "2026-12-03T08:00:01Z", "", true},
-		{"the terminated sync winding down", "Terminating", "2026-12-03T08:00:00Z", "2026-12-03T08:00:00Z", false},
-		{"another sync after the terminated one", "Running", "2026-12-03T08:00:05Z", "2026-12-03T08:00:00Z", true},
+		{"git has the fix, synced", git("w:hotfix"), "Synced", GitCaughtUp},
+		{"git has the fix, not yet synced", git("w:hotfix"), "OutOfSync", GitWaiting},
+		{"git still has the old value", git("w:1"), "OutOfSync", GitWaiting},
+		{"git has something else", git("w:2"), "OutOfSync", GitDiverged},
+		{"git dropped the resource", nil, "", GitDiverged},
 	}
 	for _, tt := range tests {
-		err := noOtherSync("web", tt.terminated)(app(tt.phase, tt.started))
-		if (err != nil) != tt.refused || (err != nil && !errors.Is(err, ErrConflict)) {
-			t.Errorf("%s: %v, want refused=%v", tt.name, err, tt.refused)
+		if got, detail := compareFields(patch, tt.desired, tt.resource); got != tt.want {
+			t.Errorf("%s: %s (%s), want %s", tt.name, got, detail, tt.want)
 		}
+	}
+	secret := SessionPatch{Fields: patchedFields(audit.Target{Kind: "ConfigMap"}, []audit.Change{{Path: "/data/password", Before: "old", After: "x"}}, nil)}
+	if f := secret.Fields[0]; !f.Secret || f.After != "" || f.Before != "" {
+		t.Fatalf("a secret field kept a digest: %+v", f)
+	}
+	if got, _ := compareFields(secret, jsontest.Decode(t, `{"data":{"password":"x"}}`), "Synced"); got != GitWaiting {
+		t.Errorf("a secret value counted as caught up: %s", got)
+	}
+	// With no digest, Argo CD's own comparison decides: a patch it flagged
+	// is in Git once it reports the resource Synced again.
+	saw := true
+	secret.ArgoSawPatch = &saw
+	for resource, want := range map[string]GitState{"Synced": GitCaughtUp, "OutOfSync": GitWaiting} {
+		if got, _ := compareFields(secret, jsontest.Decode(t, `{"data":{"password":"y"}}`), resource); got != want {
+			t.Errorf("an unrecorded value Argo CD saw patched, resource %s: %s, want %s", resource, got, want)
+		}
+	}
+	// A readable name that only contains a secret-looking fragment is
+	// compared like any other field (it used to be redacted, so it could
+	// never catch up).
+	proxy := SessionPatch{Fields: patchedFields(audit.Target{Kind: "Deployment", Group: "apps"},
+		[]audit.Change{{Path: "/spec/template/spec/containers/oauth2-proxy/image", Before: "p:1", After: "p:2"}}, nil)}
+	desired := jsontest.Decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"oauth2-proxy","image":"p:2"}]}}}}`)
+	if got, detail := compareFields(proxy, desired, "Synced"); got != GitCaughtUp {
+		t.Errorf("oauth2-proxy's image: %s (%s), want caught-up", got, detail)
+	}
+}
+
+// TestPatchesOfOneTargetAreCheckedTogether: a second patch of the same
+// target used to hide the first one's fields from the catch-up check, so a
+// restore could revert the image once Git had the replicas.
+func TestPatchesOfOneTargetAreCheckedTogether(t *testing.T) {
+	yes, no := true, false
+	s := &Session{Patches: []SessionPatch{
+		{Target: deployment, ArgoSawPatch: &yes, Fields: []PatchedField{{Path: "/spec/template/spec/containers/web/image", After: digest("w:hotfix")}, {Path: "/spec/replicas", After: digest(3)}}},
+		{Target: deployment, ArgoSawPatch: &no, Fields: []PatchedField{{Path: "/spec/replicas", After: digest(5)}}},
+	}}
+	got := latestPatches(s)
+	if len(got) != 1 || len(got[0].Fields) != 2 || got[0].Fields[1].After != digest(5) || got[0].ArgoSawPatch == nil || *got[0].ArgoSawPatch {
+		t.Fatalf("merged patches %+v: want the image kept, the replicas of the later patch, and not seen (one patch was not)", got)
+	}
+	if len(s.Patches[0].Fields) != 2 || s.Patches[0].Fields[1].After != digest(3) {
+		t.Errorf("merging changed the session: %+v", s.Patches[0])
+	}
+	desired := jsontest.Decode(t, `{"spec":{"replicas":5,"template":{"spec":{"containers":[{"name":"web","image":"w:1"}]}}}}`)
+	if state, _ := compareFields(got[0], desired, "OutOfSync"); state == GitCaughtUp {
+		t.Errorf("Git without the image fix counted as caught up")
 	}
 }

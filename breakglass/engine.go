@@ -1,3 +1,10 @@
+// Package breakglass is the session engine of kubectl gitops: it plans a
+// break-glass, pauses the Application (and the parents that would undo the
+// pause), patches the target, files and closes the ticket, decides from the
+// verified audit log whether Git has caught up, restores, and records every
+// step. What it knows of Argo CD comes from package argocd, the namespace's
+// contract from package drift. It never prints and never reads flags:
+// callers pass plain values and interfaces and get results back.
 package breakglass
 
 import (
@@ -5,41 +12,16 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
-// FieldManager names kubectl gitops in the managedFields of what it patches.
-const FieldManager = "kubectl-gitops"
-
-// ApplicationGVR is Argo CD's Application resource.
-var ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
-
-// Engine carries out break-glass sessions. Its clients talk to the Argo CD
-// cluster, where Applications and the audit log live; targets of other
-// destination clusters are reached through Clusters.
+// Engine carries out break-glass sessions, through its argocd.Client on
+// the Argo CD cluster, where Applications and the audit log live.
 type Engine struct {
-	Kube    kubernetes.Interface
-	Dynamic dynamic.Interface
-	Mapper  meta.RESTMapper
-	Audit   audit.Store
-	// AppNamespace is where Applications live.
-	AppNamespace string
-	// ArgoNamespace is where Argo CD itself runs: argocd-cm (tracking,
-	// installationID) is read there, and a tracking value naming an
-	// Application without a namespace names one there, whatever
-	// AppNamespace is. "" means AppNamespace.
-	ArgoNamespace string
-	// ControllerWait bounds waiting for Argo CD's controller; 0 means 30s.
-	ControllerWait time.Duration
+	argocd.Client
+	Audit audit.Store
 	// Tickets files reconcile tickets in Jira; nil queues them, and
 	// TicketsOff says why (not configured, or configured wrongly).
 	Tickets    Tickets
@@ -47,9 +29,6 @@ type Engine struct {
 	// ArgoUI is the Argo CD web UI's base URL that tickets link to; "" for
 	// no link.
 	ArgoUI string
-	// Clusters reaches destination clusters other than the Argo CD
-	// cluster; nil refuses them.
-	Clusters Clusters
 	// AfterPause runs right after the pause is recorded, AfterParentPause
 	// right after each parent's. Tests use them to stop as a crash would, or
 	// to make the patch fail; nil otherwise.
@@ -89,26 +68,6 @@ type Request struct {
 	TargetContext string
 }
 
-func (e *Engine) controllerWait() time.Duration {
-	if e.ControllerWait == 0 {
-		return 30 * time.Second
-	}
-	return e.ControllerWait
-}
-
-// Whoami asks the API server who the caller is.
-func (e *Engine) Whoami(ctx context.Context) (audit.Actor, error) { return whoami(ctx, e.Kube) }
-
-// whoami asks kube's API server who the caller is.
-func whoami(ctx context.Context, kube kubernetes.Interface) (audit.Actor, error) {
-	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		return audit.Actor{}, fmt.Errorf("asking the API server who you are: %w", err)
-	}
-	u := review.Status.UserInfo
-	return audit.Actor{Username: u.Username, UID: u.UID, Groups: u.Groups}, nil
-}
-
 func clientInfo() audit.Client {
 	host, _ := os.Hostname()
 	c := audit.Client{Host: host}
@@ -135,9 +94,4 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 		return nil, fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
 	}
 	return r, nil
-}
-
-// argoNamespace is the namespace Argo CD runs in.
-func (e *Engine) argoNamespace() string {
-	return namespaceOr(e.ArgoNamespace, e.AppNamespace)
 }

@@ -3,19 +3,18 @@ package breakglass
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 )
 
-// Errors the plugin maps to messages and exit codes.
+// Errors of the session engine the plugin maps to messages and exit codes;
+// the general ones (not found, conflict, forbidden, not supported, invalid
+// input) are argocd's.
 var (
-	ErrNotFound     = errors.New("not found")
 	ErrNotManaged   = errors.New("not managed by the application")
-	ErrForbidden    = errors.New("not allowed")
 	ErrSessionOpen  = errors.New("a break-glass session is already open")
-	ErrConflict     = errors.New("changed by someone else")
 	ErrNothingToDo  = errors.New("the patch changes nothing")
 	ErrPatchInvalid = errors.New("invalid patch")
-	ErrInvalidInput = errors.New("invalid input")
-	ErrNotSupported = errors.New("not supported")
 	ErrSyncRunning  = errors.New("a sync operation is running")
 	// ErrSyncOff is an Application whose automated sync is already off
 	// (automated.enabled: false) with no session: there is no pause to
@@ -47,70 +46,38 @@ var (
 // More precise sentinels, each wrapping a general one above.
 var (
 	// ErrAppNotFound is an Application the engine's namespace does not hold.
-	ErrAppNotFound = fmt.Errorf("application %w", ErrNotFound)
+	ErrAppNotFound = fmt.Errorf("application %w", argocd.ErrNotFound)
 	// ErrNoSession is a join, or a restore, with no open session.
-	ErrNoSession = fmt.Errorf("break-glass session %w", ErrNotFound)
+	ErrNoSession = fmt.Errorf("break-glass session %w", argocd.ErrNotFound)
 	// ErrTicketNotFound is an existing ticket Jira does not know.
-	ErrTicketNotFound = fmt.Errorf("ticket %w", ErrNotFound)
-	// ErrContract is a break-glass the namespace's live-state contract
-	// does not allow.
-	ErrContract = fmt.Errorf("%w by the namespace's live-state contract", ErrForbidden)
+	ErrTicketNotFound = fmt.Errorf("ticket %w", argocd.ErrNotFound)
 	// ErrJoinable is a break-glass on an Application whose open session it
 	// could join instead.
 	ErrJoinable = fmt.Errorf("%w", ErrSessionOpen)
 )
 
-// An Input is something a user gives the engine, named in the engine's
-// words. The engine's errors never name command-line flags: the plugin
-// spells each Input as the flag that sets it (plugin/hints.go), and adds
-// the hints that name flags to the sentinel errors it maps.
-type Input string
-
-// The inputs of a break-glass and a restore.
+// The inputs of a break-glass, a restore and a review (argocd.Input).
 const (
-	InputReason        Input = "reason"
-	InputTarget        Input = "target"
-	InputImage         Input = "image"
-	InputReplicas      Input = "replicas"
-	InputPatch         Input = "patch"
-	InputPatchType     Input = "patch type"
-	InputChange        Input = "change"
-	InputTicket        Input = "ticket"
-	InputTargetContext Input = "target context"
-	InputArgoContext   Input = "argocd context"
-	InputDebtNote      Input = "debt note"
-	InputSession       Input = "session"
-	InputVerdict       Input = "verdict"
-	InputNote          Input = "note"
+	InputReason    argocd.Input = "reason"
+	InputTarget    argocd.Input = "target"
+	InputImage     argocd.Input = "image"
+	InputReplicas  argocd.Input = "replicas"
+	InputPatch     argocd.Input = "patch"
+	InputPatchType argocd.Input = "patch type"
+	InputChange    argocd.Input = "change"
+	InputTicket    argocd.Input = "ticket"
+	InputSession   argocd.Input = "session"
+	InputVerdict   argocd.Input = "verdict"
+	InputNote      argocd.Input = "note"
 )
 
-// InputError is an input the engine refuses before changing anything. It
-// is ErrPatchInvalid to errors.Is when the input is the patch (its body,
-// type, or a shortcut that builds it), ErrInvalidInput otherwise.
-type InputError struct {
-	Input Input
-	// Value is the input as given ("" when quoting it adds nothing).
-	Value string
-	// Problem says what is wrong, and what would do, without naming flags.
-	Problem string
-}
-
-func (e *InputError) Error() string {
-	if e.Value != "" {
-		return fmt.Sprintf("%s %q: %s", e.Input, e.Value, e.Problem)
-	}
-	return fmt.Sprintf("%s: %s", e.Input, e.Problem)
-}
-
-// Unwrap says which kind of input was refused.
-func (e *InputError) Unwrap() error {
-	switch e.Input {
+// inputError refuses an input: as ErrPatchInvalid when it is the patch
+// (its body, type, or a shortcut that builds it), else argocd.ErrInvalidInput.
+func inputError(in argocd.Input, value, problem string, args ...any) error {
+	e := &argocd.InputError{Input: in, Value: value, Problem: fmt.Sprintf(problem, args...)}
+	switch in {
 	case InputPatch, InputPatchType, InputImage, InputReplicas, InputChange:
-		return ErrPatchInvalid
+		e.Kind = ErrPatchInvalid
 	}
-	return ErrInvalidInput
-}
-
-func inputError(in Input, value, problem string, args ...any) error {
-	return &InputError{Input: in, Value: value, Problem: fmt.Sprintf(problem, args...)}
+	return e
 }

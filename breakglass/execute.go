@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -61,7 +62,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		res.Warnings = append(res.Warnings, warning)
 	}
 	if app == nil || session.TerminatedSync != "" { // terminating wrote it
-		app = e.appKnownAs(p.App.Name)
+		app = e.known(p.App.Name)
 	}
 
 	// The session learns of the patch before it is sent: a restore that
@@ -70,7 +71,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
 	p.pendingPatch = pending.ID
 	terminated := session.TerminatedSync
-	marked, app, err := e.updateSessionIf(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {
+	marked, app, err := e.writeSession(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {
 		s.Patches = append(s.Patches, pending)
 		if terminated != "" {
 			s.TerminatedSync = terminated
@@ -84,7 +85,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
-	if written, _, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
+	if written, _, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
 		s.State = StatePatched
 		if sp := s.patchNamed(pending.ID); sp != nil {
 			sp.Pending, sp.Fields = false, p.fields
@@ -98,17 +99,17 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
 	// added fields Git never set, and resource-level Synced will prove nothing.
 	var observed *bool
-	if app, err := e.waitRefreshedApp(ctx, e.AppNamespace, p.App.Name); err != nil {
+	if app, err := e.WaitRefreshed(ctx, e.AppNamespace, p.App.Name); err != nil {
 		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
 	} else {
 		app = e.sawPatch(ctx, app, p.Target)
-		status, _ := managedStatus(app, p.Target)
+		status, _ := argocd.ManagedStatus(app, p.Target)
 		saw := status == "OutOfSync"
 		observed = &saw
 		if !saw {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
 		}
-		if written, _, err := e.updateSessionFrom(ctx, app, session.ID, func(s *Session) {
+		if written, _, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
 			if sp := s.patchNamed(pending.ID); sp != nil {
 				sp.ArgoSawPatch = &saw
 			}
@@ -141,8 +142,8 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 // a sync started while the break-glass ran cannot apply Git over the fix.
 func noOtherSync(name, terminated string) func(*unstructured.Unstructured) error {
 	return func(app *unstructured.Unstructured) error {
-		if started, running := syncRunning(app); running && (terminated == "" || started != terminated) {
-			return fmt.Errorf("%w: a sync operation started on %s at %s, while the break-glass ran; nothing was patched: run the break-glass again, it terminates running syncs", ErrConflict, name, started)
+		if started, running := argocd.SyncRunning(app); running && (terminated == "" || started != terminated) {
+			return fmt.Errorf("%w: a sync operation started on %s at %s, while the break-glass ran; nothing was patched: run the break-glass again, it terminates running syncs", argocd.ErrConflict, name, started)
 		}
 		return nil
 	}
@@ -160,16 +161,16 @@ const sawPatchWait = 3 * time.Second
 // Only a patch that adds fields Git never set waits the whole bound.
 func (e *Engine) sawPatch(ctx context.Context, app *unstructured.Unstructured, target audit.Target) *unstructured.Unstructured {
 	outOfSync := func(a *unstructured.Unstructured) bool {
-		status, _ := managedStatus(a, target)
+		status, _ := argocd.ManagedStatus(a, target)
 		return status == "OutOfSync"
 	}
 	if outOfSync(app) {
 		return app
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(sawPatchWait, e.controllerWait()))
+	ctx, cancel := context.WithTimeout(ctx, min(sawPatchWait, e.ControllerTimeout()))
 	defer cancel()
 	key := app.GetNamespace() + "/" + app.GetName()
-	if seen := e.waitApps(ctx, []string{key}, outOfSync)[key]; seen != nil && outOfSync(seen) {
+	if seen := e.WaitApps(ctx, []string{key}, outOfSync)[key]; seen != nil && outOfSync(seen) {
 		return seen
 	}
 	return app
@@ -183,7 +184,7 @@ func (e *Engine) sawPatch(ctx context.Context, app *unstructured.Unstructured, t
 func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, *unstructured.Unstructured, error) {
 	samePolicy := func(app *unstructured.Unstructured) error {
 		if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
-			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", ErrConflict, p.App.Name)
+			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", argocd.ErrConflict, p.App.Name)
 		}
 		return nil
 	}
@@ -197,15 +198,15 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	// The first write starts from the plan's copy of the Application.
 	known := p.app
 	if known == nil {
-		known = e.appKnownAs(p.App.Name)
+		known = e.known(p.App.Name)
 	}
 	if len(p.parents) > 0 {
 		for _, parent := range p.parents {
 			session.PausedParents = append(session.PausedParents, savedParent(parent))
 		}
-		if err := e.updateAppFrom(ctx, known, unchanged, func(*unstructured.Unstructured) map[string]any {
+		if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(*unstructured.Unstructured) map[string]any {
 			return sessionPatch(session, nil)
-		}); err != nil {
+		}}); err != nil {
 			return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
 		}
 		unchanged = func(app *unstructured.Unstructured) error {
@@ -214,10 +215,10 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			}
 			return samePolicy(app)
 		}
-		known = e.appKnownAs(p.App.Name) // the write above made the plan's copy stale
+		known = e.known(p.App.Name) // the write above made the plan's copy stale
 	}
 	for _, parent := range p.parents {
-		parentRef := audit.AppRef{Namespace: namespaceOr(parent.GetNamespace(), e.AppNamespace), Name: parent.GetName()}
+		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), Name: parent.GetName()}
 		saved := savedParent(parent)
 		var before any
 		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
@@ -240,14 +241,14 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 				return nil, nil, err
 			}
 		}
-		if err := e.waitRefreshedIn(ctx, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
-			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.controllerWait()))
+		if _, err := e.WaitRefreshed(ctx, argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
+			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.ControllerTimeout()))
 		}
 	}
 	session.State = StatePaused
-	if err := e.updateAppFrom(ctx, known, unchanged, func(app *unstructured.Unstructured) map[string]any {
+	if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app *unstructured.Unstructured) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
-	}); err != nil {
+	}}); err != nil {
 		return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
 	}
 	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
@@ -260,9 +261,9 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			return nil, nil, err
 		}
 	}
-	app, err := e.waitRefreshedApp(ctx, e.AppNamespace, p.App.Name)
+	app, err := e.WaitRefreshed(ctx, e.AppNamespace, p.App.Name)
 	if err != nil {
-		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.controllerWait(), err))
+		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.ControllerTimeout(), err))
 	}
 	return warnings, app, nil
 }
@@ -297,9 +298,10 @@ func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // dropSession removes the session annotation if it is still session id's,
 // leaving the sync policy alone.
 func (e *Engine) dropSession(ctx context.Context, name, id string) error {
-	return e.updateApp(ctx, name, ownSession(name, id), func(*unstructured.Unstructured) map[string]any {
+	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(*unstructured.Unstructured) map[string]any {
 		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil}}}
-	})
+	}})
+	return err
 }
 
 // abort handles a patch the API server rejected: a pause this command made
@@ -313,7 +315,7 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	if p.Join == nil {
 		undoErr = e.undoPause(ctx, p.App.Name, session, ownSession(p.App.Name, session.ID))
 	} else if p.pendingPatch != "" {
-		_, undoErr = e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) { s.dropPatch(p.pendingPatch) })
+		_, _, undoErr = e.writeSession(ctx, e.known(p.App.Name), session.ID, nil, func(s *Session) { s.dropPatch(p.pendingPatch) })
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
 	if undoErr != nil {
@@ -331,26 +333,17 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	return fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, patchErr)
 }
 
-// syncRunning reports whether app has a sync operation in progress, and
-// since when.
-func syncRunning(app *unstructured.Unstructured) (string, bool) {
-	_, hasOp, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
-	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
-	started, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
-	return started, hasOp && (phase == "Running" || phase == "Terminating")
-}
-
 // terminateSync ends a running sync operation the way `argocd app
 // terminate-op` does, and waits for the controller to stop it. It returns a
 // warning when it could not.
 func (e *Engine) terminateSync(ctx context.Context, name string, session *Session, app *unstructured.Unstructured) string {
 	if app == nil { // not seen since the controller confirmed the pause
 		var err error
-		if app, err = e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		if app, err = e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return "could not check for a running sync operation: " + err.Error()
 		}
 	}
-	started, running := syncRunning(app)
+	started, running := argocd.SyncRunning(app)
 	if !running {
 		return ""
 	}
@@ -358,17 +351,17 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 	// then: a sync that ended meanwhile has nothing left to terminate (and
 	// the admission policy allows Terminating only from Running).
 	errEnded := errors.New("the sync ended")
-	err := e.updateAppFrom(ctx, app, func(current *unstructured.Unstructured) error {
+	_, err := e.Write(ctx, app, argocd.Write{Check: func(current *unstructured.Unstructured) error {
 		if err := ownSession(name, session.ID)(current); err != nil {
 			return err
 		}
-		if now, running := syncRunning(current); !running || now != started {
+		if now, running := argocd.SyncRunning(current); !running || now != started {
 			return errEnded
 		}
 		return nil
-	}, func(*unstructured.Unstructured) map[string]any {
+	}, Patch: func(*unstructured.Unstructured) map[string]any {
 		return map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}
-	})
+	}})
 	if errors.Is(err, errEnded) {
 		return ""
 	}
@@ -376,19 +369,19 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 		return fmt.Sprintf("a sync operation (started %s) is running and could not be terminated (%v): it may apply Git's state over the patch", started, err)
 	}
 	session.TerminatedSync = started
-	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+	ctx, cancel := context.WithTimeout(ctx, e.ControllerTimeout())
 	defer cancel()
-	stopped := func(app *unstructured.Unstructured) bool { _, running := syncRunning(app); return !running }
-	if app := e.waitApps(ctx, []string{e.AppNamespace + "/" + name}, stopped)[e.AppNamespace+"/"+name]; app != nil && stopped(app) {
+	stopped := func(app *unstructured.Unstructured) bool { _, running := argocd.SyncRunning(app); return !running }
+	if app := e.WaitApps(ctx, []string{e.AppNamespace + "/" + name}, stopped)[e.AppNamespace+"/"+name]; app != nil && stopped(app) {
 		return ""
 	}
-	return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.controllerWait())
+	return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.ControllerTimeout())
 }
 
 // explainConflict names the session that won a race for the Application,
 // when there is one.
 func (e *Engine) explainConflict(ctx context.Context, name string, conflict error) error {
-	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return conflict
 	}

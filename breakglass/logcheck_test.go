@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -131,7 +132,7 @@ func TestUnchangedSessionGuardsRestore(t *testing.T) {
 		"a patch being sent":     {ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "b", Pending: true}}},
 		"another session opened": {ID: "t", Patches: []SessionPatch{{ID: "a"}}},
 	} {
-		if err := check(app(s)); !errors.Is(err, ErrConflict) {
+		if err := check(app(s)); !errors.Is(err, argocd.ErrConflict) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -3,15 +3,14 @@ package breakglass
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
-
-	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
 // PatchSpec is the emergency change as the user gave it: a patch body with
@@ -126,102 +125,68 @@ func ParseImages(values []string) (map[string]string, error) {
 	return images, nil
 }
 
-// ignoredPaths are fields the API server changes on every write; they are
-// not part of what a patch changed.
-var ignoredPaths = []string{"/metadata/resourceVersion", "/metadata/managedFields", "/metadata/generation", "/status", "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"}
+// podSpecPaths are where workloads keep their pod template's spec.
+var podSpecPaths = [][]string{{"spec", "template", "spec"}, {"spec", "jobTemplate", "spec", "template", "spec"}}
 
-// Diff lists the leaf paths (JSON pointer) whose values differ between two
-// versions of an object. Lists of named items (containers, env) are keyed by
-// name, so a path reads /spec/template/spec/containers/web/image.
-func Diff(before, after map[string]any) []audit.Change {
-	var changes []audit.Change
-	diffValue("", before, after, &changes)
-	kept := changes[:0]
-	for _, c := range changes {
-		if !ignored(c.Path) {
-			kept = append(kept, c)
-		}
-	}
-	return kept
-}
-
-func ignored(path string) bool {
-	for _, p := range ignoredPaths {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-func diffValue(path string, a, b any, out *[]audit.Change) {
-	am, aIsMap := a.(map[string]any)
-	bm, bIsMap := b.(map[string]any)
-	if aIsMap && bIsMap {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
-			diffValue(path+"/"+escapePointer(k), am[k], bm[k], out)
-		}
-		return
-	}
-	al, aIsList := a.([]any)
-	bl, bIsList := b.([]any)
-	if aIsList && bIsList {
-		if ak, bk, ok := byName(al), byName(bl), named(al) && named(bl); ok {
-			diffValue(path, ak, bk, out)
-			return
-		}
-		if len(al) == len(bl) {
-			for i := range al {
-				diffValue(path+"/"+strconv.Itoa(i), al[i], bl[i], out)
+// imagePatch builds the strategic merge patch of the --image (and
+// --replicas) shortcuts for live, refusing a container name the workload
+// does not have: a strategic merge by name would add a new container.
+func (p PatchSpec) imagePatch(t audit.Target, live map[string]any) ([]byte, error) {
+	path := []string{"spec"}
+	if t.Kind != "Pod" {
+		path = nil
+		for _, candidate := range podSpecPaths {
+			if _, ok, _ := unstructured.NestedMap(live, candidate...); ok {
+				path = candidate
+				break
 			}
-			return
+		}
+		if path == nil {
+			return nil, inputError(InputImage, "", "%s has no pod template, so no container image can be set there: give a patch instead", t)
 		}
 	}
-	if !reflect.DeepEqual(a, b) {
-		*out = append(*out, audit.Change{Path: path, Before: a, After: b})
+	kinds := map[string]string{}
+	var names []string
+	for _, list := range []string{"initContainers", "containers"} {
+		items, _, _ := unstructured.NestedSlice(live, append(append([]string(nil), path...), list)...)
+		for _, item := range items {
+			if m, ok := item.(map[string]any); ok {
+				if name, ok := m["name"].(string); ok {
+					kinds[name] = list
+					label := name
+					if list == "initContainers" {
+						label += " (init)"
+					}
+					names = append(names, label)
+				}
+			}
+		}
 	}
-}
-
-func named(l []any) bool {
-	if len(l) == 0 {
-		return false
-	}
-	for _, item := range l {
-		m, ok := item.(map[string]any)
+	lists := map[string][]any{}
+	var unknown []string
+	for _, name := range sortedKeys(p.Images) {
+		list, ok := kinds[name]
 		if !ok {
-			return false
+			unknown = append(unknown, name)
+			continue
 		}
-		if _, ok := m["name"].(string); !ok {
-			return false
+		lists[list] = append(lists[list], map[string]any{"name": name, "image": p.Images[name]})
+	}
+	if len(unknown) > 0 {
+		return nil, inputError(InputImage, "", "names container %s, which %s does not have (it has %s)", strings.Join(unknown, ", "), t, strings.Join(names, ", "))
+	}
+	podSpec := map[string]any{}
+	for list, items := range lists {
+		podSpec[list] = items
+	}
+	patch := map[string]any{}
+	if err := unstructured.SetNestedField(patch, podSpec, path...); err != nil {
+		return nil, err
+	}
+	if p.Replicas != nil {
+		if err := unstructured.SetNestedField(patch, int64(*p.Replicas), "spec", "replicas"); err != nil {
+			return nil, err
 		}
 	}
-	return true
-}
-
-func byName(l []any) map[string]any {
-	m := map[string]any{}
-	for _, item := range l {
-		if im, ok := item.(map[string]any); ok {
-			if name, ok := im["name"].(string); ok {
-				m[name] = item
-			}
-		}
-	}
-	return m
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return json.Marshal(patch)
 }

@@ -1,10 +1,11 @@
 package breakglass
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -35,63 +36,56 @@ func pausedPolicy(policy any, disable bool) any {
 	return paused
 }
 
-// syncsAutomatically is whether app's policy has automated sync on:
-// automated is set and not enabled: false.
-func syncsAutomatically(app *unstructured.Unstructured) bool {
-	automated, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")
-	if !ok {
-		return false
-	}
-	enabled, set := automated["enabled"].(bool)
-	return !set || enabled
+// policyPatch is the merge patch that turns app's spec.syncPolicy into
+// desired exactly: members desired lacks are deleted.
+func policyPatch(app *unstructured.Unstructured, desired any) any {
+	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	return mergePatchFor(current, desired)
 }
 
-// AutomatedSchema reads the Application schema the API server publishes
-// (OpenAPI v3, readable by every authenticated user) and reports whether
-// it has spec.syncPolicy.automated and, within it, enabled (Argo CD ≥ 3.1).
-func (e *Engine) AutomatedSchema() (found, enabled bool, err error) {
-	paths, err := e.Kube.Discovery().OpenAPIV3().Paths()
-	if err != nil {
-		return false, false, fmt.Errorf("reading the API server's OpenAPI v3 paths: %w", err)
+func mergePatchFor(current, desired any) any {
+	cm, cok := current.(map[string]any)
+	dm, dok := desired.(map[string]any)
+	if !cok || !dok {
+		return desired
 	}
-	gv, ok := paths["apis/"+ApplicationGVR.Group+"/"+ApplicationGVR.Version]
-	if !ok {
-		return false, false, fmt.Errorf("the API server publishes no OpenAPI schema for %s/%s", ApplicationGVR.Group, ApplicationGVR.Version)
+	patch := map[string]any{}
+	for k := range cm {
+		if _, keep := dm[k]; !keep {
+			patch[k] = nil
+		}
 	}
-	doc, err := gv.Schema("application/json")
-	if err != nil {
-		return false, false, fmt.Errorf("reading the OpenAPI schema of %s: %w", ApplicationGVR.Group, err)
+	for k, v := range dm {
+		if !equalJSON(cm[k], v) {
+			patch[k] = mergePatchFor(cm[k], v)
+		}
 	}
-	found, enabled = automatedInSchema(doc)
-	return found, enabled, nil
+	return patch
 }
 
-// automatedInSchema walks an OpenAPI v3 document to the Application's
-// spec.syncPolicy.automated properties.
-func automatedInSchema(doc []byte) (found, enabled bool) {
-	type schema struct {
-		Properties map[string]*schema `json:"properties"`
+// undoPause writes the saved policies back, the parents' first, and removes
+// the session last (as long as check accepts it), so that an interruption
+// leaves a session that says what is still paused.
+func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
+	if err := e.restoreParents(ctx, name, s); err != nil {
+		return err
 	}
-	var d struct {
-		Components struct {
-			Schemas map[string]*schema `json:"schemas"`
-		} `json:"components"`
+	return e.restorePolicy(ctx, name, s, check)
+}
+
+// restorePolicy makes spec.syncPolicy the session's saved policy exactly,
+// drops the session annotation and requests a refresh, in one patch, as
+// long as check accepts the Application as it is then.
+func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
+	var saved any
+	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
+		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
-	if json.Unmarshal(doc, &d) != nil {
-		return false, false
-	}
-	for name, s := range d.Components.Schemas {
-		if !strings.HasSuffix(name, ".argoproj.v1alpha1.Application") {
-			continue
+	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{SessionAnnotation: nil}, false)},
+			"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
 		}
-		for _, p := range []string{"spec", "syncPolicy", "automated"} {
-			if s == nil || s.Properties[p] == nil {
-				return false, false
-			}
-			s = s.Properties[p]
-		}
-		_, enabled = s.Properties["enabled"]
-		return true, enabled
-	}
-	return false, false
+	}})
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -55,16 +56,16 @@ func (r ManagedResource) Arg() string { return r.Target.String() }
 
 // ManagedResources lists app's resources from its status.
 func (e *Engine) ManagedResources(ctx context.Context, app string) ([]ManagedResource, error) {
-	a, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, app, metav1.GetOptions{})
+	a, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, app, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading application %s: %w", app, err)
 	}
 	var out []ManagedResource
-	for _, r := range statusResources(a) {
+	for _, r := range argocd.StatusResources(a) {
 		out = append(out, ManagedResource{Target: r.Target, Sync: r.Status, Health: r.Health})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: application %s reports no managed resources yet", ErrNotFound, app)
+		return nil, fmt.Errorf("%w: application %s reports no managed resources yet", argocd.ErrNotFound, app)
 	}
 	return out, nil
 }

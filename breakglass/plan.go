@@ -2,6 +2,7 @@ package breakglass
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -13,8 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
-	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 )
 
 // Plan is a checked break-glass, ready to execute: nothing has changed yet.
@@ -48,7 +50,7 @@ type Plan struct {
 	// Join is the open session this patch joins; nil opens a new one.
 	Join *Session
 	// Source is where the Application's manifests live, for the ticket.
-	Source ticket.Source
+	Source argocd.Source
 	// Ticket is the existing Jira issue of --ticket, checked with Jira.
 	Ticket *audit.Ticket
 	// Warnings are what the checks found worth saying but not refusing.
@@ -60,7 +62,7 @@ type Plan struct {
 	// when it lives in the Argo CD cluster.
 	TargetContext string
 
-	cluster *Cluster
+	cluster *argocd.Cluster
 	// fields are the changed paths with digests of their values, for the
 	// session; redactor knows the secret values of this patch.
 	fields    []PatchedField
@@ -121,12 +123,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	app, err := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
+	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("%w: %s may not read application %s/%s: %v", ErrForbidden, actor.Username, e.AppNamespace, req.App, err)
+		return nil, fmt.Errorf("%w: %s may not read application %s/%s: %v", argocd.ErrForbidden, actor.Username, e.AppNamespace, req.App, err)
 	case err != nil:
 		return nil, err
 	}
@@ -154,7 +156,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			return nil, err
 		}
 	}
-	if started, running := syncRunning(app); running && req.NoTerminate {
+	if started, running := argocd.SyncRunning(app); running && req.NoTerminate {
 		return nil, fmt.Errorf("%w on %s (started %s) and terminating it was not allowed", ErrSyncRunning, req.App, started)
 	}
 
@@ -163,14 +165,14 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
 	}
 	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, err := e.targetCluster(req.App, dest, req.TargetContext)
+	cluster, err := e.Destination(req.App, dest, req.TargetContext)
 	if err != nil {
 		return nil, err
 	}
 	gr := schema.ParseGroupResource(kindArg)
 	gvr, err := cluster.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
 	if err != nil {
-		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", ErrNotFound, kindArg, kindArg)
+		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", argocd.ErrNotFound, kindArg, kindArg)
 	}
 	gvk, err := cluster.Mapper.KindFor(gvr)
 	if err != nil {
@@ -181,12 +183,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		namespace = dest["namespace"]
 	}
 	target := audit.Target{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: namespace, Name: name}
-	status, managed := managedStatus(app, target)
+	status, managed := argocd.ManagedStatus(app, target)
 	if !managed {
 		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
 			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
 	}
-	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+	if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return nil, err
 	}
 	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
@@ -194,13 +196,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	_, enabledInSchema, _ := e.AutomatedSchema()
 	var parents []*unstructured.Unstructured
 	if join == nil {
-		if parents, err = e.selfHealingParents(ctx, app, enabledInSchema); err != nil {
+		if parents, err = e.SelfHealingParents(ctx, app, enabledInSchema); err != nil {
 			return nil, err
 		}
 	}
 	var parentNames []string
 	for _, parent := range parents {
-		if err := allowed(ctx, e.Kube, ApplicationGVR, namespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
+		if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
 			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
 		}
 		parentNames = append(parentNames, parent.GetName())
@@ -213,13 +215,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		// The contract is the target namespace's, checked with who the
 		// target cluster says the caller is; one that cannot be read
 		// refuses (a missing Namespace declares nothing).
-		contract, err := ContractOf(ctx, cluster.Kube, namespace)
+		contract, err := drift.ContractOf(ctx, cluster.Kube, namespace)
 		if err != nil {
-			return nil, fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", ErrContract, namespace, shortErr(err))
+			return nil, fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", drift.ErrContract, namespace, argocd.Brief(err))
 		}
 		who := actor
 		if cluster.Kube != e.Kube {
-			if who, err = whoami(ctx, cluster.Kube); err != nil {
+			if who, err = argocd.Whoami(ctx, cluster.Kube); err != nil {
 				return nil, err
 			}
 		}
@@ -238,7 +240,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			return nil, err
 		}
 	}
-	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
+	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: argocd.FieldManager})
 	if err != nil {
 		red, redErr := redactPatch(target, patchType, body, live.Object)
 		if redErr != nil {
@@ -252,7 +254,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
 	}
-	diff := Diff(live.Object, dry.Object)
+	diff := audit.Diff(live.Object, dry.Object)
 	if len(diff) == 0 {
 		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
 	}
@@ -262,7 +264,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
-	after, git, disable := before, gitAt(app), false
+	after, git, disable := before, argocd.GitAt(app), false
 	if join != nil {
 		// Already paused: the policy stays as it is, and Git is compared
 		// with the revision the session opened at.
@@ -287,7 +289,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Git: git, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
-		Join: join, Source: source(app), Ticket: ticketRef,
+		Join: join, Source: argocd.SourceOf(app), Ticket: ticketRef,
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
 		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
 		gvr: gvr,
@@ -345,43 +347,6 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 	return session, nil
 }
 
-// managedStatus finds target among the Application's managed resources and
-// returns Argo CD's sync status for it.
-func managedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool) {
-	for _, r := range statusResources(app) {
-		if sameObject(r.Target, t) {
-			return r.Status, true
-		}
-	}
-	return "", false
-}
-
-// statusResource is one of the managed resources an Application's
-// status.resources lists, with Argo CD's sync status (and health, which
-// Argo CD 3.x no longer stores there).
-type statusResource struct {
-	Target         audit.Target
-	Status, Health string
-}
-
-// statusResources reads an Application's status.resources.
-func statusResources(app *unstructured.Unstructured) []statusResource {
-	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-	out := make([]statusResource, 0, len(resources))
-	for _, r := range resources {
-		m, _ := r.(map[string]any)
-		if m == nil {
-			continue
-		}
-		health, _, _ := unstructured.NestedString(m, "health", "status")
-		out = append(out, statusResource{
-			Target: audit.Target{Group: str(m, "group"), Version: str(m, "version"), Kind: str(m, "kind"), Namespace: str(m, "namespace"), Name: str(m, "name")},
-			Status: str(m, "status"), Health: health,
-		})
-	}
-	return out
-}
-
 // allowed checks with a SelfSubjectAccessReview, in the cluster of kube,
 // that the caller may patch.
 func allowed(ctx context.Context, kube kubernetes.Interface, gvr schema.GroupVersionResource, namespace, name string) error {
@@ -393,7 +358,27 @@ func allowed(ctx context.Context, kube kubernetes.Interface, gvr schema.GroupVer
 		return fmt.Errorf("checking your permissions: %w", err)
 	}
 	if !res.Status.Allowed {
-		return fmt.Errorf("%w: you may not patch %s %s/%s; ask for the break-glass role", ErrForbidden, gvr.GroupResource(), namespace, name)
+		return fmt.Errorf("%w: you may not patch %s %s/%s; ask for the break-glass role", argocd.ErrForbidden, gvr.GroupResource(), namespace, name)
+	}
+	return nil
+}
+
+// checkSize refuses, before any change, a patch whose session or audit
+// record could not be stored.
+func (p *Plan) checkSize() error {
+	session := Session{Patches: []SessionPatch{{Target: p.Target, Type: p.PatchType, Fields: p.fields}}}
+	if p.Join != nil {
+		session = *p.Join
+		session.Patches = append(append([]SessionPatch(nil), p.Join.Patches...), SessionPatch{Target: p.Target, Type: p.PatchType, Fields: p.fields})
+	}
+	if b, _ := json.Marshal(session); len(b) > MaxSessionBytes {
+		return fmt.Errorf("%w: the patch changes %d fields, too many to track in the session annotation (%d KiB, limit %d KiB): patch fewer fields at once", ErrPatchInvalid, len(p.fields), len(b)>>10, MaxSessionBytes>>10)
+	}
+	r := audit.Record{Reason: p.Request.Reason, Incident: p.Request.Incident, Target: &p.Target,
+		Patch:   p.RecordedPatch(),
+		Changes: p.Changes, SyncPolicy: &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}}
+	if b, _ := json.Marshal(r); len(b) > MaxRecordBytes {
+		return fmt.Errorf("%w: the patch is too large to record: its audit record would be %d KiB, over the %d KiB a record ConfigMap holds; patch less at once", ErrPatchInvalid, len(b)>>10, MaxRecordBytes>>10)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -26,10 +28,32 @@ func TestAdviceNamesTheAppNamespace(t *testing.T) {
 // patch, so a bad reason was reported as one.
 func TestInputErrorsSayWhichInput(t *testing.T) {
 	reason := Request{App: "web", Target: "deployment/web", Patch: PatchSpec{Type: "merge", Body: `{"spec":{"replicas":3}}`}, Reason: " "}.Validate()
-	if !errors.Is(reason, ErrInvalidInput) || errors.Is(reason, ErrPatchInvalid) {
+	if !errors.Is(reason, argocd.ErrInvalidInput) || errors.Is(reason, ErrPatchInvalid) {
 		t.Errorf("a missing reason: %v is not an invalid input but a patch", reason)
 	}
 	if patch := inputError(InputPatch, "", "not JSON"); !errors.Is(patch, ErrPatchInvalid) {
 		t.Errorf("a bad patch: %v", patch)
+	}
+}
+
+func TestCheckSizeRefusesWhatCannotBeStored(t *testing.T) {
+	big := strings.Repeat("x", MaxRecordBytes)
+	p := &Plan{Target: deployment, PatchType: "merge", PatchRedacted: `{"metadata":{"annotations":{"a":"` + big + `"}}}`,
+		Changes: []audit.Change{{Path: "/metadata/annotations/a", After: big}},
+		fields:  []PatchedField{{Path: "/metadata/annotations/a", After: digest(big)}}}
+	if err := p.checkSize(); !errors.Is(err, ErrPatchInvalid) || !strings.Contains(err.Error(), "too large to record") {
+		t.Errorf("an oversized record: %v", err)
+	}
+	var many []PatchedField
+	for i := 0; i < 2000; i++ {
+		many = append(many, PatchedField{Path: "/metadata/labels/l" + strings.Repeat("x", 20), After: digest(i)})
+	}
+	p = &Plan{Target: deployment, PatchRedacted: "{}", fields: many}
+	if err := p.checkSize(); !errors.Is(err, ErrPatchInvalid) || !strings.Contains(err.Error(), "session annotation") {
+		t.Errorf("a session too large: %v", err)
+	}
+	p = &Plan{Target: deployment, PatchRedacted: `{"spec":{"replicas":3}}`, fields: []PatchedField{{Path: "/spec/replicas", After: digest(3)}}}
+	if err := p.checkSize(); err != nil {
+		t.Errorf("a small patch: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
@@ -23,7 +24,7 @@ type RestoreRequest struct {
 	Reason string
 	DryRun bool
 	// Argo enables the field-level catch-up check; nil skips it.
-	Argo *ArgoServer
+	Argo *argocd.Server
 }
 
 // Validate is the rule of a restore request: forcing needs a reason, and a
@@ -48,7 +49,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if err != nil {
 		return nil, err
 	}
-	apps := e.Dynamic.Resource(ApplicationGVR).Namespace(e.AppNamespace)
+	apps := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace)
 	app, err := apps.Get(ctx, req.App, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -98,7 +99,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if req.DryRun {
 		return st, nil
 	}
-	if err := allowed(ctx, e.Kube, ApplicationGVR, e.AppNamespace, req.App); err != nil {
+	if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, e.AppNamespace, req.App); err != nil {
 		return st, err
 	}
 	event, reason := audit.EventRestored, st.Session.Reason
@@ -147,4 +148,13 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		st.Warnings = append(st.Warnings, "the session's ticket was never filed: `kubectl gitops ticket sync` files and closes it")
 	}
 	return st, nil
+}
+
+// RestoreCommand is the command that closes app's session.
+func RestoreCommand(app audit.AppRef) string {
+	cmd := "kubectl gitops restore " + app.Name
+	if app.Namespace != "" && app.Namespace != "argocd" {
+		cmd += " --app-namespace " + app.Namespace
+	}
+	return cmd
 }

@@ -1,46 +1,20 @@
 package breakglass
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // SessionAnnotation holds the open break-glass session on an Application.
 const SessionAnnotation = audit.KeyPrefix + "session"
-
-// RefreshAnnotation asks Argo CD's controller to reconcile an Application now;
-// the controller removes it when done.
-const RefreshAnnotation = "argocd.argoproj.io/refresh"
-
-// HydrateAnnotation asks Argo CD's source hydrator to render the dry
-// source's newest commit now; the controller removes it.
-const HydrateAnnotation = "argocd.argoproj.io/hydrate"
-
-// The timestamp annotations name one refresh (or hydrate) request, as
-// Argo CD's own refresh sets them (util/argo.RefreshApp, Argo CD >= 3.6): a
-// controller finishing a reconcile that began before the request then
-// leaves the request in place instead of removing it, so "the refresh
-// annotation is gone" means a reconcile that started after the request.
-// Older controllers ignore them.
-const (
-	RefreshTimestampAnnotation = "argocd.argoproj.io/refresh-timestamp"
-	HydrateTimestampAnnotation = "argocd.argoproj.io/hydrate-timestamp"
-)
-
-// refreshRequest adds a normal refresh request to annotations, hydrate
-// too when set, each with a timestamp of its own.
-func refreshRequest(annotations map[string]any, hydrate bool) map[string]any {
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	annotations[RefreshAnnotation], annotations[RefreshTimestampAnnotation] = "normal", now
-	if hydrate {
-		annotations[HydrateAnnotation], annotations[HydrateTimestampAnnotation] = "normal", now
-	}
-	return annotations
-}
 
 // Session states, in order.
 const (
@@ -136,4 +110,131 @@ func ParseSession(value string) (*Session, error) {
 		p.LegacyChanges = nil
 	}
 	return &s, nil
+}
+
+// sessionGit is where Git stood when session opened.
+func sessionGit(s *Session) audit.Git {
+	return audit.Git{Revision: s.GitRevision, Revisions: s.GitRevisions}
+}
+
+// PatchedBy is what app's open session patched, as its annotation says:
+// drift names a field break-glass only when that session patched it.
+func PatchedBy(app *unstructured.Unstructured) drift.Patched {
+	s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	if err != nil {
+		return drift.Patched{}
+	}
+	out := drift.Patched{Session: s.ID, Restore: RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()})}
+	for _, p := range s.Patches {
+		fields := drift.PatchedFields{Target: p.Target}
+		for _, f := range p.Fields {
+			fields.Paths = append(fields.Paths, f.Path)
+		}
+		out.Fields = append(out.Fields, fields)
+	}
+	return out
+}
+
+// dropPatch removes the session's patch id.
+func (s *Session) dropPatch(id string) {
+	kept := s.Patches[:0]
+	for _, sp := range s.Patches {
+		if sp.ID != id {
+			kept = append(kept, sp)
+		}
+	}
+	s.Patches = kept
+}
+
+// patchNamed returns the session's patch id, nil when it has none.
+func (s *Session) patchNamed(id string) *SessionPatch {
+	for i := range s.Patches {
+		if s.Patches[i].ID == id {
+			return &s.Patches[i]
+		}
+	}
+	return nil
+}
+
+// ownSession accepts an Application whose session annotation is session id.
+func ownSession(name, id string) func(*unstructured.Unstructured) error {
+	return func(app *unstructured.Unstructured) error {
+		s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		if err != nil || s.ID != id {
+			return fmt.Errorf("%w: the break-glass session %s on %s was closed or replaced by someone else", argocd.ErrConflict, id, name)
+		}
+		return nil
+	}
+}
+
+// sessionPatch sets the session annotation, requests a refresh and, when
+// policy is not nil, patches spec.syncPolicy.
+func sessionPatch(session *Session, policy any) map[string]any {
+	value, _ := json.Marshal(session)
+	patch := map[string]any{"metadata": map[string]any{
+		"annotations": argocd.RefreshRequest(map[string]any{SessionAnnotation: string(value)}, false),
+	}}
+	if policy != nil {
+		patch["spec"] = map[string]any{"syncPolicy": policy}
+	}
+	return patch
+}
+
+// unchangedSession accepts an Application whose session is s as restore
+// evaluated it: the same patches, none of them still being sent. A patch
+// that landed meanwhile must not be reverted by a restore that never saw it.
+func unchangedSession(name string, s *Session) func(*unstructured.Unstructured) error {
+	return func(app *unstructured.Unstructured) error {
+		if err := ownSession(name, s.ID)(app); err != nil {
+			return err
+		}
+		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		if pending := current.pending(); pending != nil {
+			return fmt.Errorf("%w: a patch of %s is being applied in session %s (since %s): run restore again once it is done", argocd.ErrConflict, pending.Target, s.ID, pending.At.Format(time.RFC3339))
+		}
+		if len(current.Patches) != len(s.Patches) {
+			return fmt.Errorf("%w: session %s on %s gained a patch while restore ran: run restore again, it must check that patch too", argocd.ErrConflict, s.ID, name)
+		}
+		return nil
+	}
+}
+
+// pending is a patch of the session still being sent, nil when none is.
+func (s *Session) pending() *SessionPatch {
+	for i := range s.Patches {
+		if s.Patches[i].Pending {
+			return &s.Patches[i]
+		}
+	}
+	return nil
+}
+
+// writeSession changes the session annotation (and requests a refresh),
+// starting from known (the Application as last read, or argocd.Known), as
+// long as the annotation still holds session id and also (nil: nothing
+// more) accepts the Application: change is applied to the session as it
+// is then, not as this command last saw it, so that concurrent --join
+// patches never drop each other's patch. It returns the session and the
+// Application as written.
+func (e *Engine) writeSession(ctx context.Context, known *unstructured.Unstructured, id string, also func(*unstructured.Unstructured) error, change func(*Session)) (*Session, *unstructured.Unstructured, error) {
+	var written *Session
+	own := ownSession(known.GetName(), id)
+	check := func(app *unstructured.Unstructured) error {
+		if err := own(app); err != nil || also == nil {
+			return err
+		}
+		return also(app)
+	}
+	app, err := e.Write(ctx, known, argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
+		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		change(current)
+		written = current
+		return sessionPatch(current, nil)
+	}})
+	return written, app, err
+}
+
+// known is the engine's Application name, known only by name.
+func (e *Engine) known(name string) *unstructured.Unstructured {
+	return argocd.Known(e.AppNamespace, name)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,7 +26,7 @@ func (e *Engine) patchTarget(ctx context.Context, p *Plan) error {
 		if err != nil {
 			return err
 		}
-		patched, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], body, metav1.PatchOptions{FieldManager: FieldManager})
+		patched, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], body, metav1.PatchOptions{FieldManager: argocd.FieldManager})
 		if err == nil {
 			p.recordAnswer(live, patched)
 			return nil
@@ -36,22 +38,22 @@ func (e *Engine) patchTarget(ctx context.Context, p *Plan) error {
 		if err != nil {
 			return fmt.Errorf("reading %s again: %w", p.Target, err)
 		}
-		dry, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
+		dry, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: argocd.FieldManager})
 		if err != nil {
 			return fmt.Errorf("%w: the API server now rejects the patch (server-side dry run): %v", ErrTargetChanged, err)
 		}
-		if diff := Diff(current.Object, dry.Object); !equalJSON(diff, p.diff) {
+		if diff := audit.Diff(current.Object, dry.Object); !equalJSON(diff, p.diff) {
 			return fmt.Errorf("%w: %s was changed by someone else and the patch would now change other fields or values; nothing was patched: run the command again to see the new plan", ErrTargetChanged, p.Target)
 		}
 		version, live = current.GetResourceVersion(), current.Object
 	}
-	return fmt.Errorf("%w: %s kept changing while this command ran; run it again", ErrConflict, p.Target)
+	return fmt.Errorf("%w: %s kept changing while this command ran; run it again", argocd.ErrConflict, p.Target)
 }
 
 // recordAnswer makes the plan's changes those the API server's answer to
 // the real patch shows, redacted like the plan's.
 func (p *Plan) recordAnswer(live map[string]any, patched *unstructured.Unstructured) {
-	diff := Diff(live, patched.Object)
+	diff := audit.Diff(live, patched.Object)
 	if len(diff) == 0 {
 		return
 	}

@@ -25,15 +25,6 @@ type Tickets interface {
 // TicketKey matches a Jira issue key such as OPS-42.
 var TicketKey = regexp.MustCompile(`^[A-Z][A-Z0-9_]*-[1-9][0-9]*$`)
 
-// RestoreCommand is the command that closes app's session.
-func RestoreCommand(app audit.AppRef) string {
-	cmd := "kubectl gitops restore " + app.Name
-	if app.Namespace != "" && app.Namespace != "argocd" {
-		cmd += " --app-namespace " + app.Namespace
-	}
-	return cmd
-}
-
 func (e *Engine) ticketsOff() error {
 	if e.TicketsOff != nil {
 		return e.TicketsOff
@@ -137,7 +128,7 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 			}
 		}
 	}
-	if _, err := e.updateSession(ctx, p.App.Name, session.ID, func(s *Session) {
+	if _, _, err := e.writeSession(ctx, e.known(p.App.Name), session.ID, nil, func(s *Session) {
 		s.Ticket, s.TicketURL, s.TicketPending = session.Ticket, session.TicketURL, session.TicketPending
 	}); err != nil {
 		warnings = append(warnings, "could not record the ticket in the session: "+err.Error())

@@ -82,15 +82,6 @@ func TestPendingTickets(t *testing.T) {
 	}
 }
 
-func TestRestoreCommand(t *testing.T) {
-	if got := RestoreCommand(audit.AppRef{Namespace: "argocd", Name: "web"}); got != "kubectl gitops restore web" {
-		t.Errorf("got %q", got)
-	}
-	if got := RestoreCommand(audit.AppRef{Namespace: "team-a", Name: "web"}); got != "kubectl gitops restore web --app-namespace team-a" {
-		t.Errorf("got %q", got)
-	}
-}
-
 // TestClaimsDatedInTheFutureDoNotHold: a claim's time is its writer's, so
 // one dated ahead of the claimant's own would have held for good.
 func TestClaimsDatedInTheFutureDoNotHold(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
@@ -253,23 +254,23 @@ func live(claimed, now time.Time) bool {
 
 // appSource reads the Application's Git source for a late ticket; empty
 // when the Application is gone.
-func (e *Engine) appSource(ctx context.Context, app audit.AppRef) ticket.Source {
-	a, err := e.Dynamic.Resource(ApplicationGVR).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+func (e *Engine) appSource(ctx context.Context, app audit.AppRef) argocd.Source {
+	a, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
 	if err != nil {
-		return ticket.Source{}
+		return argocd.Source{}
 	}
-	return source(a)
+	return argocd.SourceOf(a)
 }
 
 // setSessionTicket tells a session that is still open which ticket tracks
 // it, so that restore closes it.
 func (e *Engine) setSessionTicket(ctx context.Context, pt *PendingTicket, ref *audit.Ticket) error {
-	err := e.updateAppIn(ctx, pt.App.Namespace, pt.App.Name, ownSession(pt.App.Name, pt.Session), func(app *unstructured.Unstructured) map[string]any {
+	_, err := e.Write(ctx, argocd.Known(pt.App.Namespace, pt.App.Name), argocd.Write{Check: ownSession(pt.App.Name, pt.Session), Patch: func(app *unstructured.Unstructured) map[string]any {
 		s, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
 		s.Ticket, s.TicketURL, s.TicketPending = ref.Key, ref.URL, ""
 		return sessionPatch(s, nil)
-	})
-	if errors.Is(err, ErrConflict) || apierrors.IsNotFound(err) {
+	}})
+	if errors.Is(err, argocd.ErrConflict) || apierrors.IsNotFound(err) {
 		return nil // restored or deleted meanwhile: nothing to tell
 	}
 	return err

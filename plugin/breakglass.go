@@ -16,6 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
@@ -258,7 +259,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) error {
 func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	before, _ := json.Marshal(p.SyncPolicyBefore)
 	after, _ := json.Marshal(p.SyncPolicyAfter)
-	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, %s)\n", p.App.Namespace, p.App.Name, p.App.Project, breakglass.DescribeGit(p.Git))
+	fmt.Fprintf(o.Out, "Application: %s/%s (project %s, %s)\n", p.App.Namespace, p.App.Name, p.App.Project, argocd.DescribeGit(p.Git))
 	fmt.Fprintf(o.Out, "Target:      %s in namespace %s\n", p.Target, p.Target.Namespace)
 	if p.TargetContext != "" {
 		fmt.Fprintf(o.Out, "Cluster:     %s (kubeconfig context %s)\n", p.Cluster, p.TargetContext)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -12,8 +13,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // kubeconfigClusters reaches destination clusters through the contexts of
@@ -23,8 +22,8 @@ type kubeconfigClusters struct {
 	flags *genericclioptions.ConfigFlags
 }
 
-// Destination implements breakglass.Clusters.
-func (k kubeconfigClusters) Destination(server, name, kubeContext string) (*breakglass.Cluster, error) {
+// Destination implements argocd.Clusters.
+func (k kubeconfigClusters) Destination(server, name, kubeContext string) (*argocd.Cluster, error) {
 	raw, err := k.flags.ToRawKubeConfigLoader().RawConfig()
 	if err != nil {
 		return nil, err
@@ -60,7 +59,7 @@ func (k kubeconfigClusters) Destination(server, name, kubeContext string) (*brea
 		return nil, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	return &breakglass.Cluster{Kube: kube, Dynamic: dyn, Mapper: mapper, Context: kubeContext, Server: config.Host}, nil
+	return &argocd.Cluster{Kube: kube, Dynamic: dyn, Mapper: mapper, Context: kubeContext, Server: config.Host}, nil
 }
 
 // reaches checks that --target-context names a context of the kubeconfig

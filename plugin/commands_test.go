@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -208,25 +210,25 @@ func TestDebtAndContractOutputOnFakes(t *testing.T) {
 	f := newFakeCluster(t)
 	ctx := context.Background()
 	owned := map[string]any{"group": "apps", "kind": "Deployment", "jsonPointers": []any{"/spec/replicas"}}
-	notes, _ := json.Marshal(map[string]any{breakglass.DebtID(owned): map[string]any{"owner": "team-payments", "reason": "the HPA owns replicas", "review": "2099-01-01"}})
+	notes, _ := json.Marshal(map[string]any{drift.DebtID(owned): map[string]any{"owner": "team-payments", "reason": "the HPA owns replicas", "review": "2099-01-01"}})
 	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{breakglass.DebtAnnotation: string(notes)}},
+		"metadata": map[string]any{"annotations": map[string]any{drift.DebtAnnotation: string(notes)}},
 		"spec":     map[string]any{"ignoreDifferences": []any{owned, map[string]any{"kind": "Service", "jsonPointers": []any{"/spec/ports"}}}},
 	})
-	if _, err := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	runGolden(t, "debt.golden", ExitFailure, "debt", "web", "--exit-code")
 	runGolden(t, "debt-json.golden", ExitOK, "debt", "web", "-o", "json")
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{breakglass.ContractSelfHeal: "off", breakglass.ContractPatches: breakglass.PatchesBreakGlass}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{drift.ContractSelfHeal: "off", drift.ContractPatches: drift.PatchesBreakGlass}}}
 	if _, err := f.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	runGolden(t, "contract-check.golden", ExitFailure, "contract", "check", "-A", "--exit-code")
 	runGolden(t, "contract-check-json.golden", ExitOK, "contract", "check", "web", "-o", "json")
 	// The same contract refuses a break-glass by a group it does not name.
-	ns.Annotations[breakglass.ContractGroups] = "sre"
+	ns.Annotations[drift.ContractGroups] = "sre"
 	if _, err := f.kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,15 +289,15 @@ func TestDriftTrustsNoClaimsAndLeaksNoSecrets(t *testing.T) {
 	if strings.Contains(out, "new-pass-2") || strings.Contains(out, "old-pass-1") {
 		t.Errorf("a password reached drift's output:\n%s", out)
 	}
-	var reports []*breakglass.DriftReport
+	var reports []*drift.Report
 	if err := json.Unmarshal([]byte(out), &reports); err != nil {
 		t.Fatal(err)
 	}
-	classes := map[string]breakglass.DriftClass{}
+	classes := map[string]drift.Class{}
 	for _, f := range reports[0].Fields {
 		classes[f.Resource.Kind+" "+f.Path] = f.Class
 	}
-	if classes["Deployment /spec/template/spec/containers/web/image"] != breakglass.DriftManual || classes["PodDisruptionBudget "] != breakglass.DriftDeleted {
+	if classes["Deployment /spec/template/spec/containers/web/image"] != drift.Manual || classes["PodDisruptionBudget "] != drift.Deleted {
 		t.Errorf("classes %v", classes)
 	}
 	if !strings.Contains(strings.Join(reports[0].Notes, "\n"), `written by manager "kubectl-gitops", which no open break-glass session patched`) {
@@ -324,7 +326,7 @@ func TestBreakglassReadsTheApplicationOnce(t *testing.T) {
 	runPlugin(t, "breakglass", "web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike", "-y")
 	reads := 0
 	for _, a := range f.dyn.Actions() {
-		if a.GetVerb() == "get" && a.GetResource() == breakglass.ApplicationGVR {
+		if a.GetVerb() == "get" && a.GetResource() == argocd.ApplicationGVR {
 			reads++
 		}
 	}
@@ -392,7 +394,7 @@ func TestBreakglassRefusesAnApplicationAlreadyPaused(t *testing.T) {
 	if err := unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "enabled"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "r", "-y")

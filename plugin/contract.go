@@ -7,11 +7,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // NewCmdContract returns the contract command and its check.
@@ -22,9 +21,9 @@ func NewCmdContract(flags *genericclioptions.ConfigFlags, streams genericiooptio
 		Long: `A namespace declares its live-state contract with annotations on the Namespace
 (only those who may edit namespaces can change them):
 
-  ` + breakglass.ContractPatches + `: forbidden | break-glass | allowed
-  ` + breakglass.ContractGroups + `: GROUP[,GROUP…]   who may patch live state
-  ` + breakglass.ContractSelfHeal + `: on | off       whether Applications there self-heal
+  ` + drift.ContractPatches + `: forbidden | break-glass | allowed
+  ` + drift.ContractGroups + `: GROUP[,GROUP…]   who may patch live state
+  ` + drift.ContractSelfHeal + `: on | off       whether Applications there self-heal
 
 breakglass refuses a target in a namespace that forbids live patches, or whose
 groups do not include yours; drift flags a person's or a pipeline's write where
@@ -83,7 +82,7 @@ func (o *ContractCheckOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	findings, notes, err := engine.CheckContracts(ctx, apps)
+	findings, notes, err := drift.CheckContracts(ctx, &engine.Client, apps)
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // DebtOptions holds the flags of `kubectl gitops debt`.
@@ -36,7 +35,7 @@ func NewCmdDebt(flags *genericclioptions.ConfigFlags, streams genericiooptions.I
 		Long: `Every ignoreDifferences entry hides drift from Argo CD. debt lists each entry of
 the Applications (and, with --system, the resource.customizations.ignoreDifferences
 keys of argocd-cm) with the owner, reason and review date recorded for it in the
-` + breakglass.DebtAnnotation + ` annotation, and flags:
+` + drift.DebtAnnotation + ` annotation, and flags:
 
   no-owner                nobody recorded as owning it
   no-review-date          owned, but never to be reviewed
@@ -84,7 +83,7 @@ func (o *DebtOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := engine.Debt(ctx, apps, o.MaxPerApp, o.now(), o.System)
+	entries, err := drift.Debt(ctx, &engine.Client, apps, o.MaxPerApp, o.now(), o.System)
 	if err != nil {
 		return err
 	}
@@ -124,7 +123,7 @@ func (o *DebtOptions) Run(ctx context.Context) error {
 }
 
 // entrySummary is an entry in a few words: what it covers and which fields.
-func entrySummary(e breakglass.DebtEntry) string {
+func entrySummary(e drift.DebtEntry) string {
 	if e.System {
 		return e.Key
 	}
@@ -154,7 +153,7 @@ func entrySummary(e breakglass.DebtEntry) string {
 type DebtRecordOptions struct {
 	engineFlags
 	App, ID string
-	Note    breakglass.DebtNote
+	Note    drift.DebtNote
 	genericiooptions.IOStreams
 }
 
@@ -164,7 +163,7 @@ func newCmdDebtRecord(flags *genericclioptions.ConfigFlags, streams genericioopt
 		Use:   "record APP ID",
 		Short: "Record who owns an ignoreDifferences entry, why, and when to review it",
 		Long: `Record the owner, reason and review date of the Application's ignoreDifferences
-entry ID (as debt lists it) in the ` + breakglass.DebtAnnotation + ` annotation, with a patch
+entry ID (as debt lists it) in the ` + drift.DebtAnnotation + ` annotation, with a patch
 guarded by the Application's resourceVersion.`,
 		Example: `  kubectl gitops debt record web 3f2a9c1b7d20 --owner team-payments --reason "HPA owns replicas" --review 2027-03-01`,
 		Args:    exactArgs("APP", "ID"),
@@ -200,7 +199,7 @@ func (o *DebtRecordOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := engine.RecordDebt(ctx, o.App, o.ID, o.Note); err != nil {
+	if err := drift.RecordDebt(ctx, &engine.Client, o.App, o.ID, o.Note); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Out, "recorded entry %s of %s: owner %s, review %s\n", o.ID, o.App, printable(o.Note.Owner), o.Note.Review)

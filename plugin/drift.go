@@ -13,7 +13,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 )
 
 // ExitDriftError is drift's exit code for a run that failed, with
@@ -80,7 +82,7 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "only Applications with these labels (as kubectl -l)")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
 	cmd.Flags().StringArrayVar(&o.ManagerClass, "manager-class", nil, "class a field manager: PREFIX=CLASS (repeatable; before the built-in table), e.g. my-deployer=pipeline")
-	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", breakglass.OwnerLabel, "Application label naming whom to page (a label: the break-glass group cannot change it)")
+	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", drift.OwnerLabel, "Application label naming whom to page (a label: the break-glass group cannot change it)")
 	outputFlag(cmd, &o.Output, driftFormats...)
 	return cmd
 }
@@ -98,20 +100,20 @@ func (o *DriftOptions) Validate() error {
 }
 
 // managers is the manager-to-class table: --manager-class first.
-func (o *DriftOptions) managers() ([]breakglass.ManagerClass, error) {
+func (o *DriftOptions) managers() ([]drift.ManagerClass, error) {
 	classes := map[string]bool{}
-	for _, c := range []breakglass.DriftClass{breakglass.DriftBreakGlass, breakglass.DriftManual, breakglass.DriftPipeline, breakglass.DriftController, breakglass.DriftDefaulted, breakglass.DriftArgoCD, breakglass.DriftUnknown, breakglass.DriftDeleted} {
+	for _, c := range []drift.Class{drift.BreakGlass, drift.Manual, drift.Pipeline, drift.Controller, drift.Defaulted, drift.ArgoCD, drift.Unknown, drift.Deleted} {
 		classes[string(c)] = true
 	}
-	var table []breakglass.ManagerClass
+	var table []drift.ManagerClass
 	for _, v := range o.ManagerClass {
 		prefix, class, ok := strings.Cut(v, "=")
 		if !ok || prefix == "" || !classes[class] {
 			return nil, usageErrorf("--manager-class %q: use PREFIX=CLASS, CLASS one of manual, pipeline, controller, defaulted, break-glass, argocd", v)
 		}
-		table = append(table, breakglass.ManagerClass{Prefix: prefix, Class: breakglass.DriftClass(class)})
+		table = append(table, drift.ManagerClass{Prefix: prefix, Class: drift.Class(class)})
 	}
-	return append(table, breakglass.DefaultManagerClasses...), nil
+	return append(table, drift.DefaultManagerClasses...), nil
 }
 
 // Run reads the Applications, their drift, and prints it.
@@ -129,7 +131,7 @@ func (o *DriftOptions) Run(ctx context.Context) error {
 		return err
 	}
 	managers, _ := o.managers()
-	reports, err := engine.Drift(ctx, apps, breakglass.DriftOptions{Argo: argo, Managers: managers, OwnerKey: o.OwnerKey})
+	reports, err := drift.Find(ctx, &engine.Client, apps, drift.Options{Argo: argo, Managers: managers, OwnerKey: o.OwnerKey, Patched: breakglass.PatchedBy})
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ type appQuery struct {
 // applications reads one Application, or pages through the list (500 at a
 // time) of a namespace or all, keeping those of the project.
 func applications(ctx context.Context, engine *breakglass.Engine, q appQuery) ([]*unstructured.Unstructured, error) {
-	client := engine.Dynamic.Resource(breakglass.ApplicationGVR)
+	client := engine.Dynamic.Resource(argocd.ApplicationGVR)
 	if q.app != "" {
 		app, err := client.Namespace(q.namespace).Get(ctx, q.app, metav1.GetOptions{})
 		if err != nil {
@@ -191,7 +193,7 @@ func applications(ctx context.Context, engine *breakglass.Engine, q appQuery) ([
 	return apps, nil
 }
 
-func (o *DriftOptions) print(reports []*breakglass.DriftReport) error {
+func (o *DriftOptions) print(reports []*drift.Report) error {
 	if o.Output == "json" || o.Output == "yaml" {
 		return printStructured(o.Out, o.Output, reports)
 	}

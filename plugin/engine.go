@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
@@ -82,7 +83,7 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &breakglass.Engine{Kube: kube, Dynamic: dyn, Mapper: mapper, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace), AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace}
+	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets, e.TicketsOff = jira()
 	argo, err := f.argoServer()
@@ -118,15 +119,15 @@ func jiraClient() (*ticket.Jira, error) {
 // argoServer is the Argo CD API server from the argocd CLI's environment,
 // else from its configuration (`argocd login`), or nil when neither names
 // one.
-func (f *engineFlags) argoServer() (*breakglass.ArgoServer, error) {
+func (f *engineFlags) argoServer() (*argocd.Server, error) {
 	return argoServer(f.ArgoContext)
 }
 
-func argoServer(context string) (*breakglass.ArgoServer, error) {
-	if s, ok := breakglass.ArgoServerFromEnv(); ok && context == "" {
+func argoServer(context string) (*argocd.Server, error) {
+	if s, ok := argocd.ServerFromEnv(); ok && context == "" {
 		return &s, nil
 	}
-	s, ok, err := breakglass.ArgoServerFromConfig(breakglass.ArgoConfigPath(), context)
+	s, ok, err := argocd.ServerFromConfig(argocd.ConfigPath(), context)
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/openapi"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
@@ -84,7 +85,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 		"metadata": {"name": "web", "namespace": "demo"},
 		"spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "registry.example/web:1.0.0"}]}}}}`)}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		breakglass.ApplicationGVR: "ApplicationList", breakglass.ApplicationSetGVR: "ApplicationSetList", deploymentsGVR: "DeploymentList",
+		argocd.ApplicationGVR: "ApplicationList", argocd.ApplicationSetGVR: "ApplicationSetList", deploymentsGVR: "DeploymentList",
 	}, app, deployment)
 
 	kube := kubefake.NewSimpleClientset()
@@ -106,8 +107,8 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	previous := newEngine
 	newEngine = func(flags *engineFlags) (*breakglass.Engine, error) {
 		return &breakglass.Engine{
-			Kube: argoSchema{kube}, Dynamic: dryRunAware{dyn}, Mapper: mapper, Audit: f.audit, AppNamespace: flags.AppNamespace,
-			ControllerWait: 2 * time.Second, Tickets: f.tickets, TicketsOff: ticketsOff(f.tickets),
+			Client: argocd.Client{Kube: argoSchema{kube}, Dynamic: dryRunAware{dyn}, Mapper: mapper, AppNamespace: flags.AppNamespace, ControllerWait: 2 * time.Second},
+			Audit:  f.audit, Tickets: f.tickets, TicketsOff: ticketsOff(f.tickets),
 		}, nil
 	}
 	t.Cleanup(func() { cancel(); wg.Wait(); newEngine = previous })
@@ -125,7 +126,7 @@ func ticketsOff(t breakglass.Tickets) error {
 // Argo CD's controller does: it compares the live Deployment with Git,
 // writes the sync status, and removes the refresh annotation.
 func (f *fakeCluster) controller(ctx context.Context) {
-	apps := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd")
+	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
 	w, err := apps.Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
@@ -146,7 +147,7 @@ func (f *fakeCluster) controller(ctx context.Context) {
 			f.mu.Lock()
 			stalled := f.stalled
 			f.mu.Unlock()
-			if _, pending := app.GetAnnotations()[breakglass.RefreshAnnotation]; pending && !stalled {
+			if _, pending := app.GetAnnotations()[argocd.RefreshAnnotation]; pending && !stalled {
 				// The fake's watch cannot resume from a resourceVersion as the
 				// API server's does: give the waiter time to start watching.
 				time.Sleep(100 * time.Millisecond)
@@ -168,7 +169,7 @@ func (f *fakeCluster) reconciled(ctx context.Context) []byte {
 		status = "OutOfSync"
 	}
 	body, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{breakglass.RefreshAnnotation: nil}},
+		"metadata": map[string]any{"annotations": map[string]any{argocd.RefreshAnnotation: nil}},
 		"status": map[string]any{
 			"sync":      map[string]any{"status": status, "revision": revision},
 			"resources": []any{map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": status}},
@@ -180,7 +181,7 @@ func (f *fakeCluster) reconciled(ctx context.Context) []byte {
 // app returns the Application as the fake API server holds it.
 func (f *fakeCluster) app() *unstructured.Unstructured {
 	f.t.Helper()
-	app, err := f.dyn.Resource(breakglass.ApplicationGVR).Namespace("argocd").Get(context.Background(), "web", metav1.GetOptions{})
+	app, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}

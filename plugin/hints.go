@@ -4,28 +4,30 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 )
 
 // inputFlags spells each engine input as the flag (or argument) that sets it.
-var inputFlags = map[breakglass.Input]string{
-	breakglass.InputReason:        "--reason",
-	breakglass.InputTarget:        "TARGET",
-	breakglass.InputImage:         "--image",
-	breakglass.InputReplicas:      "--replicas",
-	breakglass.InputPatch:         "--patch",
-	breakglass.InputPatchType:     "--type",
-	breakglass.InputChange:        "the change",
-	breakglass.InputTicket:        "--ticket",
-	breakglass.InputTargetContext: "--target-context",
-	breakglass.InputArgoContext:   "--argocd-context",
-	breakglass.InputDebtNote:      "--owner/--reason/--review",
+var inputFlags = map[argocd.Input]string{
+	breakglass.InputReason:    "--reason",
+	breakglass.InputTarget:    "TARGET",
+	breakglass.InputImage:     "--image",
+	breakglass.InputReplicas:  "--replicas",
+	breakglass.InputPatch:     "--patch",
+	breakglass.InputPatchType: "--type",
+	breakglass.InputChange:    "the change",
+	breakglass.InputTicket:    "--ticket",
+	argocd.InputTargetContext: "--target-context",
+	argocd.InputArgoContext:   "--argocd-context",
+	drift.InputDebtNote:       "--owner/--reason/--review",
 }
 
 // inputHints are what to type, for the inputs whose problem the flags say
 // best.
-var inputHints = map[breakglass.Input]string{
+var inputHints = map[argocd.Input]string{
 	breakglass.InputChange:    "use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file",
 	breakglass.InputPatchType: "--type json takes a JSON array of operations",
 }
@@ -71,7 +73,7 @@ func explain(err error, command string, app audit.AppRef) error {
 // spellInput names the input of an engine InputError as its flag; other
 // errors are returned as they are. Every command's error goes through it.
 func spellInput(err error) error {
-	var input *breakglass.InputError
+	var input *argocd.InputError
 	var done *hinted
 	if !errors.As(err, &input) || errors.As(err, &done) {
 		return err

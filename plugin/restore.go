@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
@@ -104,10 +105,10 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	}
 	switch {
 	case o.Request.DryRun:
-		fmt.Fprintf(o.Out, "restore of %s would go ahead: Git is %s at %s (dry run: nothing was changed)\n", o.Request.App, st.Git, breakglass.DescribeGit(st.GitAt()))
+		fmt.Fprintf(o.Out, "restore of %s would go ahead: Git is %s at %s (dry run: nothing was changed)\n", o.Request.App, st.Git, argocd.DescribeGit(st.GitAt()))
 		return nil
 	case st.Ready:
-		fmt.Fprintf(o.Out, "restored the saved sync policy of %s: Git caught up at %s; session %s closed\n", o.Request.App, breakglass.DescribeGit(st.GitAt()), printable(st.Session.ID))
+		fmt.Fprintf(o.Out, "restored the saved sync policy of %s: Git caught up at %s; session %s closed\n", o.Request.App, argocd.DescribeGit(st.GitAt()), printable(st.Session.ID))
 	default:
 		fmt.Fprintf(o.Out, "forced restore of %s (Git %s); session %s closed and recorded as forced\n", o.Request.App, st.Git, printable(st.Session.ID))
 	}

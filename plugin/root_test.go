@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -94,18 +96,18 @@ func TestClientVersionJSON(t *testing.T) {
 // sentinel errors; the command line spells the inputs as flags and adds
 // the next step, keeping the error's identity.
 func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
-	for _, in := range []breakglass.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
-		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputTargetContext, breakglass.InputArgoContext, breakglass.InputDebtNote} {
+	for _, in := range []argocd.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
+		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
 		if inputFlags[in] == "" {
 			t.Errorf("input %q has no flag to spell it", in)
 		}
 	}
 	web := audit.AppRef{Namespace: "argocd", Name: "web"}
-	err := explain(&breakglass.InputError{Input: breakglass.InputReplicas, Value: "-1", Problem: "must be zero or more"}, "breakglass", web)
+	err := explain(&argocd.InputError{Input: breakglass.InputReplicas, Value: "-1", Problem: "must be zero or more", Kind: breakglass.ErrPatchInvalid}, "breakglass", web)
 	if err.Error() != `--replicas "-1": must be zero or more` || !errors.Is(err, breakglass.ErrPatchInvalid) {
 		t.Errorf("input error: %v (is ErrPatchInvalid: %v)", err, errors.Is(err, breakglass.ErrPatchInvalid))
 	}
-	if err := explain(&breakglass.InputError{Input: breakglass.InputChange, Problem: "none given"}, "breakglass", web); !strings.Contains(err.Error(), "use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file") {
+	if err := explain(&argocd.InputError{Input: breakglass.InputChange, Problem: "none given"}, "breakglass", web); !strings.Contains(err.Error(), "use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file") {
 		t.Errorf("no change: %v", err)
 	}
 	for _, tt := range []struct {
@@ -133,7 +135,7 @@ func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 // TestStructuredOutputListsNothingAsEmpty: every -o json|yaml that found
 // nothing prints an empty list, never null.
 func TestStructuredOutputListsNothingAsEmpty(t *testing.T) {
-	var nothing []*breakglass.DriftReport
+	var nothing []*drift.Report
 	for format, want := range map[string]string{"json": "[]\n", "yaml": "[]\n"} {
 		var b strings.Builder
 		if err := printStructured(&b, format, nothing); err != nil || b.String() != want {

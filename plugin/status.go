@@ -12,6 +12,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -232,7 +233,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		ready := readyColumn(s)
 		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready}
 		if o.Output == "wide" {
-			row = append(row, s.Session.ID, breakglass.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
+			row = append(row, s.Session.ID, argocd.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
 		writeRow(w, row...)
 	}

@@ -7,11 +7,10 @@ import (
 	"runtime/debug"
 	"text/tabwriter"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // Set at build time with -ldflags "-X github.com/kubectl-gitops/kubectl-gitops/plugin.version=…".
@@ -153,7 +152,7 @@ func (o *VersionOptions) serverVersions(ctx context.Context) (kube, argo *Server
 		argo.Error = "kubernetes not reachable"
 		return kube, argo
 	}
-	v, err := breakglass.ArgoVersionFromWorkloads(ctx, client, o.AppNamespace)
+	v, err := argocd.VersionFromWorkloads(ctx, client, o.AppNamespace)
 	switch {
 	case err != nil:
 		argo.Error = err.Error()

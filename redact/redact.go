@@ -228,3 +228,14 @@ func highEntropy(s string) bool {
 	}
 	return h >= 3.9
 }
+
+// AfterSecretFlag is whether path is an argument right after a
+// secret-looking --flag in any of objs.
+func AfterSecretFlag(path string, objs []map[string]any) bool {
+	for _, obj := range objs {
+		if _, afterFlag := Resolve(obj, path); afterFlag {
+			return true
+		}
+	}
+	return false
+}

@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
@@ -17,37 +18,12 @@ import (
 // or a comment body, in characters.
 const MaxFieldLength = 32767
 
-// Source is where the Application's manifests come from in Git: for an
-// Application using the source hydrator, its dry source.
-type Source struct {
-	RepoURL        string `json:"repoURL,omitempty"`
-	Path           string `json:"path,omitempty"`
-	Chart          string `json:"chart,omitempty"`
-	TargetRevision string `json:"targetRevision,omitempty"`
-	// Type is how Argo CD renders it: Kustomize, Helm, Directory, Plugin
-	// ("" when unknown).
-	Type string `json:"type,omitempty"`
-	// Position is the source's place in spec.sources (1 for the first);
-	// 0 for an Application with one source.
-	Position int `json:"position,omitempty"`
-	// ValueFiles are the Helm value files the source reads from another
-	// source ($ref/...), each with that source's repository.
-	ValueFiles []Source `json:"valueFiles,omitempty"`
-	// Others are the other sources that render manifests, when several
-	// do: the resource comes from one of them.
-	Others []Source `json:"others,omitempty"`
-	// HydratedBranch and HydratedPath are where the source hydrator
-	// commits the rendered manifests: generated, never the place to fix.
-	HydratedBranch string `json:"hydratedBranch,omitempty"`
-	HydratedPath   string `json:"hydratedPath,omitempty"`
-}
-
 // Reconcile is what a ticket says about a session: its stored (already
 // redacted) breakglass.patched records, oldest first, where the manifests
 // live, and the command that closes the loop.
 type Reconcile struct {
 	Patches []*audit.Record
-	Source  Source
+	Source  argocd.Source
 	Restore string
 	// Witness is the newest audit record when the text is written.
 	Witness audit.HeadState
@@ -192,7 +168,7 @@ func details(r *audit.Record) string {
 	return b.String()
 }
 
-func gitSection(src Source, patches []*audit.Record) string {
+func gitSection(src argocd.Source, patches []*audit.Record) string {
 	var b strings.Builder
 	b.WriteString("h3. Git\n")
 	if src.RepoURL != "" {
@@ -235,7 +211,7 @@ func gitSection(src Source, patches []*audit.Record) string {
 
 // sourceLines are a source's bullet lines: repository, path or chart, the
 // revision it tracks, and the value files it reads from other sources.
-func sourceLines(src Source) string {
+func sourceLines(src argocd.Source) string {
 	var b strings.Builder
 	where := "* Repository: "
 	if src.Position > 0 {
@@ -254,36 +230,26 @@ func sourceLines(src Source) string {
 	return b.String()
 }
 
-// containerImage matches a container's image in a pod template, as Diff
-// names the path, capturing the container's name.
-var containerImage = regexp.MustCompile(`/(?:initContainers|containers)/([^/]+)/image$`)
-
 // suggestion says how to change Git: the kustomize line for an image, else
-// each path and its live value.
-func suggestion(src Source, changes []audit.Change) string {
+// each path and its live value (argocd.AdviseChange decides which).
+func suggestion(src argocd.Source, changes []audit.Change) string {
 	var images, values []string
-	for _, c := range changes {
-		after, isString := c.After.(string)
-		before, _ := c.Before.(string)
-		switch {
-		case after == audit.Redacted:
+	for _, change := range changes {
+		switch c := argocd.AdviseChange(src, change.Path, change.Before, change.After); c.Kind {
+		case argocd.ChangeSecret:
 			values = append(values, fmt.Sprintf("* %s: a secret value (redacted here): set it in Git from your secret store", Escape(c.Path)))
-		case isString && containerImage.MatchString(c.Path) && before != "":
-			container := containerImage.FindStringSubmatch(c.Path)[1]
-			switch src.Type {
-			case "Directory":
-				values = append(values, fmt.Sprintf("* container %s: image: %s", Escape(container), Escape(after)))
-			case "Helm":
-				where := ""
-				if len(src.ValueFiles) > 0 {
-					where = " in " + Escape(src.ValueFiles[len(src.ValueFiles)-1].Path) + " (the last value file wins)"
-				}
-				values = append(values, fmt.Sprintf("* the chart renders container %s's image: set its values (such as image.repository and image.tag)%s so it renders %s", Escape(container), where, Escape(after)))
-			default:
-				images = append(images, fmt.Sprintf("kustomize edit set image %s=%s", noformat(imageName(before)), noformat(after)))
+		case argocd.ChangeManifestImage:
+			values = append(values, fmt.Sprintf("* container %s: image: %s", Escape(c.Container), Escape(c.Image)))
+		case argocd.ChangeHelmImage:
+			where := ""
+			if c.ValueFile != "" {
+				where = " in " + Escape(c.ValueFile) + " (the last value file wins)"
 			}
+			values = append(values, fmt.Sprintf("* the chart renders container %s's image: set its values (such as image.repository and image.tag)%s so it renders %s", Escape(c.Container), where, Escape(c.Image)))
+		case argocd.ChangeKustomizeImage:
+			images = append(images, fmt.Sprintf("kustomize edit set image %s=%s", noformat(c.ImageName), noformat(c.Image)))
 		default:
-			values = append(values, fmt.Sprintf("* %s = %s", Escape(c.Path), Escape(jsonText(c.After))))
+			values = append(values, fmt.Sprintf("* %s = %s", Escape(c.Path), Escape(jsonText(c.Value))))
 		}
 	}
 	var b strings.Builder
@@ -302,17 +268,6 @@ func suggestion(src Source, changes []audit.Change) string {
 		b.WriteString(":\n" + strings.Join(values, "\n") + "\n")
 	}
 	return b.String()
-}
-
-// imageName drops the tag or digest of an image reference.
-func imageName(ref string) string {
-	if i := strings.Index(ref, "@"); i >= 0 {
-		return ref[:i]
-	}
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		return ref[:i]
-	}
-	return ref
 }
 
 func changesSection(r *audit.Record) string {

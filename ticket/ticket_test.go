@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
 )
@@ -41,7 +42,7 @@ func patchedRecord() *audit.Record {
 }
 
 func reconcile() Reconcile {
-	return Reconcile{Patches: []*audit.Record{patchedRecord()}, Source: Source{RepoURL: "https://git.example/deploy.git", Path: "apps/web", TargetRevision: "HEAD"}, Restore: "kubectl gitops restore web"}
+	return Reconcile{Patches: []*audit.Record{patchedRecord()}, Source: argocd.Source{RepoURL: "https://git.example/deploy.git", Path: "apps/web", TargetRevision: "HEAD"}, Restore: "kubectl gitops restore web"}
 }
 
 func newDouble(t *testing.T, opts jiradouble.Options) *jiradouble.Server {
@@ -358,18 +359,6 @@ func TestLoadConfig(t *testing.T) {
 }
 
 func TestSuggestion(t *testing.T) {
-	for _, tt := range []struct {
-		ref, name string
-	}{
-		{"registry.example/web:1.0.0", "registry.example/web"},
-		{"registry.example:5000/web", "registry.example:5000/web"},
-		{"registry.example:5000/web:1.0", "registry.example:5000/web"},
-		{"web@sha256:abcd", "web"},
-	} {
-		if got := imageName(tt.ref); got != tt.name {
-			t.Errorf("imageName(%q) = %q, want %q", tt.ref, got, tt.name)
-		}
-	}
 	image := []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.0.0", After: "registry.example/web:0.9.8"}}
 	for _, tt := range []struct{ kind, want string }{
 		{"Kustomize", "kustomize edit set image registry.example/web=registry.example/web:0.9.8"},
@@ -377,12 +366,12 @@ func TestSuggestion(t *testing.T) {
 		{"Directory", "under apps/web:\n* container web: image: registry.example/web:0.9.8"},
 		{"Helm", "* the chart renders container web's image: set its values"},
 	} {
-		s := suggestion(Source{Path: "apps/web", Type: tt.kind}, image)
+		s := suggestion(argocd.Source{Path: "apps/web", Type: tt.kind}, image)
 		if !strings.Contains(s, tt.want) || (tt.kind == "Directory" || tt.kind == "Helm") && strings.Contains(s, "kustomize") {
 			t.Errorf("%q source: suggestion\n%s\nwant %q", tt.kind, s, tt.want)
 		}
 	}
-	if s := suggestion(Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
+	if s := suggestion(argocd.Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
 		t.Errorf("secret suggestion: %s", s)
 	}
 }
@@ -402,22 +391,22 @@ func TestWitnessesRoundTrip(t *testing.T) {
 
 func TestGitSectionNamesTheSourceToChange(t *testing.T) {
 	image := &audit.Record{Changes: []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.0.0", After: "registry.example/web:0.9.8"}}}
-	hydrated := gitSection(Source{RepoURL: "https://git.example/app", Path: "dry/web", TargetRevision: "HEAD", HydratedBranch: "env/prod", HydratedPath: "web"},
+	hydrated := gitSection(argocd.Source{RepoURL: "https://git.example/app", Path: "dry/web", TargetRevision: "HEAD", HydratedBranch: "env/prod", HydratedPath: "web"},
 		[]*audit.Record{{Git: &audit.Git{Revision: "d1d1d1", Hydrated: "h2h2h2"}, Changes: image.Changes}})
 	for _, want := range []string{"* Repository: https://git.example/app\n* Path: dry/web\n", "into branch env/prod, path web: that branch is generated; make the change in the dry source above", "* Dry commit at break-glass: d1d1d1 (hydrated as h2h2h2)"} {
 		if !strings.Contains(hydrated, want) {
 			t.Errorf("hydrator Git section lacks %q:\n%s", want, hydrated)
 		}
 	}
-	chart := gitSection(Source{RepoURL: "https://charts.example", Chart: "web", Type: "Helm", Position: 1,
-		ValueFiles: []Source{{RepoURL: "https://git.example/values", Path: "envs/prod.yaml", TargetRevision: "main"}}},
+	chart := gitSection(argocd.Source{RepoURL: "https://charts.example", Chart: "web", Type: "Helm", Position: 1,
+		ValueFiles: []argocd.Source{{RepoURL: "https://git.example/values", Path: "envs/prod.yaml", TargetRevision: "main"}}},
 		[]*audit.Record{{Git: &audit.Git{Revision: "c1", Revisions: []string{"c1", "v2"}}, Changes: image.Changes}})
 	for _, want := range []string{"* Source 1: repository https://charts.example\n* Chart: web\n", "* Helm values: envs/prod.yaml in repository https://git.example/values (tracks main)", "* Revision of source 2 at break-glass: v2", "image.tag) in envs/prod.yaml"} {
 		if !strings.Contains(chart, want) {
 			t.Errorf("multi-source Git section lacks %q:\n%s", want, chart)
 		}
 	}
-	several := gitSection(Source{RepoURL: "a", Path: "base", Position: 1, Others: []Source{{RepoURL: "b", Path: "extra", Position: 2}}}, []*audit.Record{image})
+	several := gitSection(argocd.Source{RepoURL: "a", Path: "base", Position: 1, Others: []argocd.Source{{RepoURL: "b", Path: "extra", Position: 2}}}, []*audit.Record{image})
 	if !strings.Contains(several, "one of the Application's sources") || !strings.Contains(several, "* Source 2: repository b\n* Path: extra") {
 		t.Errorf("several rendering sources:\n%s", several)
 	}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
@@ -44,7 +44,7 @@ func newStage(b *testing.B, opts env.Options) *stage {
 	admin, _ := e.RESTConfig(env.Admin.Name)
 	admin.QPS, admin.Burst = 200, 400 // seeding a thousand Applications
 	s.kube = kubernetes.NewForConfigOrDie(admin)
-	s.apps = dynamic.NewForConfigOrDie(admin).Resource(breakglass.ApplicationGVR).Namespace(e.ArgoNamespace)
+	s.apps = dynamic.NewForConfigOrDie(admin).Resource(argocd.ApplicationGVR).Namespace(e.ArgoNamespace)
 	app := e.Application("web", env.FixtureApp, env.DemoNamespace, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
 	if _, err := s.apps.Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
@@ -105,7 +106,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	apps := dynamic.NewForConfigOrDie(admin).Resource(breakglass.ApplicationGVR).Namespace(e.ArgoNamespace)
+	apps := dynamic.NewForConfigOrDie(admin).Resource(argocd.ApplicationGVR).Namespace(e.ArgoNamespace)
 	app := e.Application("web", env.FixtureApp, env.DemoNamespace,
 		map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}, "syncOptions": []any{"ApplyOutOfSyncOnly=true"}})
 	step(1, "An Argo CD Application \"web\" with automated sync, prune and self-heal, from a Git repository on disk")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
@@ -72,8 +73,8 @@ func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
 	for _, mf := range d.ManagedFields {
 		managers = append(managers, mf.Manager)
 	}
-	if !strings.Contains(strings.Join(managers, ","), breakglass.FieldManager) {
-		t.Errorf("managedFields do not name %s: %v", breakglass.FieldManager, managers)
+	if !strings.Contains(strings.Join(managers, ","), argocd.FieldManager) {
+		t.Errorf("managedFields do not name %s: %v", argocd.FieldManager, managers)
 	}
 
 	recs := sessionRecords(t, session.ID)
@@ -231,7 +232,7 @@ func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
 	e := environment(t)
 	ctx := context.Background()
 	config, _ := e.RESTConfig(env.Admin.Name)
-	sets := dynamic.NewForConfigOrDie(config).Resource(breakglass.ApplicationSetGVR).Namespace(e.ArgoNamespace)
+	sets := dynamic.NewForConfigOrDie(config).Resource(argocd.ApplicationSetGVR).Namespace(e.ArgoNamespace)
 	set, err := sets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
 		"metadata": map[string]any{"name": "web-set", "namespace": e.ArgoNamespace},

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
@@ -43,27 +43,27 @@ func TestContractRefusesAndPermitsAsDeclared(t *testing.T) {
 	}
 	dryRun := []string{"breakglass", ns, "deployment/web", "--replicas", "3", "--reason", "contract", "--dry-run"}
 
-	declare(breakglass.ContractPatches + "=forbidden")
+	declare(drift.ContractPatches + "=forbidden")
 	if _, errOut := mustRun(t, oncall, 1, dryRun...); !strings.Contains(errOut, "namespace ct-web forbids live patches (kubectl-gitops.io/live-patches: forbidden): change Git instead") {
 		t.Errorf("forbidden: %s", errOut)
 	}
-	declare(breakglass.ContractPatches+"=break-glass", breakglass.ContractGroups+"=sre")
+	declare(drift.ContractPatches+"=break-glass", drift.ContractGroups+"=sre")
 	if _, errOut := mustRun(t, oncall, 1, dryRun...); !strings.Contains(errOut, "namespace ct-web lets only groups sre patch live state (kubectl-gitops.io/live-patch-groups); oncall is in oncall") {
 		t.Errorf("another group: %s", errOut)
 	}
-	declare(breakglass.ContractGroups + "=sre, oncall")
+	declare(drift.ContractGroups + "=sre, oncall")
 	mustRun(t, oncall, 0, dryRun...)
-	declare(breakglass.ContractPatches + "=forbiden")
+	declare(drift.ContractPatches + "=forbiden")
 	if _, errOut := mustRun(t, oncall, 1, dryRun...); !strings.Contains(errOut, `declares kubectl-gitops.io/live-patches: "forbiden", which is none of forbidden, break-glass, allowed`) {
 		t.Errorf("a misspelt rule: %s", errOut)
 	}
 
 	// A person's write where only break-glass may patch is flagged.
-	declare(breakglass.ContractPatches + "=break-glass")
+	declare(drift.ContractPatches + "=break-glass")
 	admin.kubectl("-n", ns, "scale", "deployment", "web", "--replicas", "4")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var replicas *breakglass.DriftedField
+	var replicas *drift.Field
 	waitFor(ctx, t, "drift to see the scale", func() (bool, string) {
 		replicas = driftedField(driftJSON(t, argoAdmin(t), ns), "Deployment", "/spec/replicas")
 		return replicas != nil, "not yet"
@@ -73,9 +73,9 @@ func TestContractRefusesAndPermitsAsDeclared(t *testing.T) {
 	}
 
 	// Self-heal expected on, and this Application does not self-heal.
-	declare(breakglass.ContractSelfHeal + "=on")
+	declare(drift.ContractSelfHeal + "=on")
 	out, _, code := oncall.run("kubectl", "gitops", "contract", "check", "-o", "json", "--exit-code")
-	var findings []breakglass.SelfHealFinding
+	var findings []drift.SelfHealFinding
 	if err := json.Unmarshal([]byte(out), &findings); err != nil || code != 1 {
 		t.Fatalf("contract check: exit %d, %v: %s", code, err, out)
 	}
@@ -88,7 +88,7 @@ func TestContractRefusesAndPermitsAsDeclared(t *testing.T) {
 	if !found {
 		t.Errorf("contract check did not report %s: %+v", ns, findings)
 	}
-	declare(breakglass.ContractSelfHeal + "=off")
+	declare(drift.ContractSelfHeal + "=off")
 	if _, _, code := oncall.run("kubectl", "gitops", "contract", "check", ns, "--exit-code"); code != 0 {
 		t.Errorf("contract check of an Application that keeps its contract: exit %d", code)
 	}
@@ -108,7 +108,7 @@ func TestDebtFlagsEntriesAndIgnoreDifferencesHidesDrift(t *testing.T) {
 	admin.kubectl("-n", name, "set", "image", "deployment/web", "web=registry.example/web:debt")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var reports []breakglass.DriftReport
+	var reports []drift.Report
 	waitFor(ctx, t, "drift to see the image", func() (bool, string) {
 		reports = driftJSON(t, oncall, name)
 		return driftedField(reports, "Deployment", "/spec/template/spec/containers/web/image") != nil, jsonText(reports)
@@ -117,16 +117,16 @@ func TestDebtFlagsEntriesAndIgnoreDifferencesHidesDrift(t *testing.T) {
 		t.Errorf("ignoreDifferences did not hide /spec/replicas: %+v", f)
 	}
 
-	debt := func(u *user, args ...string) []breakglass.DebtEntry {
+	debt := func(u *user, args ...string) []drift.DebtEntry {
 		t.Helper()
 		out, errOut, _ := u.run("kubectl", append([]string{"gitops", "debt", "-o", "json"}, args...)...)
-		var entries []breakglass.DebtEntry
+		var entries []drift.DebtEntry
 		if err := json.Unmarshal([]byte(out), &entries); err != nil {
 			t.Fatalf("debt: %v: %s %s", err, out, errOut)
 		}
 		return entries
 	}
-	flags := func(entries []breakglass.DebtEntry, id string) string {
+	flags := func(entries []drift.DebtEntry, id string) string {
 		for _, e := range entries {
 			if e.ID == id {
 				return strings.Join(e.Flags, ",")
@@ -134,7 +134,7 @@ func TestDebtFlagsEntriesAndIgnoreDifferencesHidesDrift(t *testing.T) {
 		}
 		return "missing"
 	}
-	used, unused := breakglass.DebtID(replicasEntry), breakglass.DebtID(unusedEntry)
+	used, unused := drift.DebtID(replicasEntry), drift.DebtID(unusedEntry)
 	entries := debt(oncall, name)
 	if flags(entries, used) != "no-owner" || flags(entries, unused) != "no-owner,matches-nothing" {
 		t.Errorf("debt before any note: %+v", entries)

@@ -13,21 +13,21 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
-func driftJSON(t *testing.T, u *user, args ...string) []breakglass.DriftReport {
+func driftJSON(t *testing.T, u *user, args ...string) []drift.Report {
 	t.Helper()
 	out, errOut, _ := u.run("kubectl", append([]string{"gitops", "drift", "-o", "json"}, args...)...)
-	var reports []breakglass.DriftReport
+	var reports []drift.Report
 	if err := json.Unmarshal([]byte(out), &reports); err != nil {
 		t.Fatalf("drift -o json: %v\n%s\n%s", err, out, errOut)
 	}
 	return reports
 }
 
-func driftedField(reports []breakglass.DriftReport, kind, path string) *breakglass.DriftedField {
+func driftedField(reports []drift.Report, kind, path string) *drift.Field {
 	for _, r := range reports {
 		for i, f := range r.Fields {
 			if f.Resource.Kind == kind && f.Path == path {
@@ -50,7 +50,7 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	const name = "dr-web"
 	createApp(t, name, func(app *unstructured.Unstructured, _ string) {
 		app.Object["spec"].(map[string]any)["syncPolicy"] = map[string]any{"automated": map[string]any{"prune": true}} // no self-heal
-		app.SetLabels(map[string]string{breakglass.OwnerLabel: "team-payments"})
+		app.SetLabels(map[string]string{drift.OwnerLabel: "team-payments"})
 	})
 	waitSynced(t, name, "")
 	kube := kubeFor(t, env.Admin.Name)
@@ -70,7 +70,7 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	}
 	// Argo CD's view catches up with each write in turn: wait until its
 	// comparison has all three.
-	var reports []breakglass.DriftReport
+	var reports []drift.Report
 	waitFor(ctxWait, t, "Argo CD to see the three writes", func() (bool, string) {
 		reports = driftJSON(t, admin, name)
 		return len(reports) == 1 && len(reports[0].Fields) == 3, jsonText(reports)
@@ -79,7 +79,7 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 		t.Fatalf("reports %+v, want one in field mode", reports)
 	}
 	replicas := driftedField(reports, "Deployment", "/spec/replicas")
-	if replicas == nil || !strings.HasPrefix(replicas.Manager, "kubectl") || replicas.Class != breakglass.DriftManual ||
+	if replicas == nil || !strings.HasPrefix(replicas.Manager, "kubectl") || replicas.Class != drift.Manual ||
 		jsonText(replicas.Live) != "5" || jsonText(replicas.Git) != "2" || replicas.Owner != "team-payments" || replicas.SelfHeal ||
 		!strings.Contains(replicas.Response, "does not self-heal") || !strings.Contains(replicas.Response, "move it into Git: set /spec/replicas to 5 in apps/dr-web") {
 		d, _ := kube.AppsV1().Deployments(name).Get(ctx, "web", metav1.GetOptions{})
@@ -88,12 +88,12 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	}
 	image := driftedField(reports, "Deployment", "/spec/template/spec/containers/web/image")
 	// The scale subresource records no time; kubectl set image does.
-	if image == nil || image.Manager != "kubectl-set" || image.Since == nil || image.Class != breakglass.DriftManual ||
+	if image == nil || image.Manager != "kubectl-set" || image.Since == nil || image.Class != drift.Manual ||
 		!strings.Contains(image.Response, "kustomize edit set image registry.example/web=registry.example/web:manual") {
 		t.Errorf("image: %+v", image)
 	}
 	greeting := driftedField(reports, "ConfigMap", "/data/greeting")
-	if greeting == nil || greeting.Manager != "my-operator" || greeting.Class != breakglass.DriftController ||
+	if greeting == nil || greeting.Manager != "my-operator" || greeting.Class != drift.Controller ||
 		!strings.Contains(greeting.Response, `managedFieldsManagers: ["my-operator"]`) {
 		cm, _ := kube.CoreV1().ConfigMaps(name).Get(ctx, "web-config", metav1.GetOptions{})
 		mf, _ := json.Marshal(cm.ManagedFields)
@@ -104,13 +104,13 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	}
 
 	// The manager table takes additions from the command line.
-	if g := driftedField(driftJSON(t, admin, name, "--manager-class", "my-operator=pipeline"), "ConfigMap", "/data/greeting"); g == nil || g.Class != breakglass.DriftPipeline {
+	if g := driftedField(driftJSON(t, admin, name, "--manager-class", "my-operator=pipeline"), "ConfigMap", "/data/greeting"); g == nil || g.Class != drift.Pipeline {
 		t.Errorf("--manager-class: %+v", g)
 	}
 	// The on-call role may not read ConfigMaps there: that field's writer
 	// is unknown, said so, never guessed.
 	limited := driftJSON(t, oncall, name)
-	if g := driftedField(limited, "ConfigMap", "/data/greeting"); g == nil || g.Class != breakglass.DriftUnknown || len(limited[0].Notes) == 0 || !strings.Contains(limited[0].Notes[0], "forbidden") {
+	if g := driftedField(limited, "ConfigMap", "/data/greeting"); g == nil || g.Class != drift.Unknown || len(limited[0].Notes) == 0 || !strings.Contains(limited[0].Notes[0], "forbidden") {
 		t.Errorf("a live object the user may not read: %+v %v", g, limited[0].Notes)
 	}
 	// Without the Argo CD API: the drifted resources, by their last writer.
@@ -131,7 +131,7 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	mustRun(t, oncall, 0, "breakglass", "dr-bg", "deployment/web", "--replicas", "4", "--reason", "drift test", "-y")
 	bg := driftedField(driftJSON(t, oncall, "dr-bg"), "Deployment", "/spec/replicas")
 	session := sessionOf(t, "dr-bg")
-	if bg == nil || bg.Class != breakglass.DriftBreakGlass || bg.Session != session.ID || !strings.Contains(bg.Response, "kubectl gitops restore dr-bg") {
+	if bg == nil || bg.Class != drift.BreakGlass || bg.Session != session.ID || !strings.Contains(bg.Response, "kubectl gitops restore dr-bg") {
 		t.Errorf("break-glass drift: %+v (session %s)", bg, session.ID)
 	}
 	mustRun(t, oncall, 0, "restore", "dr-bg", "--force", "--reason", "test over", "-y")

@@ -22,6 +22,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
@@ -134,7 +135,7 @@ var fullPolicy = map[string]any{
 // Application for it and waits until Argo CD has synced it.
 func deployApp(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	return deployAppTo(t, name, breakglass.InClusterServer)
+	return deployAppTo(t, name, argocd.InClusterServer)
 }
 
 // deployAppTo is deployApp with the Application's destination server.
@@ -229,7 +230,7 @@ func runtimeDeepCopy(v any) any {
 }
 
 func appsClient(t *testing.T) dynamic.ResourceInterface {
-	return kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(testEnv.ArgoNamespace)
+	return kubeDynamic(t).Resource(argocd.ApplicationGVR).Namespace(testEnv.ArgoNamespace)
 }
 
 func imageIn(ctx context.Context, t *testing.T, ns string) string {
@@ -386,10 +387,10 @@ func engineAs(t *testing.T, user string) *breakglass.Engine {
 	}
 	kube := kubernetes.NewForConfigOrDie(config)
 	return &breakglass.Engine{
-		Kube: kube, Dynamic: dynamic.NewForConfigOrDie(config),
-		Mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
-		Audit:        audit.NewConfigMapStore(kube, testEnv.ArgoNamespace),
-		AppNamespace: testEnv.ArgoNamespace,
+		Client: argocd.Client{Kube: kube, Dynamic: dynamic.NewForConfigOrDie(config),
+			Mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+			AppNamespace: testEnv.ArgoNamespace},
+		Audit: audit.NewConfigMapStore(kube, testEnv.ArgoNamespace),
 	}
 }
 

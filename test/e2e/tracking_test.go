@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
@@ -97,8 +98,8 @@ spec:
 	parent = e.Application(child+"-parent", "apps/"+child+"-parent", e.ArgoNamespace, runtimeCopy(fullPolicy))
 	parent.SetNamespace(parentNamespace)
 	_ = unstructured.SetNestedField(parent.Object, project, "spec", "project")
-	dyn := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(childNamespace)
-	if _, err := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(parentNamespace).Create(ctx, parent, metav1.CreateOptions{}); err != nil {
+	dyn := kubeDynamic(t).Resource(argocd.ApplicationGVR).Namespace(childNamespace)
+	if _, err := kubeDynamic(t).Resource(argocd.ApplicationGVR).Namespace(parentNamespace).Create(ctx, parent, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -184,7 +185,7 @@ func TestParentInAnotherNamespaceIsPausedAndRestored(t *testing.T) {
 	ctx := context.Background()
 	const teamNS, child = "team-trk", "trk-ns"
 	appOfApps(t, teamNS, "default", child, func(a *unstructured.Unstructured) bool { return trackedBy(a, teamNS+"_"+child+"-parent") })
-	parents := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(teamNS)
+	parents := kubeDynamic(t).Resource(argocd.ApplicationGVR).Namespace(teamNS)
 	oncall := newUser(t, env.Oncall.Name)
 	out, _ := mustRun(t, oncall, 0, "breakglass", child, "deployment/web", "--replicas", "3", "--reason", "parent elsewhere", "-y")
 	if !strings.Contains(out, "Also pauses: parent application "+child+"-parent") {

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
@@ -51,7 +52,7 @@ func manualApp(t *testing.T, namespace, name string) {
 	ctx := context.Background()
 	app := e.Application(name, "apps/"+name, name, runtimeCopy(manualPolicy))
 	app.SetNamespace(namespace)
-	apps := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(namespace)
+	apps := kubeDynamic(t).Resource(argocd.ApplicationGVR).Namespace(namespace)
 	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +64,13 @@ func manualApp(t *testing.T, namespace, name string) {
 // removes), finalizers, owners, operation and the operation's phase.
 func appState(t *testing.T, namespace, name string) map[string]any {
 	t.Helper()
-	a, err := kubeDynamic(t).Resource(breakglass.ApplicationGVR).Namespace(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	a, err := kubeDynamic(t).Resource(argocd.ApplicationGVR).Namespace(namespace).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	annotations := map[string]string{}
 	for k, v := range a.GetAnnotations() {
-		if !strings.HasPrefix(k, breakglass.RefreshAnnotation) && !strings.HasPrefix(k, breakglass.HydrateAnnotation) {
+		if !strings.HasPrefix(k, argocd.RefreshAnnotation) && !strings.HasPrefix(k, argocd.HydrateAnnotation) {
 			annotations[k] = v
 		}
 	}
@@ -242,7 +243,7 @@ func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 
 	// What the tool writes there passes: a refresh request, and a session
 	// opened and closed on an unpaused (manual) policy.
-	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.RefreshAnnotation+"=normal", "--overwrite")
+	oncall.kubectl("-n", ns, "annotate", "application", name, argocd.RefreshAnnotation+"=normal", "--overwrite")
 	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+`={"id":"tx-team-1","state":"pausing"}`)
 	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+"-")
 }

@@ -1,4 +1,4 @@
-package breakglass
+package drift
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -90,7 +91,7 @@ func (c Contract) AllowsBreakGlass(actor audit.Actor) error {
 		}
 	}
 	return fmt.Errorf("%w: namespace %s lets only groups %s patch live state (%s); %s is in %s", ErrContract, c.Namespace,
-		strings.Join(c.Groups, ", "), ContractGroups, actor.Username, dash(strings.Join(actor.Groups, ", ")))
+		strings.Join(c.Groups, ", "), ContractGroups, actor.Username, unknownIfEmpty(strings.Join(actor.Groups, ", ")))
 }
 
 // violatedBy says how a live write by a manager of class violates the
@@ -98,8 +99,8 @@ func (c Contract) AllowsBreakGlass(actor audit.Actor) error {
 // allowed only through break-glass, a person's or a pipeline's write is a
 // violation (controllers own their fields; break-glass is the sanctioned
 // path).
-func (c Contract) violatedBy(class DriftClass) string {
-	if class != DriftManual && class != DriftPipeline {
+func (c Contract) violatedBy(class Class) string {
+	if class != Manual && class != Pipeline {
 		return ""
 	}
 	switch c.Patches {
@@ -123,23 +124,23 @@ type SelfHealFinding struct {
 // CheckContracts reports every Application whose self-heal setting
 // contradicts its destination namespace's declared expectation, with the
 // namespaces it could not read.
-func (e *Engine) CheckContracts(ctx context.Context, apps []*unstructured.Unstructured) ([]SelfHealFinding, []string, error) {
+func CheckContracts(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructured) ([]SelfHealFinding, []string, error) {
 	var findings []SelfHealFinding
 	var notes []string
 	for _, app := range apps {
 		dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-		cluster, err := e.targetCluster(app.GetName(), dest, "")
+		cluster, err := c.Destination(app.GetName(), dest, "")
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %v", app.GetName(), err))
 			continue
 		}
 		c, err := ContractOf(ctx, cluster.Kube, dest["namespace"])
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: reading namespace %s: %v", app.GetName(), dest["namespace"], shortErr(err)))
+			notes = append(notes, fmt.Sprintf("%s: reading namespace %s: %v", app.GetName(), dest["namespace"], argocd.Brief(err)))
 			continue
 		}
 		selfHeal, _, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "selfHeal")
-		selfHeal = selfHeal && syncsAutomatically(app)
+		selfHeal = selfHeal && argocd.SyncsAutomatically(app)
 		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
 		f := SelfHealFinding{App: ref, Contract: c, SelfHeal: selfHeal}
@@ -157,3 +158,7 @@ func (e *Engine) CheckContracts(ctx context.Context, apps []*unstructured.Unstru
 	}
 	return findings, notes, nil
 }
+
+// ErrContract is a break-glass the namespace's live-state contract does
+// not allow.
+var ErrContract = fmt.Errorf("%w by the namespace's live-state contract", argocd.ErrForbidden)

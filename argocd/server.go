@@ -1,8 +1,4 @@
-// Package breakglass is the engine of kubectl gitops: it plans, pauses,
-// patches, checks catch-up and restores, and is the only package that knows
-// how Argo CD behaves. It never prints and never reads flags: callers pass
-// plain values and interfaces and get results back.
-package breakglass
+package argocd
 
 import (
 	"context"
@@ -11,30 +7,33 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
 
-// ArgoServer addresses the Argo CD API server the way the argocd CLI does:
+// Server addresses the Argo CD API server the way the argocd CLI does:
 // ARGOCD_SERVER (host:port), ARGOCD_AUTH_TOKEN, and --plaintext/--insecure in
 // ARGOCD_OPTS.
-type ArgoServer struct {
+type Server struct {
 	Addr      string
 	Token     string
 	Plaintext bool
 	Insecure  bool
 }
 
-// ArgoServerFromEnv reads the argocd CLI's environment variables; ok is false
+// ServerFromEnv reads the argocd CLI's environment variables; ok is false
 // when ARGOCD_SERVER is unset.
-func ArgoServerFromEnv() (s ArgoServer, ok bool) {
+func ServerFromEnv() (s Server, ok bool) {
 	s.Addr = os.Getenv("ARGOCD_SERVER")
 	if s.Addr == "" {
 		return s, false
@@ -71,10 +70,10 @@ type argocdConfig struct {
 	} `json:"users"`
 }
 
-// ArgoConfigPath is where the argocd CLI keeps its configuration, found as
+// ConfigPath is where the argocd CLI keeps its configuration, found as
 // the CLI finds it: ARGOCD_CONFIG_DIR, the legacy ~/.argocd, then
 // $XDG_CONFIG_HOME/argocd or ~/.config/argocd.
-func ArgoConfigPath() string {
+func ConfigPath() string {
 	if dir := os.Getenv("ARGOCD_CONFIG_DIR"); dir != "" {
 		return filepath.Join(dir, "config")
 	}
@@ -91,22 +90,22 @@ func ArgoConfigPath() string {
 	return filepath.Join(home, ".config", "argocd", "config")
 }
 
-// ArgoServerFromConfig reads the server, token and plaintext/insecure
+// ServerFromConfig reads the server, token and plaintext/insecure
 // options of a context of the argocd CLI's configuration (the current one
 // when name is ""), so that anyone who ran `argocd login` needs nothing
 // more. ok is false when there is no configuration; a named context that is
 // not there is an error.
-func ArgoServerFromConfig(path, name string) (ArgoServer, bool, error) {
+func ServerFromConfig(path, name string) (Server, bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && name == "" {
-		return ArgoServer{}, false, nil
+		return Server{}, false, nil
 	}
 	if err != nil {
-		return ArgoServer{}, false, fmt.Errorf("reading the argocd CLI's configuration: %w", err)
+		return Server{}, false, fmt.Errorf("reading the argocd CLI's configuration: %w", err)
 	}
 	var cfg argocdConfig
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return ArgoServer{}, false, fmt.Errorf("the argocd CLI's configuration %s is unreadable: %w", path, err)
+		return Server{}, false, fmt.Errorf("the argocd CLI's configuration %s is unreadable: %w", path, err)
 	}
 	if name == "" {
 		name = cfg.CurrentContext
@@ -117,7 +116,7 @@ func ArgoServerFromConfig(path, name string) (ArgoServer, bool, error) {
 		if c.Name != name {
 			continue
 		}
-		s := ArgoServer{Addr: c.Server}
+		s := Server{Addr: c.Server}
 		for _, srv := range cfg.Servers {
 			if srv.Server == c.Server {
 				s.Plaintext, s.Insecure = srv.PlainText, srv.Insecure
@@ -131,13 +130,13 @@ func ArgoServerFromConfig(path, name string) (ArgoServer, bool, error) {
 		return s, true, nil
 	}
 	if name == "" {
-		return ArgoServer{}, false, nil
+		return Server{}, false, nil
 	}
-	return ArgoServer{}, false, inputError(InputArgoContext, name, "not a context of %s (contexts: %s)", path, strings.Join(known, ", "))
+	return Server{}, false, Invalid(InputArgoContext, name, "not a context of %s (contexts: %s)", path, strings.Join(known, ", "))
 }
 
 // URL returns the base URL of the server's REST gateway.
-func (s ArgoServer) URL() string {
+func (s Server) URL() string {
 	if strings.HasPrefix(s.Addr, "http://") || strings.HasPrefix(s.Addr, "https://") {
 		return strings.TrimSuffix(s.Addr, "/")
 	}
@@ -147,7 +146,7 @@ func (s ArgoServer) URL() string {
 	return "https://" + s.Addr
 }
 
-func (s ArgoServer) client() *http.Client {
+func (s Server) client() *http.Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	if s.Insecure {
 		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked for --insecure
@@ -156,7 +155,7 @@ func (s ArgoServer) client() *http.Client {
 }
 
 // get fetches path from the API server and decodes the JSON answer into out.
-func (s ArgoServer) get(ctx context.Context, path string, out any) error {
+func (s Server) get(ctx context.Context, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+path, nil)
 	if err != nil {
 		return err
@@ -176,7 +175,7 @@ func (s ArgoServer) get(ctx context.Context, path string, out any) error {
 }
 
 // Version asks the Argo CD API server for its version.
-func (s ArgoServer) Version(ctx context.Context) (string, error) {
+func (s Server) Version(ctx context.Context) (string, error) {
 	var v struct {
 		Version string `json:"Version"`
 	}
@@ -189,10 +188,10 @@ func (s ArgoServer) Version(ctx context.Context) (string, error) {
 	return v.Version, nil
 }
 
-// ArgoVersionFromWorkloads reads the Argo CD version from the image tag of the
+// VersionFromWorkloads reads the Argo CD version from the image tag of the
 // Argo CD server or application controller running in namespace, for when the
 // API server is not configured. It returns "" when neither is found.
-func ArgoVersionFromWorkloads(ctx context.Context, kube kubernetes.Interface, namespace string) (string, error) {
+func VersionFromWorkloads(ctx context.Context, kube kubernetes.Interface, namespace string) (string, error) {
 	for _, name := range []string{"argocd-server", "argocd-application-controller"} {
 		selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + name}
 		deps, err := kube.AppsV1().Deployments(namespace).List(ctx, selector)
@@ -219,4 +218,70 @@ func ArgoVersionFromWorkloads(ctx context.Context, kube kubernetes.Interface, na
 		}
 	}
 	return "", nil
+}
+
+// Manifests asks the Argo CD API server for the Application's target state
+// where Git stands: the objects Git renders to, as Argo CD would apply them.
+// Several sources are rendered each at its revision; a source-hydrator
+// Application's dry source at the dry commit (the API renders that one).
+func (s Server) Manifests(ctx context.Context, appNamespace, app string, at audit.Git) ([]map[string]any, error) {
+	var resp struct {
+		Manifests []string `json:"manifests"`
+	}
+	query := url.Values{"appNamespace": {appNamespace}}
+	if len(at.Revisions) > 0 {
+		for i, r := range at.Revisions {
+			query.Add("sourcePositions", strconv.Itoa(i+1))
+			query.Add("revisions", r)
+		}
+	} else {
+		query.Set("revision", at.Revision)
+	}
+	path := "/api/v1/applications/" + url.PathEscape(app) + "/manifests?" + query.Encode()
+	if err := s.get(ctx, path, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]map[string]any, 0, len(resp.Manifests))
+	for _, m := range resp.Manifests {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(m), &obj); err != nil {
+			return nil, fmt.Errorf("argo cd returned a manifest that is not JSON: %w", err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// ResourceDiff is one entry of Argo CD's managed-resources answer.
+type ResourceDiff struct {
+	Group, Kind, Namespace, Name string
+	TargetState                  string `json:"targetState"`
+	NormalizedLiveState          string `json:"normalizedLiveState"`
+	PredictedLiveState           string `json:"predictedLiveState"`
+	Modified                     bool   `json:"modified"`
+	Hook                         bool   `json:"hook"`
+}
+
+// deleted is whether Git has the resource and the cluster does not.
+func (d ResourceDiff) Deleted() bool {
+	return d.NormalizedLiveState == "" || d.NormalizedLiveState == "null"
+}
+
+// ManagedResources asks the Argo CD API for the Application's resources
+// that differ from Git, as its own diff sees them.
+func (s Server) ManagedResources(ctx context.Context, app audit.AppRef) ([]ResourceDiff, error) {
+	var resp struct {
+		Items []ResourceDiff `json:"items"`
+	}
+	path := "/api/v1/applications/" + url.PathEscape(app.Name) + "/managed-resources?appNamespace=" + url.QueryEscape(app.Namespace)
+	if err := s.get(ctx, path, &resp); err != nil {
+		return nil, err
+	}
+	var out []ResourceDiff
+	for _, d := range resp.Items {
+		if d.Modified && !d.Hook && d.TargetState != "" && d.TargetState != "null" {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }

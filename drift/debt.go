@@ -1,4 +1,4 @@
-package breakglass
+package drift
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -67,7 +68,7 @@ func DebtID(entry any) string {
 // with its note and flags: no owner or review date, a review in the past
 // (as of now), an Application entry matching none of its managed
 // resources, and entries of an Application over maxPerApp (0: no cap).
-func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, maxPerApp int, now time.Time, system bool) ([]DebtEntry, error) {
+func Debt(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructured, maxPerApp int, now time.Time, system bool) ([]DebtEntry, error) {
 	var out []DebtEntry
 	for _, app := range apps {
 		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
@@ -101,7 +102,7 @@ func (e *Engine) Debt(ctx context.Context, apps []*unstructured.Unstructured, ma
 	if !system {
 		return out, nil
 	}
-	cm, err := e.Kube.CoreV1().ConfigMaps(e.argoNamespace()).Get(ctx, "argocd-cm", metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(c.ArgoNS()).Get(ctx, "argocd-cm", metav1.GetOptions{})
 	if err != nil {
 		return out, fmt.Errorf("reading argocd-cm for the system-level entries: %w", err)
 	}
@@ -166,11 +167,12 @@ func noteFlags(n *DebtNote, now time.Time) []string {
 // names at least one of its managed resources (group, kind, and name and
 // namespace when it gives them).
 func matchesResource(app *unstructured.Unstructured, entry map[string]any) bool {
-	for _, r := range statusResources(app) {
+	str := func(key string) string { s, _ := entry[key].(string); return s }
+	for _, r := range argocd.StatusResources(app) {
 		t := r.Target
-		if t.Group == str(entry, "group") && t.Kind == str(entry, "kind") &&
-			(str(entry, "name") == "" || str(entry, "name") == t.Name) &&
-			(str(entry, "namespace") == "" || str(entry, "namespace") == t.Namespace) {
+		if t.Group == str("group") && t.Kind == str("kind") &&
+			(str("name") == "" || str("name") == t.Name) &&
+			(str("namespace") == "" || str("namespace") == t.Namespace) {
 			return true
 		}
 	}
@@ -179,34 +181,38 @@ func matchesResource(app *unstructured.Unstructured, entry map[string]any) bool 
 
 // RecordDebt writes the note of entry id of Application app, guarded by
 // the resourceVersion it read: the entry must still be there.
-func (e *Engine) RecordDebt(ctx context.Context, app, id string, note DebtNote) error {
+func RecordDebt(ctx context.Context, c *argocd.Client, app, id string, note DebtNote) error {
 	if strings.TrimSpace(note.Owner) == "" || strings.TrimSpace(note.Reason) == "" {
-		return inputError(InputDebtNote, "", "an owner and a reason are both required")
+		return argocd.Invalid(InputDebtNote, "", "an owner and a reason are both required")
 	}
 	if _, err := time.Parse("2006-01-02", note.Review); err != nil {
-		return inputError(InputDebtNote, note.Review, "the review date is YYYY-MM-DD")
+		return argocd.Invalid(InputDebtNote, note.Review, "the review date is YYYY-MM-DD")
 	}
-	actor, err := e.Whoami(ctx)
+	actor, err := c.Whoami(ctx)
 	if err != nil {
 		return err
 	}
 	note.RecordedBy, note.RecordedAt = actor.Username, time.Now().UTC().Truncate(time.Second)
 	var notes map[string]*DebtNote
-	return e.updateAppIn(ctx, e.AppNamespace, app, func(a *unstructured.Unstructured) error {
+	_, err = c.Write(ctx, argocd.Known(c.AppNamespace, app), argocd.Write{Check: func(a *unstructured.Unstructured) error {
 		entries, _, _ := unstructured.NestedSlice(a.Object, "spec", "ignoreDifferences")
 		for _, raw := range entries {
 			if DebtID(raw) == id {
 				var err error
 				if notes, err = debtNotes(a.GetAnnotations()[DebtAnnotation]); err != nil {
-					return fmt.Errorf("%w: %v: recording would drop the notes in it; fix or remove it first", ErrConflict, err)
+					return fmt.Errorf("%w: %v: recording would drop the notes in it; fix or remove it first", argocd.ErrConflict, err)
 				}
 				return nil
 			}
 		}
-		return fmt.Errorf("%w: application %s has no ignoreDifferences entry %s (kubectl gitops debt %s lists them)", ErrNotFound, app, id, app)
-	}, func(*unstructured.Unstructured) map[string]any {
+		return fmt.Errorf("%w: application %s has no ignoreDifferences entry %s (kubectl gitops debt %s lists them)", argocd.ErrNotFound, app, id, app)
+	}, Patch: func(*unstructured.Unstructured) map[string]any {
 		notes[id] = &note
 		value, _ := json.Marshal(notes)
 		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{DebtAnnotation: string(value)}}}
-	})
+	}})
+	return err
 }
+
+// InputDebtNote is the note a user records on an ignoreDifferences entry.
+const InputDebtNote argocd.Input = "debt note"

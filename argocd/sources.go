@@ -1,4 +1,4 @@
-package breakglass
+package argocd
 
 import (
 	"slices"
@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
-	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // An Application's manifests come from one source (spec.source), several
@@ -18,7 +17,7 @@ import (
 // branch), so tickets name that one, and catch-up follows its revisions.
 
 // gitAt is where Git stood for app, as audit.Git documents it.
-func gitAt(app *unstructured.Unstructured) audit.Git {
+func GitAt(app *unstructured.Unstructured) audit.Git {
 	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
 	if _, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); hydrated {
 		dry, _, _ := unstructured.NestedString(app.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "drySHA")
@@ -35,14 +34,9 @@ func gitAt(app *unstructured.Unstructured) audit.Git {
 	return audit.Git{Revision: revision}
 }
 
-// sessionGit is where Git stood when session opened.
-func sessionGit(s *Session) audit.Git {
-	return audit.Git{Revision: s.GitRevision, Revisions: s.GitRevisions}
-}
-
 // gitMoved is whether Git moved from then to now: for several sources,
 // whether any source's revision did.
-func gitMoved(then, now audit.Git) bool {
+func GitMoved(then, now audit.Git) bool {
 	if len(now.Revisions) > 0 {
 		return !slices.Equal(then.Revisions, now.Revisions)
 	}
@@ -54,11 +48,11 @@ func gitMoved(then, now audit.Git) bool {
 func DescribeGit(g audit.Git) string {
 	switch {
 	case g.Hydrated != "":
-		return "dry commit " + dash(short(g.Revision)) + " (hydrated as " + short(g.Hydrated) + ")"
+		return "dry commit " + unknownIfEmpty(short(g.Revision)) + " (hydrated as " + short(g.Hydrated) + ")"
 	case len(g.Revisions) > 0:
 		return "revisions " + ShortRevisions(g)
 	}
-	return "revision " + dash(short(g.Revision))
+	return "revision " + unknownIfEmpty(short(g.Revision))
 }
 
 // ShortRevisions is g's revisions for a line of text: 12 characters each.
@@ -81,7 +75,7 @@ func short(revision string) string {
 }
 
 // source is where app's resources are changed in Git, for the ticket.
-func source(app *unstructured.Unstructured) ticket.Source {
+func SourceOf(app *unstructured.Unstructured) Source {
 	if hydrator, ok, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); ok {
 		dry, _, _ := unstructured.NestedMap(hydrator, "drySource")
 		src := sourceFrom(dry, sourceKind(dry))
@@ -110,9 +104,9 @@ func source(app *unstructured.Unstructured) ticket.Source {
 		}
 	}
 	if len(rendering) == 0 {
-		return ticket.Source{}
+		return Source{}
 	}
-	var out ticket.Source
+	var out Source
 	for n, i := range rendering {
 		m, _ := list[i].(map[string]any)
 		kind := sourceKind(m)
@@ -125,7 +119,7 @@ func source(app *unstructured.Unstructured) ticket.Source {
 		for _, f := range files {
 			name, path, ok := strings.Cut(strings.TrimPrefix(f, "$"), "/")
 			if ref := refs[name]; strings.HasPrefix(f, "$") && ok && ref != nil {
-				src.ValueFiles = append(src.ValueFiles, ticket.Source{RepoURL: str(ref, "repoURL"), Path: path, TargetRevision: str(ref, "targetRevision")})
+				src.ValueFiles = append(src.ValueFiles, Source{RepoURL: str(ref, "repoURL"), Path: path, TargetRevision: str(ref, "targetRevision")})
 			}
 		}
 		if n == 0 {
@@ -159,11 +153,43 @@ func sourceKind(m map[string]any) string {
 	return ""
 }
 
-func sourceFrom(m map[string]any, kind string) ticket.Source {
-	return ticket.Source{RepoURL: str(m, "repoURL"), Path: str(m, "path"), Chart: str(m, "chart"), TargetRevision: str(m, "targetRevision"), Type: kind}
+func sourceFrom(m map[string]any, kind string) Source {
+	return Source{RepoURL: str(m, "repoURL"), Path: str(m, "path"), Chart: str(m, "chart"), TargetRevision: str(m, "targetRevision"), Type: kind}
 }
 
 func str(m map[string]any, key string) string {
 	s, _ := m[key].(string)
+	return s
+}
+
+// Source is where the Application's manifests come from in Git: for an
+// Application using the source hydrator, its dry source.
+type Source struct {
+	RepoURL        string `json:"repoURL,omitempty"`
+	Path           string `json:"path,omitempty"`
+	Chart          string `json:"chart,omitempty"`
+	TargetRevision string `json:"targetRevision,omitempty"`
+	// Type is how Argo CD renders it: Kustomize, Helm, Directory, Plugin
+	// ("" when unknown).
+	Type string `json:"type,omitempty"`
+	// Position is the source's place in spec.sources (1 for the first);
+	// 0 for an Application with one source.
+	Position int `json:"position,omitempty"`
+	// ValueFiles are the Helm value files the source reads from another
+	// source ($ref/...), each with that source's repository.
+	ValueFiles []Source `json:"valueFiles,omitempty"`
+	// Others are the other sources that render manifests, when several
+	// do: the resource comes from one of them.
+	Others []Source `json:"others,omitempty"`
+	// HydratedBranch and HydratedPath are where the source hydrator
+	// commits the rendered manifests: generated, never the place to fix.
+	HydratedBranch string `json:"hydratedBranch,omitempty"`
+	HydratedPath   string `json:"hydratedPath,omitempty"`
+}
+
+func unknownIfEmpty(s string) string {
+	if s == "" {
+		return "unknown"
+	}
 	return s
 }

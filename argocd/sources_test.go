@@ -1,4 +1,4 @@
-package breakglass
+package argocd
 
 import (
 	"reflect"
@@ -7,37 +7,37 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
-	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+	"github.com/kubectl-gitops/kubectl-gitops/internal/jsontest"
 )
 
 func TestSourceNamesWhereTheChangeBelongs(t *testing.T) {
 	app := func(spec, status string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"spec": decode(t, spec), "status": decode(t, status)}}
+		return &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec), "status": jsontest.Decode(t, status)}}
 	}
 	for _, tt := range []struct {
 		name         string
 		spec, status string
-		want         ticket.Source
+		want         Source
 	}{
 		{"one source", `{"source":{"repoURL":"r","path":"apps/web","targetRevision":"main"}}`, `{"sourceType":"Kustomize"}`,
-			ticket.Source{RepoURL: "r", Path: "apps/web", TargetRevision: "main", Type: "Kustomize"}},
+			Source{RepoURL: "r", Path: "apps/web", TargetRevision: "main", Type: "Kustomize"}},
 		{"a chart with values in a ref source", `{"sources":[
 			{"repoURL":"https://charts.example","chart":"web","targetRevision":"1.2.0","helm":{"valueFiles":["$values/envs/prod.yaml","values.yaml"]}},
 			{"repoURL":"https://git.example/values","targetRevision":"main","ref":"values"}]}`, `{"sourceTypes":["Helm",""]}`,
-			ticket.Source{RepoURL: "https://charts.example", Chart: "web", TargetRevision: "1.2.0", Type: "Helm", Position: 1,
-				ValueFiles: []ticket.Source{{RepoURL: "https://git.example/values", Path: "envs/prod.yaml", TargetRevision: "main"}}}},
+			Source{RepoURL: "https://charts.example", Chart: "web", TargetRevision: "1.2.0", Type: "Helm", Position: 1,
+				ValueFiles: []Source{{RepoURL: "https://git.example/values", Path: "envs/prod.yaml", TargetRevision: "main"}}}},
 		{"several rendering sources", `{"sources":[
 			{"repoURL":"a","path":"base","targetRevision":"HEAD"},
 			{"repoURL":"b","path":"extra","targetRevision":"v1","ref":"cfg"}]}`, `{"sourceTypes":["Directory","Kustomize"]}`,
-			ticket.Source{RepoURL: "a", Path: "base", TargetRevision: "HEAD", Type: "Directory", Position: 1,
-				Others: []ticket.Source{{RepoURL: "b", Path: "extra", TargetRevision: "v1", Type: "Kustomize", Position: 2}}}},
+			Source{RepoURL: "a", Path: "base", TargetRevision: "HEAD", Type: "Directory", Position: 1,
+				Others: []Source{{RepoURL: "b", Path: "extra", TargetRevision: "v1", Type: "Kustomize", Position: 2}}}},
 		{"source hydrator: the dry source", `{"sourceHydrator":{
 			"drySource":{"repoURL":"r","path":"dry/web","targetRevision":"HEAD"},
 			"syncSource":{"targetBranch":"env/prod","path":"web"},
 			"hydrateTo":{"targetBranch":"env/prod-next"}}}`, `{"sourceType":"Directory"}`,
-			ticket.Source{RepoURL: "r", Path: "dry/web", TargetRevision: "HEAD", HydratedBranch: "env/prod-next", HydratedPath: "web"}},
+			Source{RepoURL: "r", Path: "dry/web", TargetRevision: "HEAD", HydratedBranch: "env/prod-next", HydratedPath: "web"}},
 	} {
-		if got := source(app(tt.spec, tt.status)); !reflect.DeepEqual(got, tt.want) {
+		if got := SourceOf(app(tt.spec, tt.status)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
 		}
 	}
@@ -45,7 +45,7 @@ func TestSourceNamesWhereTheChangeBelongs(t *testing.T) {
 
 func TestGitAtFollowsTheRevisionAUserChanges(t *testing.T) {
 	app := func(spec, status string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"spec": decode(t, spec), "status": decode(t, status)}}
+		return &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec), "status": jsontest.Decode(t, status)}}
 	}
 	single := app(`{"source":{"repoURL":"r"}}`, `{"sync":{"revision":"aaa"}}`)
 	multi := app(`{"sources":[{"repoURL":"r"},{"repoURL":"s"}]}`, `{"sync":{"revisions":["aaa","bbb"]}}`)
@@ -59,7 +59,7 @@ func TestGitAtFollowsTheRevisionAUserChanges(t *testing.T) {
 		{multi, audit.Git{Revision: "aaa", Revisions: []string{"aaa", "bbb"}}},
 		{hydrated, audit.Git{Revision: "ddd", Hydrated: "hhh"}},
 	} {
-		if got := gitAt(tt.app); !reflect.DeepEqual(got, tt.want) {
+		if got := GitAt(tt.app); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("gitAt = %+v, want %+v", got, tt.want)
 		}
 	}
@@ -77,8 +77,8 @@ func TestGitAtFollowsTheRevisionAUserChanges(t *testing.T) {
 		// The hydrated commit moving without the dry one is not Git moving.
 		{audit.Git{Revision: "ddd", Hydrated: "hhh"}, audit.Git{Revision: "ddd", Hydrated: "iii"}, false},
 	} {
-		if got := gitMoved(tt.then, tt.now); got != tt.moved {
-			t.Errorf("gitMoved(%+v, %+v) = %v, want %v", tt.then, tt.now, got, tt.moved)
+		if got := GitMoved(tt.then, tt.now); got != tt.moved {
+			t.Errorf("GitMoved(%+v, %+v) = %v, want %v", tt.then, tt.now, got, tt.moved)
 		}
 	}
 }

@@ -1,8 +1,6 @@
-package breakglass
+package drift
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,37 +46,5 @@ func TestFieldWriterReadsManagedFields(t *testing.T) {
 	}
 	if manager, since := lastWriter(live); manager != "my-operator" || since == nil || since.Minute() != 5 {
 		t.Errorf("lastWriter = %s %v", manager, since)
-	}
-}
-
-func TestClassOfManagers(t *testing.T) {
-	table := append([]ManagerClass{{"my-deployer", DriftPipeline}}, DefaultManagerClasses...)
-	for manager, want := range map[string]DriftClass{
-		"kubectl-gitops": DriftBreakGlass, "kubectl-edit": DriftManual, "kubectl-client-side-apply": DriftManual, "kubectl": DriftManual,
-		"helm": DriftPipeline, "argo-rollouts": DriftPipeline, "my-deployer-v2": DriftPipeline, "argocd-controller": DriftArgoCD,
-		"kube-controller-manager": DriftController, "vpa-updater": DriftController, "before-first-apply": DriftDefaulted,
-	} {
-		if got := ClassOf(table, manager); got != want {
-			t.Errorf("ClassOf(%s) = %s, want %s", manager, got, want)
-		}
-	}
-}
-
-func TestDriftResponses(t *testing.T) {
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"source": map[string]any{"repoURL": "r", "path": "apps/web"}}}}
-	for _, tt := range []struct {
-		f    DriftedField
-		want string
-	}{
-		{DriftedField{Class: DriftManual, Path: "/spec/template/spec/containers/web/image", Git: "registry.example/web:1.0", Live: "registry.example/web:1.1", SelfHeal: true},
-			"move it into Git: `kustomize edit set image registry.example/web=registry.example/web:1.1` in apps/web"},
-		{DriftedField{Class: DriftPipeline, Path: "/spec/replicas", Git: json.Number("2"), Live: json.Number("5")}, "does not self-heal"},
-		{DriftedField{Class: DriftController, Path: "/spec/replicas", Manager: "kube-controller-manager", SelfHeal: true},
-			`ignoreDifferences: [{group: "", kind: "", managedFieldsManagers: ["kube-controller-manager"]}]`},
-		{DriftedField{Class: DriftDefaulted, Path: "/spec/template/spec/dnsPolicy", SelfHeal: true}, `jsonPointers: ["/spec/template/spec/dnsPolicy"]`},
-	} {
-		if got := response(tt.f, app); !strings.Contains(got, tt.want) {
-			t.Errorf("%s: %s\nwant it to contain %s", tt.f.Class, got, tt.want)
-		}
 	}
 }

@@ -1,9 +1,14 @@
-package breakglass
+package argocd
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
@@ -43,20 +48,30 @@ func destinationName(dest map[string]string) string {
 	return "cluster " + dest["name"]
 }
 
-// targetCluster is where the Application's resources live: the Argo CD
+// Destination is where Application app's resources live (dest is its
+// spec.destination): the Argo CD
 // cluster for in-cluster destinations, else what Clusters finds.
-func (e *Engine) targetCluster(app string, dest map[string]string, kubeContext string) (*Cluster, error) {
+func (c *Client) Destination(app string, dest map[string]string, kubeContext string) (*Cluster, error) {
 	switch {
 	case inCluster(dest) && kubeContext != "":
-		return nil, inputError(InputTargetContext, kubeContext, "application %s deploys to the Argo CD cluster itself: give no target context", app)
+		return nil, Invalid(InputTargetContext, kubeContext, "application %s deploys to the Argo CD cluster itself: give no target context", app)
 	case inCluster(dest):
-		return &Cluster{Kube: e.Kube, Dynamic: e.Dynamic, Mapper: e.Mapper}, nil
-	case e.Clusters == nil:
+		return &Cluster{Kube: c.Kube, Dynamic: c.Dynamic, Mapper: c.Mapper}, nil
+	case c.Clusters == nil:
 		return nil, fmt.Errorf("%w: application %s deploys to %s, not to the Argo CD cluster, and no kubeconfig reaches it", ErrNotSupported, app, destinationName(dest))
 	}
-	c, err := e.Clusters.Destination(dest["server"], dest["name"], kubeContext)
+	cluster, err := c.Clusters.Destination(dest["server"], dest["name"], kubeContext)
 	if err != nil {
 		return nil, fmt.Errorf("application %s deploys to %s: %w", app, destinationName(dest), err)
 	}
-	return c, nil
+	return cluster, nil
+}
+
+// Object reads a managed resource from the cluster.
+func (cluster *Cluster) Object(ctx context.Context, t audit.Target) (*unstructured.Unstructured, error) {
+	mapping, err := cluster.Mapper.RESTMapping(schema.GroupKind{Group: t.Group, Kind: t.Kind})
+	if err != nil {
+		return nil, err
+	}
+	return cluster.Dynamic.Resource(mapping.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 }

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// ApplicationSetGVR is Argo CD's ApplicationSet resource.
-var ApplicationSetGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 
 // What an ApplicationSet's spec needs so that a paused child stays paused
 // and keeps its session, in YAML flow style to fit an error line.
@@ -29,7 +26,7 @@ func (e *Engine) checkApplicationSetOwner(ctx context.Context, app *unstructured
 		if ref.Kind != "ApplicationSet" || !strings.HasPrefix(ref.APIVersion, "argoproj.io/") {
 			continue
 		}
-		set, err := e.Dynamic.Resource(ApplicationSetGVR).Namespace(app.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
+		set, err := e.Dynamic.Resource(argocd.ApplicationSetGVR).Namespace(app.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // an orphaned owner reference rewrites nothing
@@ -78,7 +75,7 @@ func neverUpdates(set *unstructured.Unstructured) bool {
 // policy never updates, or an ignoreApplicationDifferences rule for app (or
 // for every app) covers /spec/syncPolicy.
 func ignoresSyncPolicy(set *unstructured.Unstructured, app string) bool {
-	return neverUpdates(set) || ignores(set, app, coversSyncPolicy)
+	return neverUpdates(set) || ignores(set, app, argocd.CoversSyncPolicy)
 }
 
 // preservesSession is whether set keeps the session annotation on app:
@@ -95,8 +92,8 @@ func preservesSession(set *unstructured.Unstructured, app string) bool {
 		}
 	}
 	return ignores(set, app, func(rule map[string]any) bool {
-		return rulePath(rule, sessionAnnotationPointer, "/metadata/annotations", "/metadata") ||
-			ruleJQ(rule, `.metadata.annotations["kubectl-gitops.io/session"]`, ".metadata.annotations", ".metadata")
+		return argocd.RulePath(rule, sessionAnnotationPointer, "/metadata/annotations", "/metadata") ||
+			argocd.RuleJQ(rule, `.metadata.annotations["kubectl-gitops.io/session"]`, ".metadata.annotations", ".metadata")
 	})
 }
 
@@ -114,36 +111,4 @@ func ignores(set *unstructured.Unstructured, app string, match func(map[string]a
 		}
 	}
 	return false
-}
-
-// rulePath is whether an ignore rule's JSON pointers include one of paths.
-func rulePath(rule map[string]any, paths ...string) bool {
-	pointers, _ := rule["jsonPointers"].([]any)
-	for _, p := range pointers {
-		for _, want := range paths {
-			if s, _ := p.(string); s == want {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// ruleJQ is whether an ignore rule's jq path expressions include one of exprs.
-func ruleJQ(rule map[string]any, exprs ...string) bool {
-	list, _ := rule["jqPathExpressions"].([]any)
-	for _, x := range list {
-		for _, want := range exprs {
-			if s, _ := x.(string); s == want {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// coversSyncPolicy is whether an ignore rule's JSON pointers or jq paths
-// include /spec/syncPolicy.
-func coversSyncPolicy(rule map[string]any) bool {
-	return rulePath(rule, "/spec/syncPolicy", "/spec") || ruleJQ(rule, ".spec.syncPolicy", ".spec")
 }

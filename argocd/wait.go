@@ -1,4 +1,4 @@
-package breakglass
+package argocd
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // from a list, so a change made before the watch is seen; a watch the
 // server closes is started again. One Application is listed by name
 // alone, so a namespace of a thousand costs nothing.
-func (e *Engine) waitApps(ctx context.Context, keys []string, done func(*unstructured.Unstructured) bool) map[string]*unstructured.Unstructured {
+func (c *Client) WaitApps(ctx context.Context, keys []string, done func(*unstructured.Unstructured) bool) map[string]*unstructured.Unstructured {
 	fresh := map[string]*unstructured.Unstructured{}
 	pending := map[string]bool{}
 	namespaces := map[string]bool{}
@@ -34,7 +34,7 @@ func (e *Engine) waitApps(ctx context.Context, keys []string, done func(*unstruc
 		_, name := splitKey(keys[0])
 		options.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}
-	client := e.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
+	client := c.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
 	seen := func(obj *unstructured.Unstructured) {
 		key := obj.GetNamespace() + "/" + obj.GetName()
 		if _, wanted := pending[key]; !wanted {
@@ -91,9 +91,9 @@ func drain(ctx context.Context, w watch.Interface, pending map[string]bool, seen
 // WaitApplication waits, as waitApps does, until done holds for the
 // Application name of the engine's namespace, and returns it (on timeout,
 // its newest version too, with ctx's error).
-func (e *Engine) WaitApplication(ctx context.Context, name string, done func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
-	key := e.AppNamespace + "/" + name
-	got := e.waitApps(ctx, []string{key}, done)[key]
+func (c *Client) WaitApplication(ctx context.Context, name string, done func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
+	key := c.AppNamespace + "/" + name
+	got := c.WaitApps(ctx, []string{key}, done)[key]
 	if got == nil || !done(got) {
 		if ctx.Err() != nil {
 			return got, ctx.Err()
@@ -103,27 +103,13 @@ func (e *Engine) WaitApplication(ctx context.Context, name string, done func(*un
 	return got, nil
 }
 
-// refreshed is whether the controller has reconciled the Application as
-// last written: it removes the refresh annotation when it has.
-func refreshed(app *unstructured.Unstructured) bool {
-	_, pending := app.GetAnnotations()[RefreshAnnotation]
-	return !pending
-}
-
-// waitRefreshedIn waits, at most the controller wait, until the controller
-// has reconciled the Application.
-func (e *Engine) waitRefreshedIn(ctx context.Context, namespace, name string) error {
-	_, err := e.waitRefreshedApp(ctx, namespace, name)
-	return err
-}
-
-// waitRefreshedApp is waitRefreshedIn, returning the Application as the
+// WaitRefreshed is waitRefreshedIn, returning the Application as the
 // controller left it, so that the next step need not read it again.
-func (e *Engine) waitRefreshedApp(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.controllerWait())
+func (c *Client) WaitRefreshed(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.ControllerTimeout())
 	defer cancel()
 	key := namespace + "/" + name
-	if app := e.waitApps(ctx, []string{key}, refreshed)[key]; app != nil && refreshed(app) {
+	if app := c.WaitApps(ctx, []string{key}, Refreshed)[key]; app != nil && Refreshed(app) {
 		return app, nil
 	}
 	if ctx.Err() != nil {

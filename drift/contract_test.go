@@ -1,10 +1,11 @@
-package breakglass
+package drift
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -27,17 +28,17 @@ func TestContractDecidesBreakGlass(t *testing.T) {
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%+v refused: %v", tt.c, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrContract) || !errors.Is(err, ErrForbidden)):
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrContract) || !errors.Is(err, argocd.ErrForbidden)):
 			t.Errorf("%+v: %v, want a contract refusal containing %q", tt.c, err, tt.want)
 		}
 	}
 	for _, tt := range []struct {
 		patches string
-		class   DriftClass
+		class   Class
 		flagged bool
 	}{
-		{PatchesForbidden, DriftManual, true}, {PatchesForbidden, DriftPipeline, true}, {PatchesBreakGlass, DriftManual, true},
-		{PatchesBreakGlass, DriftBreakGlass, false}, {PatchesForbidden, DriftController, false}, {PatchesAllowed, DriftManual, false}, {"", DriftManual, false},
+		{PatchesForbidden, Manual, true}, {PatchesForbidden, Pipeline, true}, {PatchesBreakGlass, Manual, true},
+		{PatchesBreakGlass, BreakGlass, false}, {PatchesForbidden, Controller, false}, {PatchesAllowed, Manual, false}, {"", Manual, false},
 	} {
 		if got := (Contract{Namespace: "web", Patches: tt.patches}).violatedBy(tt.class) != ""; got != tt.flagged {
 			t.Errorf("%s write where live patches are %q: flagged %v, want %v", tt.class, tt.patches, got, tt.flagged)

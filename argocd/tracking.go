@@ -1,0 +1,203 @@
+package argocd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Argo CD's resource tracking (argocd-cm).
+const (
+	trackingIDAnnotation     = "argocd.argoproj.io/tracking-id"
+	installationIDAnnotation = "argocd.argoproj.io/installation-id"
+	defaultInstanceLabel     = "app.kubernetes.io/instance"
+)
+
+// Tracking is how Argo CD records which Application manages a resource, as
+// argocd-cm configures it.
+type Tracking struct {
+	// Method is application.resourceTrackingMethod: annotation (3.x's
+	// default), label (2.x's), annotation+label; "" tries both.
+	Method string
+	// LabelKey is application.instanceLabelKey.
+	LabelKey string
+	// InstallationID is installationID: resources of another installation
+	// carry another one and are not this Argo CD's.
+	InstallationID string
+}
+
+// tracking reads argocd-cm; an unreadable one means Argo CD's defaults.
+// Without a method set, 3.x tracks by annotation: argo3 says the API
+// server's schema is 3.1's or newer, and then labels (which Helm charts
+// set for their own reasons) name no parent.
+func (c *Client) Tracking(ctx context.Context, argo3 bool) Tracking {
+	t := Tracking{LabelKey: defaultInstanceLabel}
+	if cm, err := c.Kube.CoreV1().ConfigMaps(c.ArgoNS()).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
+		t.Method = cm.Data["application.resourceTrackingMethod"]
+		if key := cm.Data["application.instanceLabelKey"]; key != "" {
+			t.LabelKey = key
+		}
+		t.InstallationID = cm.Data["installationID"]
+	}
+	if t.Method == "" && argo3 {
+		t.Method = "annotation"
+	}
+	return t
+}
+
+// ParentOf reads the Application that manages app through Argo CD's
+// resource tracking, as Argo CD reads it (util/argo/resource_tracking.go):
+// its namespace and name, "" when tracking names none. The label method
+// reads only the instance label; annotation and annotation+label read only
+// the tracking id, and only on resources of this installation. A tracking
+// id that does not describe app itself (copied from another object) is
+// ignored, as Argo CD ignores it. An unknown method ("": the version is not
+// known) tries the tracking id, then the label.
+func (t Tracking) ParentOf(app *unstructured.Unstructured, defaultNamespace string) (string, string) {
+	if t.Method != "label" {
+		if t.InstallationID != "" && app.GetAnnotations()[installationIDAnnotation] != t.InstallationID {
+			return "", ""
+		}
+		owner, described, _ := strings.Cut(app.GetAnnotations()[trackingIDAnnotation], ":")
+		if owner != "" && described == "argoproj.io/Application:"+app.GetNamespace()+"/"+app.GetName() {
+			return splitAppName(owner, defaultNamespace)
+		}
+		if t.Method != "" {
+			return "", ""
+		}
+	}
+	key := t.LabelKey
+	if key == "" {
+		key = defaultInstanceLabel
+	}
+	if v := app.GetLabels()[key]; v != "" {
+		return splitAppName(v, defaultNamespace)
+	}
+	return "", ""
+}
+
+// splitAppName reads Argo CD's qualified name: NAME, or NAMESPACE_NAME for
+// an Application outside Argo CD's own namespace.
+func splitAppName(s, defaultNamespace string) (string, string) {
+	if ns, name, ok := strings.Cut(s, "_"); ok && ns != "" && name != "" {
+		return ns, name
+	}
+	return defaultNamespace, s
+}
+
+// parentFromStatus finds, when the child carries no tracking at all, the
+// Application whose managed resources list it.
+func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string, error) {
+	// A parent lives in Argo CD's namespace or beside the child.
+	apps, err := c.ListApplications(ctx, c.ArgoNS(), "")
+	if err != nil {
+		return "", "", nil // a narrower role may not list everywhere: no fallback then
+	}
+	if child.GetNamespace() != c.ArgoNS() {
+		if beside, err := c.ListApplications(ctx, child.GetNamespace(), ""); err == nil {
+			apps = append(apps, beside...)
+		}
+	}
+	target := audit.Target{Group: "argoproj.io", Kind: "Application", Namespace: child.GetNamespace(), Name: child.GetName()}
+	for _, candidate := range apps {
+		if candidate.GetName() == child.GetName() && candidate.GetNamespace() == child.GetNamespace() {
+			continue
+		}
+		if _, managed := ManagedStatus(candidate, target); managed {
+			return candidate.GetNamespace(), candidate.GetName(), nil
+		}
+	}
+	return "", "", nil
+}
+
+// SelfHealingParents walks up the app-of-apps chain and returns every parent
+// that would undo the child's pause: it self-heals and does not ignore
+// /spec/syncPolicy of the Applications it manages.
+func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstructured, argo3 bool) ([]*unstructured.Unstructured, error) {
+	var parents []*unstructured.Unstructured
+	tracking := c.Tracking(ctx, argo3)
+	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
+	for child := app; len(parents) < 5; {
+		namespace, name := tracking.ParentOf(child, c.ArgoNS())
+		if name == "" && len(child.GetAnnotations()[trackingIDAnnotation]) == 0 && child.GetLabels()[tracking.LabelKey] == "" {
+			var err error
+			if namespace, name, err = c.parentFromStatus(ctx, child); err != nil {
+				return nil, err
+			}
+		}
+		if name == "" || seen[namespace+"/"+name] {
+			return parents, nil
+		}
+		seen[namespace+"/"+name] = true
+		parent, err := c.Dynamic.Resource(ApplicationGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return parents, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s, the parent Application of %s: %w", name, child.GetName(), err)
+		}
+		selfHeal, _, _ := unstructured.NestedBool(parent.Object, "spec", "syncPolicy", "automated", "selfHeal")
+		if selfHeal && SyncsAutomatically(parent) && !ignoresChildSyncPolicy(parent, child.GetName()) {
+			parents = append(parents, parent)
+		}
+		child = parent
+	}
+	return parents, nil
+}
+
+// ignoresChildSyncPolicy is whether parent's ignoreDifferences covers
+// /spec/syncPolicy of its child Application.
+func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) bool {
+	rules, _, _ := unstructured.NestedSlice(parent.Object, "spec", "ignoreDifferences")
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		group, _ := rule["group"].(string)
+		kind, _ := rule["kind"].(string)
+		name, _ := rule["name"].(string)
+		if group != "argoproj.io" || kind != "Application" || (name != "" && name != child) {
+			continue
+		}
+		if CoversSyncPolicy(rule) {
+			return true
+		}
+	}
+	return false
+}
+
+// rulePath is whether an ignore rule's JSON pointers include one of paths.
+func RulePath(rule map[string]any, paths ...string) bool {
+	pointers, _ := rule["jsonPointers"].([]any)
+	for _, p := range pointers {
+		for _, want := range paths {
+			if s, _ := p.(string); s == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ruleJQ is whether an ignore rule's jq path expressions include one of exprs.
+func RuleJQ(rule map[string]any, exprs ...string) bool {
+	list, _ := rule["jqPathExpressions"].([]any)
+	for _, x := range list {
+		for _, want := range exprs {
+			if s, _ := x.(string); s == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// coversSyncPolicy is whether an ignore rule's JSON pointers or jq paths
+// include /spec/syncPolicy.
+func CoversSyncPolicy(rule map[string]any) bool {
+	return RulePath(rule, "/spec/syncPolicy", "/spec") || RuleJQ(rule, ".spec.syncPolicy", ".spec")
+}
