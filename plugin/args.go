@@ -6,47 +6,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// noArgs rejects positional arguments with a usage error (exit 2).
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageErrorf("%s takes no arguments, got %q (see %s -h)", cmd.CommandPath(), args, cmd.CommandPath())
-	}
-	return nil
-}
-
-// exactArgs requires n positional arguments, naming them in the error.
-func exactArgs(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != len(names) {
-			return usageErrorf("%s needs %d argument(s): %v, got %d (see %s -h)", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
-		}
-		return nil
-	}
-}
-
-// maxArgs allows up to one positional argument per name, naming them in the
-// error.
-func maxArgs(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) > len(names) {
-			return usageErrorf("%s takes at most %d argument(s): %v, got %d (see %s -h)", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
-		}
-		return nil
-	}
-}
-
-// command is what every command's options are: checked, then run.
+// command is every command's options, built kubectl's way
+// (sample-cli-plugin pkg/cmd/ns.go): Complete fills them from the
+// arguments and whatever only the command line knows, Validate checks
+// them, Run does the work.
 type command interface {
+	Complete(cmd *cobra.Command, args []string) error
 	Validate() error
 	Run(ctx context.Context) error
 }
 
-// withOptionalApp is the RunE of a command taking [APP]: the argument, if
-// given, into app, then Validate, then Run.
-func withOptionalApp(app *string, c command) func(*cobra.Command, []string) error {
+// run is every command's RunE: Complete, Validate, then Run.
+func run(c command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) == 1 {
-			*app = args[0]
+		if err := c.Complete(cmd, args); err != nil {
+			return err
 		}
 		if err := c.Validate(); err != nil {
 			return err
@@ -55,7 +29,43 @@ func withOptionalApp(app *string, c command) func(*cobra.Command, []string) erro
 	}
 }
 
-// addAllNamespaces registers -A/--all-namespaces.
-func addAllNamespaces(cmd *cobra.Command, all *bool) {
-	cmd.Flags().BoolVarP(all, "all-namespaces", "A", false, "Applications in every namespace")
+// positional is every command's Args: the arguments it takes, by name,
+// the first required of them needed. A wrong count is a usage error (exit
+// 2) that names them.
+func positional(required int, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(names) == 0 && len(args) > 0:
+			return usageErrorf("%s takes no arguments, got %q (see %s -h)", cmd.CommandPath(), args, cmd.CommandPath())
+		case required == len(names) && len(args) != required:
+			return usageErrorf("%s needs %d argument(s): %v, got %d (see %s -h)", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
+		case len(args) < required:
+			return usageErrorf("%s needs at least %d argument(s): %v, got %d (see %s -h)", cmd.CommandPath(), required, names[:required], len(args), cmd.CommandPath())
+		case len(args) > len(names):
+			return usageErrorf("%s takes at most %d argument(s): %v, got %d (see %s -h)", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// arg is args[i], "" when it was not given.
+func arg(args []string, i int) string {
+	if i < len(args) {
+		return args[i]
+	}
+	return ""
+}
+
+// addAllNamespaces registers -A/--all-namespaces; what takes it refuses it
+// beside APP (allNamespacesWithApp).
+func addAllNamespaces(cmd *cobra.Command, all *bool, what string) {
+	cmd.Flags().BoolVarP(all, "all-namespaces", "A", false, what+" in every namespace")
+}
+
+// allNamespacesWithApp refuses APP with --all-namespaces.
+func allNamespacesWithApp(app string, all bool, verb string) error {
+	if app != "" && all {
+		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or %s them all", verb)
+	}
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,10 +20,6 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
-
-// ExitCannotVerify is audit verify's exit code when the log could not be read
-// at all, kept apart from 1 (tampering found) so scripts can tell them apart.
-const ExitCannotVerify = 3
 
 // auditSource opens the store the audit commands read: the cluster's
 // ConfigMaps in --audit-namespace, or a JSONL export given with --file.
@@ -66,7 +61,7 @@ func NewCmdAudit(flags *genericclioptions.ConfigFlags, streams genericiooptions.
 		Long: `Every break-glass state change is written as a hash-chained record: one
 immutable ConfigMap per record in the Applications' namespace. These commands
 list, show and verify it.`,
-		Args: noArgs,
+		Args: positional(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams),
@@ -110,13 +105,8 @@ func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptio
 
   # Also check the records Jira tickets witnessed (JIRA_URL etc. set)
   kubectl gitops audit verify --jira`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(0),
+		RunE: run(o),
 	}
 	o.source.addFlags(cmd)
 	cmd.Flags().StringVar(&o.App, "app", "", "only records of this Application")
@@ -128,13 +118,15 @@ func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptio
 	return cmd
 }
 
+// Complete reads --since.
+func (o *AuditLogOptions) Complete(*cobra.Command, []string) (err error) {
+	o.Since, err = sinceFlag(o.since)
+	return err
+}
+
 // Validate checks the flags.
 func (o *AuditLogOptions) Validate() error {
 	if err := validateOutput(o.Output, auditLogFormats...); err != nil {
-		return err
-	}
-	var err error
-	if o.Since, err = sinceFlag(o.since); err != nil {
 		return err
 	}
 	if o.Event != "" && !knownEvent(o.Event) {
@@ -263,25 +255,25 @@ func (o *AuditLogOptions) printer() recordPrinter {
 		}
 	}
 	wide := o.Output == "wide"
-	var w *tabwriter.Writer
+	var t *table
 	rows := 0
 	return recordPrinter{
 		add: func(_ audit.Entry, r *audit.Record) error {
-			if w == nil {
-				w = auditTable(o.Out, wide)
+			if t == nil {
+				t = auditTable(o.Out, wide)
 			}
-			writeAuditRow(w, r, wide)
+			writeAuditRow(t, r, wide)
 			if rows++; rows%tablePage == 0 {
-				return w.Flush()
+				return t.flush()
 			}
 			return nil
 		},
 		close: func() error {
-			if w == nil {
+			if t == nil {
 				fmt.Fprintln(o.ErrOut, "no audit records match")
 				return nil
 			}
-			return w.Flush()
+			return t.flush()
 		},
 	}
 }
@@ -318,17 +310,15 @@ func targetName(r *audit.Record) string {
 }
 
 // auditTable starts the audit log's table.
-func auditTable(out io.Writer, wide bool) *tabwriter.Writer {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	header := "TIME\tEVENT\tAPP\tACTOR\tTARGET\tOUTCOME\tID"
+func auditTable(out io.Writer, wide bool) *table {
+	header := []string{"TIME", "EVENT", "APP", "ACTOR", "TARGET", "OUTCOME", "ID"}
 	if wide {
-		header += "\tSESSION\tTICKET\tREASON\tHASH"
+		header = append(header, "SESSION", "TICKET", "REASON", "HASH")
 	}
-	fmt.Fprintln(w, header)
-	return w
+	return newTable(out, header...)
 }
 
-func writeAuditRow(w io.Writer, r *audit.Record, wide bool) {
+func writeAuditRow(t *table, r *audit.Record, wide bool) {
 	row := []string{r.Time.UTC().Format(time.RFC3339), string(r.Event), appName(r), r.Actor.Username, dash(targetName(r)), r.Outcome.Status, r.ID}
 	if wide {
 		ticket := ""
@@ -337,7 +327,7 @@ func writeAuditRow(w io.Writer, r *audit.Record, wide bool) {
 		}
 		row = append(row, dash(r.Session), dash(ticket), dash(oneLine(r.Reason, 60)), r.Hash[:min(12, len(r.Hash))])
 	}
-	writeRow(w, row...)
+	t.row(row...)
 }
 
 func dash(s string) string {
@@ -400,18 +390,18 @@ func newCmdAuditShow(flags *genericclioptions.ConfigFlags, streams genericioopti
 hash can be recomputed independently (indented; the hash covers the canonical form).`,
 		Example: `  kubectl gitops audit show 20261202-031522-3fa9c1
   kubectl gitops audit show 20261202-0315 -o json`,
-		Args: exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ID = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(1, "ID"),
+		RunE: run(o),
 	}
 	o.source.addFlags(cmd)
 	outputFlag(cmd, &o.Output, "yaml", "json")
 	return cmd
+}
+
+// Complete takes ID.
+func (o *AuditShowOptions) Complete(_ *cobra.Command, args []string) error {
+	o.ID = arg(args, 0)
+	return nil
 }
 
 // Validate checks the flags.
@@ -492,13 +482,8 @@ could not be read.`,
 
   # Also check the records Jira tickets witnessed (JIRA_URL etc. set)
   kubectl gitops audit verify --jira`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(0),
+		RunE: run(o),
 	}
 	o.source.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Jira, "jira", false, "also check that the records break-glass tickets witnessed (sequence number and hash) are still in the chain")
@@ -523,6 +508,9 @@ func witnesses(ctx context.Context) ([]audit.Witness, error) {
 	return out, nil
 }
 
+// Complete has nothing to take: audit verify has no arguments.
+func (o *AuditVerifyOptions) Complete(*cobra.Command, []string) error { return nil }
+
 // Validate checks the flags.
 func (o *AuditVerifyOptions) Validate() error {
 	return validateOutput(o.Output, "text", "json", "yaml")
@@ -532,7 +520,7 @@ func (o *AuditVerifyOptions) Validate() error {
 func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	store, err := o.source.store()
 	if err != nil {
-		return &ExitError{Code: ExitCannotVerify, Err: err}
+		return &ExitError{Code: ExitCannotTell, Err: err}
 	}
 	if cm, ok := store.(*audit.ConfigMapStore); ok && isTerminal(o.ErrOut) {
 		// A large log takes a while to read: count it on one line of a
@@ -543,7 +531,7 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	var ws []audit.Witness
 	if o.Jira {
 		if ws, err = witnesses(ctx); err != nil {
-			return &ExitError{Code: ExitCannotVerify, Err: err}
+			return &ExitError{Code: ExitCannotTell, Err: err}
 		}
 		if ws == nil {
 			ws = []audit.Witness{}
@@ -553,7 +541,7 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	// long the log grows.
 	rep, err := audit.VerifyStore(ctx, store, ws)
 	if err != nil {
-		return &ExitError{Code: ExitCannotVerify, Err: o.source.explain(err)}
+		return &ExitError{Code: ExitCannotTell, Err: o.source.explain(err)}
 	}
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {

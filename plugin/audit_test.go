@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"encoding/csv"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,26 +12,6 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
-// golden compares got with testdata/name, rewriting it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./plugin -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (-update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // auditFixture writes a small, deterministic audit log as a JSONL file.
 func auditFixture(t *testing.T) string {
@@ -107,7 +86,7 @@ func TestAuditLogFilters(t *testing.T) {
 
 func TestAuditLogSince(t *testing.T) {
 	o := &AuditLogOptions{Output: "table", since: "2d", now: func() time.Time { return time.Date(2026, 12, 4, 3, 15, 1, 0, time.UTC) }}
-	if err := o.Validate(); err != nil {
+	if err := o.Complete(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	old := &audit.Record{Time: time.Date(2026, 12, 2, 3, 15, 0, 0, time.UTC)}
@@ -130,7 +109,7 @@ func TestAuditBadInput(t *testing.T) {
 		{[]string{"audit", "show", "--file", file}, ExitUsage, "error: kubectl gitops audit show needs 1 argument"},
 		{[]string{"audit", "show", "--file", file, "2026"}, ExitFailure, `error: 4 audit records have ids starting "2026"`},
 		{[]string{"audit", "show", "--file", file, "1999"}, ExitFailure, `error: no audit record has an id starting "1999"`},
-		{[]string{"audit", "verify", "--file", filepath.Join(t.TempDir(), "none.jsonl")}, ExitCannotVerify, "error: open "},
+		{[]string{"audit", "verify", "--file", filepath.Join(t.TempDir(), "none.jsonl")}, ExitCannotTell, "error: open "},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runPlugin(t, tt.args...)

@@ -72,17 +72,9 @@ pick them from the Applications and their managed resources.`,
 
   # In a terminal: pick the Application and resource, answer the rest
   kubectl gitops breakglass`,
-		Args:              maxArgs("APP", "TARGET"),
+		Args:              positional(0, "APP", "TARGET"),
 		ValidArgsFunction: o.completeBreakglass,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return explain(o.Run(cmd.Context()), "breakglass", o.appRef())
-		},
+		RunE:              run(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Request.Patch.Body, "patch", "", "the patch, JSON or YAML")
@@ -96,6 +88,7 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.Request.TargetContext, "target-context", "", "kubeconfig context of the destination cluster, when it is not Argo CD's (default: the context whose server is the destination's)")
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
 	o.addAppNamespace(cmd)
+	o.addEngineFlags(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan and the diff; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
@@ -189,7 +182,8 @@ func (o *BreakglassOptions) interactive() bool {
 }
 
 // Run plans, confirms and executes.
-func (o *BreakglassOptions) Run(ctx context.Context) error {
+func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
+	defer func() { err = explain(err, "breakglass", o.appRef()) }()
 	engine, err := o.engine()
 	if err != nil {
 		return err

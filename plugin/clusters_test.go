@@ -67,6 +67,7 @@ func TestAuditLogStaysInItsNamespace(t *testing.T) {
 	f := &engineFlags{configFlags: genericclioptions.NewConfigFlags(true)}
 	cmd := &cobra.Command{}
 	f.addAppNamespace(cmd)
+	f.addEngineFlags(cmd)
 	if err := cmd.ParseFlags([]string{"--app-namespace", "team-a"}); err != nil {
 		t.Fatal(err)
 	}

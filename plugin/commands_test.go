@@ -23,65 +23,187 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
-// runGolden runs the plugin, wants its exit code, and compares stdout and
-// stderr (normalised) with testdata/name.
-func runGolden(t *testing.T, name string, want int, args ...string) {
-	t.Helper()
-	code, out, errOut := runPlugin(t, args...)
-	if code != want {
-		t.Fatalf("kubectl gitops %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
-	}
-	golden(t, name, normalise("$ kubectl gitops "+strings.Join(args, " ")+"\n--- stdout\n"+out+"--- stderr\n"+errOut))
+// cmdTestCase is one command line on a fresh fake cluster, with one
+// assertion (flux2's cmdTestCase): setup brings the cluster to the state
+// the line needs, then the line runs. go test -run 'TestCommands/NAME'
+// runs one.
+type cmdTestCase struct {
+	name   string
+	setup  func(t *testing.T, f *fakeCluster)
+	args   []string
+	assert func(t *testing.T, f *fakeCluster, r cmdResult)
 }
 
-// TestCommandsOnFakes runs a whole break-glass through the commands, on
-// the engine seam's fake cluster: the plan, the break-glass, status in
-// each format, a restore refused while Git waits, the restore once it has
-// caught up, and ticket sync filing the queued ticket.
-func TestCommandsOnFakes(t *testing.T) {
-	f := newFakeCluster(t)
-	change := []string{"web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike, scale out", "--incident", "INC-7"}
+// cmdResult is what a command line did.
+type cmdResult struct {
+	args      []string
+	code      int
+	out, errs string
+}
 
-	runGolden(t, "breakglass-dry-run.golden", ExitOK, append([]string{"breakglass"}, append(change, "--dry-run")...)...)
-	if len(records(t, f)) != 0 {
-		t.Fatal("the dry run wrote audit records")
+// assertGolden wants exit code want and the output of testdata/name.
+func assertGolden(name string, want int) func(*testing.T, *fakeCluster, cmdResult) {
+	return func(t *testing.T, _ *fakeCluster, r cmdResult) {
+		t.Helper()
+		if r.code != want {
+			t.Fatalf("kubectl gitops %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(r.args, " "), r.code, want, r.out, r.errs)
+		}
+		golden(t, name, normalise("$ kubectl gitops "+strings.Join(r.args, " ")+"\n--- stdout\n"+r.out+"--- stderr\n"+r.errs))
 	}
-	runGolden(t, "breakglass.golden", ExitOK, append([]string{"breakglass"}, append(change, "-y")...)...)
-	d, _ := f.dyn.Resource(deploymentsGVR).Namespace("demo").Get(context.Background(), "web", metav1.GetOptions{})
-	if replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); replicas != 3 {
-		t.Errorf("replicas %d after the break-glass, want 3", replicas)
-	}
-	// The schema has automated.enabled (Argo CD ≥ 3.1): the pause keeps
-	// prune and selfHeal and turns automated sync off.
-	if enabled, set, _ := unstructured.NestedBool(f.app().Object, "spec", "syncPolicy", "automated", "enabled"); !set || enabled {
-		t.Errorf("automated sync not paused: %v", f.app().Object["spec"])
-	}
+}
 
-	runGolden(t, "status.golden", ExitOK, "status")
-	runGolden(t, "status-wide.golden", ExitOK, "status", "-o", "wide")
-	runGolden(t, "status-app.golden", ExitOK, "status", "web")
-	runGolden(t, "status-json.golden", ExitOK, "status", "-o", "json")
-	runGolden(t, "restore-waiting.golden", ExitFailure, "restore", "web")
+// assertError wants exit code want and an error line containing msg.
+func assertError(want int, msg string) func(*testing.T, *fakeCluster, cmdResult) {
+	return func(t *testing.T, _ *fakeCluster, r cmdResult) {
+		t.Helper()
+		if r.code != want || !strings.Contains(r.errs, msg) {
+			t.Errorf("kubectl gitops %s: exit %d, stderr %q; want exit %d and %q", strings.Join(r.args, " "), r.code, r.errs, want, msg)
+		}
+	}
+}
 
+// assertCluster wants exit 0 and then check to hold of the cluster.
+func assertCluster(check func(t *testing.T, f *fakeCluster)) func(*testing.T, *fakeCluster, cmdResult) {
+	return func(t *testing.T, f *fakeCluster, r cmdResult) {
+		t.Helper()
+		if r.code != ExitOK {
+			t.Fatalf("kubectl gitops %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(r.args, " "), r.code, r.out, r.errs)
+		}
+		check(t, f)
+	}
+}
+
+// given runs command lines that must succeed, as a test's setup.
+func given(lines ...[]string) func(*testing.T, *fakeCluster) {
+	return func(t *testing.T, _ *fakeCluster) {
+		t.Helper()
+		for _, args := range lines {
+			if code, out, errOut := runPlugin(t, args...); code != ExitOK {
+				t.Fatalf("setup: kubectl gitops %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+			}
+		}
+	}
+}
+
+// then runs setup after setup.
+func then(steps ...func(*testing.T, *fakeCluster)) func(*testing.T, *fakeCluster) {
+	return func(t *testing.T, f *fakeCluster) {
+		t.Helper()
+		for _, step := range steps {
+			step(t, f)
+		}
+	}
+}
+
+// gitCatchesUp is Git committing the fix (replicas 3).
+func gitCatchesUp(_ *testing.T, f *fakeCluster) {
 	f.commit("2222222222222222222222222222222222222222", 3)
-	runGolden(t, "restore.golden", ExitOK, "restore", "web")
-	policy, _, _ := unstructured.NestedMap(f.app().Object, "spec", "syncPolicy")
-	if !strings.Contains(jsonText(policy), `"automated":{"prune":true,"selfHeal":true}`) || !strings.Contains(jsonText(policy), "CreateNamespace=true") {
-		t.Errorf("restored policy %s", jsonText(policy))
-	}
+}
 
-	f.tickets = &fakeTickets{}
-	runGolden(t, "ticket-sync.golden", ExitOK, "ticket", "sync")
-	var events []string
-	for _, r := range records(t, f) {
-		events = append(events, string(r.Event)+"/"+r.Outcome.Status)
+// jiraComesBack is Jira configured again, after the tickets were queued.
+func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
+
+func liveDeployment(t *testing.T, f *fakeCluster) *unstructured.Unstructured {
+	t.Helper()
+	d, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if want := "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,ticket.queued/queued," +
-		"breakglass.restored/started,breakglass.restored/succeeded,ticket.filed/started,ticket.filed/succeeded"; strings.Join(events, ",") != want {
-		t.Errorf("audit events\n %s\nwant\n %s", strings.Join(events, ","), want)
-	}
-	if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
-		t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
+	return d
+}
+
+// TestCommands runs whole command lines through the engine seam's fake
+// cluster: a break-glass's plan and patch (each way of giving the change),
+// status in each format, a restore refused while Git waits and the restore
+// once it caught up, ticket sync filing the queued ticket, and the command
+// lines that must be refused.
+func TestCommands(t *testing.T) {
+	change := []string{"web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike, scale out", "--incident", "INC-7"}
+	breakglass := append(append([]string{"breakglass"}, change...), "-y")
+	restored := then(given(breakglass), gitCatchesUp, given([]string{"restore", "web"}))
+	for _, tt := range []cmdTestCase{
+		{name: "breakglass dry run", args: append(append([]string{"breakglass"}, change...), "--dry-run"),
+			assert: assertGolden("breakglass-dry-run.golden", ExitOK)},
+		{name: "breakglass dry run writes nothing", args: append(append([]string{"breakglass"}, change...), "--dry-run"),
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if n := len(records(t, f)); n != 0 {
+					t.Errorf("the dry run wrote %d audit records", n)
+				}
+			})},
+		{name: "breakglass", args: breakglass, assert: assertGolden("breakglass.golden", ExitOK)},
+		{name: "breakglass patches the target", args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+			if replicas, _, _ := unstructured.NestedInt64(liveDeployment(t, f).Object, "spec", "replicas"); replicas != 3 {
+				t.Errorf("replicas %d after the break-glass, want 3", replicas)
+			}
+		})},
+		// The schema has automated.enabled (Argo CD ≥ 3.1): the pause keeps
+		// prune and selfHeal and turns automated sync off.
+		{name: "breakglass pauses keeping the policy", args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+			if enabled, set, _ := unstructured.NestedBool(f.app().Object, "spec", "syncPolicy", "automated", "enabled"); !set || enabled {
+				t.Errorf("automated sync not paused: %v", f.app().Object["spec"])
+			}
+		})},
+		// The default patch type is strategic: containers merge by name.
+		{name: "breakglass strategic patch", args: []string{"breakglass", "web", "deployment/web", "--patch", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example/web:1.0.1"}]}}}}`, "--reason", "hotfix", "-y"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				containers, _, _ := unstructured.NestedSlice(liveDeployment(t, f).Object, "spec", "template", "spec", "containers")
+				if len(containers) != 1 || containers[0].(map[string]any)["image"] != "registry.example/web:1.0.1" || containers[0].(map[string]any)["name"] != "web" {
+					t.Errorf("containers after a strategic patch: %v", containers)
+				}
+			})},
+		{name: "breakglass image", args: []string{"breakglass", "web", "deployment/web", "--image", "web=registry.example/web:0.9.8", "--reason", "roll back", "-y"},
+			assert: assertGolden("breakglass-image.golden", ExitOK)},
+		{name: "breakglass image of no container", args: []string{"breakglass", "web", "deployment/web", "--image", "api=registry.example/api:2", "--reason", "roll back", "-y"},
+			assert: assertError(ExitFailure, "--image: names container api, which deployment.apps/web does not have (it has web)")},
+		{name: "status", setup: given(breakglass), args: []string{"status"}, assert: assertGolden("status.golden", ExitOK)},
+		{name: "status wide", setup: given(breakglass), args: []string{"status", "-o", "wide"}, assert: assertGolden("status-wide.golden", ExitOK)},
+		{name: "status app", setup: given(breakglass), args: []string{"status", "web"}, assert: assertGolden("status-app.golden", ExitOK)},
+		{name: "status json", setup: given(breakglass), args: []string{"status", "-o", "json"}, assert: assertGolden("status-json.golden", ExitOK)},
+		// APP names one Application in --app-namespace; -A lists every
+		// namespace. status took both and ignored -A.
+		{name: "status APP with all namespaces", args: []string{"status", "web", "-A"},
+			assert: assertError(ExitUsage, "APP and --all-namespaces cannot be combined")},
+		{name: "restore while Git waits", setup: given(breakglass), args: []string{"restore", "web"}, assert: assertGolden("restore-waiting.golden", ExitFailure)},
+		{name: "restore", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"}, assert: assertGolden("restore.golden", ExitOK)},
+		{name: "restore puts the policy back", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				policy, _, _ := unstructured.NestedMap(f.app().Object, "spec", "syncPolicy")
+				if !strings.Contains(jsonText(policy), `"automated":{"prune":true,"selfHeal":true}`) || !strings.Contains(jsonText(policy), "CreateNamespace=true") {
+					t.Errorf("restored policy %s", jsonText(policy))
+				}
+			})},
+		{name: "ticket sync", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"}, assert: assertGolden("ticket-sync.golden", ExitOK)},
+		{name: "ticket sync completes the log", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				var events []string
+				for _, r := range records(t, f) {
+					events = append(events, string(r.Event)+"/"+r.Outcome.Status)
+				}
+				if want := "breakglass.planned/started,breakglass.paused/succeeded,breakglass.patched/succeeded,ticket.queued/queued," +
+					"breakglass.restored/started,breakglass.restored/succeeded,ticket.filed/started,ticket.filed/succeeded"; strings.Join(events, ",") != want {
+					t.Errorf("audit events\n %s\nwant\n %s", strings.Join(events, ","), want)
+				}
+			})},
+		{name: "ticket sync leaves a log that verifies", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
+					t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
+				}
+			})},
+		// ticket sync works from the audit log: it took an --app-namespace
+		// it never read.
+		{name: "ticket sync takes no app namespace", args: []string{"ticket", "sync", "--app-namespace", "team-a"},
+			assert: assertError(ExitUsage, "unknown flag: --app-namespace")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			if tt.setup != nil {
+				tt.setup(t, f)
+			}
+			r := cmdResult{args: tt.args}
+			r.code, r.out, r.errs = runPlugin(t, tt.args...)
+			tt.assert(t, f, r)
+		})
 	}
 }
 

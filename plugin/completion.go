@@ -13,6 +13,7 @@ import (
 // NewCmdCompletion returns the completion command for bash, zsh, fish and
 // powershell.
 func NewCmdCompletion(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &CompletionOptions{IOStreams: streams}
 	return &cobra.Command{
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print a shell completion script",
@@ -25,22 +26,44 @@ shipped beside the binary: put it on your PATH.`,
   # zsh, permanently
   kubectl gitops completion zsh > "${fpath[1]}/_kubectl-gitops"`,
 		ValidArgs: []string{"bash", "zsh", "fish", "powershell"},
-		Args:      exactArgs("SHELL"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			root := cmd.Root()
-			switch args[0] {
-			case "bash":
-				return root.GenBashCompletionV2(streams.Out, true)
-			case "zsh":
-				return root.GenZshCompletion(streams.Out)
-			case "fish":
-				return root.GenFishCompletion(streams.Out, true)
-			case "powershell":
-				return root.GenPowerShellCompletionWithDesc(streams.Out)
-			}
-			return usageErrorf("unsupported shell %q: use bash, zsh, fish or powershell", args[0])
-		},
+		Args:      positional(1, "SHELL"),
+		RunE:      run(o),
 	}
+}
+
+// CompletionOptions holds what `kubectl gitops completion` takes.
+type CompletionOptions struct {
+	Shell string
+	root  *cobra.Command
+	genericiooptions.IOStreams
+}
+
+// Complete takes SHELL, and the command tree the script completes.
+func (o *CompletionOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.Shell, o.root = arg(args, 0), cmd.Root()
+	return nil
+}
+
+// Validate checks SHELL.
+func (o *CompletionOptions) Validate() error {
+	switch o.Shell {
+	case "bash", "zsh", "fish", "powershell":
+		return nil
+	}
+	return usageErrorf("unsupported shell %q: use bash, zsh, fish or powershell", o.Shell)
+}
+
+// Run prints the script.
+func (o *CompletionOptions) Run(context.Context) error {
+	switch o.Shell {
+	case "bash":
+		return o.root.GenBashCompletionV2(o.Out, true)
+	case "zsh":
+		return o.root.GenZshCompletion(o.Out)
+	case "fish":
+		return o.root.GenFishCompletion(o.Out, true)
+	}
+	return o.root.GenPowerShellCompletionWithDesc(o.Out)
 }
 
 // completionTimeout bounds the cluster reads behind a TAB: a shell waits

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
@@ -29,7 +28,7 @@ breakglass refuses a target in a namespace that forbids live patches, or whose
 groups do not include yours; drift flags a person's or a pipeline's write where
 live patches are forbidden or go through break-glass only; contract check
 reports Applications whose self-heal contradicts the contract.`,
-		Args: noArgs,
+		Args: positional(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCmdContractCheck(flags, streams))
@@ -53,21 +52,28 @@ func newCmdContractCheck(flags *genericclioptions.ConfigFlags, streams genericio
 		Short: "Report Applications whose self-heal contradicts their namespace's contract",
 		Example: `  kubectl gitops contract check -A
   kubectl gitops contract check -A -o json --exit-code`,
-		Args:              cobra.MaximumNArgs(1),
+		Args:              positional(0, "APP"),
 		ValidArgsFunction: o.completeApplications(false),
-		RunE:              withOptionalApp(&o.App, o),
+		RunE:              run(o),
 	}
 	o.addAppNamespace(cmd)
-	addAllNamespaces(cmd, &o.AllNamespaces)
+	o.addEngineFlags(cmd)
+	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when an Application contradicts its contract, 3 when a contract could not be read")
 	outputFlag(cmd, &o.Output, "table", "json", "yaml")
 	return cmd
 }
 
+// Complete takes APP.
+func (o *ContractCheckOptions) Complete(_ *cobra.Command, args []string) error {
+	o.App = arg(args, 0)
+	return nil
+}
+
 // Validate checks the flags.
 func (o *ContractCheckOptions) Validate() error {
-	if o.App != "" && o.AllNamespaces {
-		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or check them all")
+	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "check"); err != nil {
+		return err
 	}
 	return validateOutput(o.Output, "table", "json", "yaml")
 }
@@ -93,16 +99,15 @@ func (o *ContractCheckOptions) Run(ctx context.Context) error {
 	} else if len(findings) == 0 {
 		fmt.Fprintf(o.ErrOut, "%d application(s) checked: none contradicts its namespace's contract\n", len(apps))
 	} else {
-		w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "APP\tNAMESPACE\tEXPECTS\tSELF-HEAL\tPROBLEM")
+		t := newTable(o.Out, "APP", "NAMESPACE", "EXPECTS", "SELF-HEAL", "PROBLEM")
 		for _, f := range findings {
 			heal := "off"
 			if f.SelfHeal {
 				heal = "on"
 			}
-			writeRow(w, f.App.Name, f.Contract.Namespace, "self-heal "+f.Contract.SelfHeal, heal, f.Problem)
+			t.row(f.App.Name, f.Contract.Namespace, "self-heal "+f.Contract.SelfHeal, heal, f.Problem)
 		}
-		if err := w.Flush(); err != nil {
+		if err := t.flush(); err != nil {
 			return err
 		}
 	}
@@ -113,7 +118,7 @@ func (o *ContractCheckOptions) Run(ctx context.Context) error {
 	case o.ExitCode && len(findings) > 0:
 		return &ExitError{Code: ExitFailure}
 	case o.ExitCode && len(notes) > 0:
-		return &ExitError{Code: ExitDriftError, Err: errors.New("some contracts could not be read (see the notes)")}
+		return &ExitError{Code: ExitCannotTell, Err: errors.New("some contracts could not be read (see the notes)")}
 	}
 	return nil
 }

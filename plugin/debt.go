@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
@@ -48,12 +47,13 @@ Record an entry's owner with kubectl gitops debt record.`,
 		Example: `  kubectl gitops debt web
   kubectl gitops debt -A --system --exit-code
   kubectl gitops debt record web 3f2a9c1b7d20 --owner team-payments --reason "HPA owns replicas" --review 2027-03-01`,
-		Args:              cobra.MaximumNArgs(1),
+		Args:              positional(0, "APP"),
 		ValidArgsFunction: o.completeApplications(false),
-		RunE:              withOptionalApp(&o.App, o),
+		RunE:              run(o),
 	}
 	o.addAppNamespace(cmd)
-	addAllNamespaces(cmd, &o.AllNamespaces)
+	o.addEngineFlags(cmd)
+	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
 	cmd.Flags().IntVar(&o.MaxPerApp, "max-per-app", 5, "flag Applications with more entries than this (0: no cap)")
 	cmd.Flags().BoolVar(&o.System, "system", false, "also list argocd-cm's system-level entries")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged")
@@ -62,10 +62,16 @@ Record an entry's owner with kubectl gitops debt record.`,
 	return cmd
 }
 
+// Complete takes APP.
+func (o *DebtOptions) Complete(_ *cobra.Command, args []string) error {
+	o.App = arg(args, 0)
+	return nil
+}
+
 // Validate checks the flags.
 func (o *DebtOptions) Validate() error {
-	if o.App != "" && o.AllNamespaces {
-		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or list them all")
+	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "list"); err != nil {
+		return err
 	}
 	if o.MaxPerApp < 0 {
 		return usageErrorf("--max-per-app %d: use 0 for no cap, or a positive number", o.MaxPerApp)
@@ -100,8 +106,7 @@ func (o *DebtOptions) Run(ctx context.Context) error {
 	} else if len(entries) == 0 {
 		fmt.Fprintf(o.ErrOut, "no ignoreDifferences entries in %d application(s)\n", len(apps))
 	} else {
-		w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "APP\tID\tENTRY\tOWNER\tREVIEW\tFLAGS")
+		t := newTable(o.Out, "APP", "ID", "ENTRY", "OWNER", "REVIEW", "FLAGS")
 		for _, e := range entries {
 			app, owner, review := e.App.Name, "-", "-"
 			if e.System {
@@ -110,9 +115,9 @@ func (o *DebtOptions) Run(ctx context.Context) error {
 			if e.Note != nil {
 				owner, review = dash(e.Note.Owner), dash(e.Note.Review)
 			}
-			writeRow(w, app, e.ID, entrySummary(e), owner, review, dash(strings.Join(e.Flags, ",")))
+			t.row(app, e.ID, entrySummary(e), owner, review, dash(strings.Join(e.Flags, ",")))
 		}
-		if err := w.Flush(); err != nil {
+		if err := t.flush(); err != nil {
 			return err
 		}
 	}
@@ -166,20 +171,21 @@ func newCmdDebtRecord(flags *genericclioptions.ConfigFlags, streams genericioopt
 entry ID (as debt lists it) in the ` + drift.DebtAnnotation + ` annotation, with a patch
 guarded by the Application's resourceVersion.`,
 		Example: `  kubectl gitops debt record web 3f2a9c1b7d20 --owner team-payments --reason "HPA owns replicas" --review 2027-03-01`,
-		Args:    exactArgs("APP", "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.App, o.ID = args[0], args[1]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args:    positional(2, "APP", "ID"),
+		RunE:    run(o),
 	}
 	o.addAppNamespace(cmd)
+	o.addEngineFlags(cmd)
 	cmd.Flags().StringVar(&o.Note.Owner, "owner", "", "who owns the entry (a team to page)")
 	cmd.Flags().StringVar(&o.Note.Reason, "reason", "", "why the difference is ignored")
 	cmd.Flags().StringVar(&o.Note.Review, "review", "", "when to review it: YYYY-MM-DD")
 	return cmd
+}
+
+// Complete takes APP and ID.
+func (o *DebtRecordOptions) Complete(_ *cobra.Command, args []string) error {
+	o.App, o.ID = arg(args, 0), arg(args, 1)
+	return nil
 }
 
 // Validate checks the flags.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,10 +16,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 )
-
-// ExitDriftError is drift's exit code for a run that failed, with
-// --exit-code: 0 and 1 then say "no drift" and "drift".
-const ExitDriftError = 3
 
 // DriftOptions holds the flags of `kubectl gitops drift`.
 type DriftOptions struct {
@@ -63,21 +58,13 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
   kubectl gitops drift -A -o wide
   # A scheduled check: exit 0 without drift, 1 with drift, 3 when it could not tell
   kubectl gitops drift -A -o json --exit-code`,
-		Args:              cobra.MaximumNArgs(1),
+		Args:              positional(0, "APP"),
 		ValidArgsFunction: o.completeApplications(false),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			err := withOptionalApp(&o.App, o)(cmd, args)
-			if err != nil && o.ExitCode {
-				var exit *ExitError
-				if !errors.As(err, &exit) {
-					return &ExitError{Code: ExitDriftError, Err: err}
-				}
-			}
-			return err
-		},
+		RunE:              run(o),
 	}
 	o.addAppNamespace(cmd)
-	addAllNamespaces(cmd, &o.AllNamespaces)
+	o.addEngineFlags(cmd)
+	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
 	cmd.Flags().StringVar(&o.Project, "project", "", "only Applications of this project")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "only Applications with these labels (as kubectl -l)")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
@@ -87,13 +74,19 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 	return cmd
 }
 
+// Complete takes APP.
+func (o *DriftOptions) Complete(_ *cobra.Command, args []string) error {
+	o.App = arg(args, 0)
+	return nil
+}
+
 // Validate checks the flags.
 func (o *DriftOptions) Validate() error {
 	if err := validateOutput(o.Output, driftFormats...); err != nil {
 		return err
 	}
-	if o.App != "" && o.AllNamespaces {
-		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or list them all")
+	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "list"); err != nil {
+		return err
 	}
 	_, err := o.managers()
 	return err
@@ -117,7 +110,14 @@ func (o *DriftOptions) managers() ([]drift.ManagerClass, error) {
 }
 
 // Run reads the Applications, their drift, and prints it.
-func (o *DriftOptions) Run(ctx context.Context) error {
+func (o *DriftOptions) Run(ctx context.Context) (err error) {
+	defer func() {
+		// With --exit-code, 1 says "drift": a run that failed cannot tell.
+		var exit *ExitError
+		if err != nil && o.ExitCode && !errors.As(err, &exit) {
+			err = &ExitError{Code: ExitCannotTell, Err: err}
+		}
+	}()
 	engine, err := o.engine()
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (o *DriftOptions) Run(ctx context.Context) error {
 	case o.ExitCode && drifted > 0:
 		return &ExitError{Code: ExitFailure}
 	case o.ExitCode && incomplete:
-		return &ExitError{Code: ExitDriftError, Err: errors.New("part of the drift could not be read (see the notes): no drift found is not the whole truth")}
+		return &ExitError{Code: ExitCannotTell, Err: errors.New("part of the drift could not be read (see the notes): no drift found is not the whole truth")}
 	}
 	return nil
 }
@@ -197,16 +197,16 @@ func (o *DriftOptions) print(reports []*drift.Report) error {
 	if o.Output == "json" || o.Output == "yaml" {
 		return printStructured(o.Out, o.Output, reports)
 	}
-	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	header := "APP\tRESOURCE\tFIELD\tMANAGER\tSINCE\tCLASS\tOWNER"
+	header := []string{"APP", "RESOURCE", "FIELD", "MANAGER", "SINCE", "CLASS", "OWNER"}
 	if o.Output == "wide" {
-		header += "\tLIVE\tGIT\tCONTRACT\tRESPONSE"
+		header = append(header, "LIVE", "GIT", "CONTRACT", "RESPONSE")
 	}
+	var t *table
 	rows := 0
 	for _, r := range reports {
 		for _, f := range r.Fields {
 			if rows == 0 {
-				fmt.Fprintln(w, header)
+				t = newTable(o.Out, header...)
 			}
 			rows++
 			since := "-"
@@ -217,11 +217,13 @@ func (o *DriftOptions) print(reports []*drift.Report) error {
 			if o.Output == "wide" {
 				row = append(row, jsonOrDash(f.Live), jsonOrDash(f.Git), dash(f.Contract), f.Response)
 			}
-			writeRow(w, row...)
+			t.row(row...)
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	if t != nil {
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
 	modes := map[string]int{}
 	for _, r := range reports {

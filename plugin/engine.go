@@ -25,12 +25,18 @@ type engineFlags struct {
 	ArgoContext string
 }
 
-// addAppNamespace registers --app-namespace and --audit-namespace. The
-// audit log stays in one namespace whatever --app-namespace says: with
-// Argo CD's apps-in-any-namespace, Applications live where app teams may
-// be able to delete ConfigMaps.
+// addAppNamespace registers --app-namespace, for the commands that name
+// or list Applications.
 func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.AppNamespace, "app-namespace", "argocd", "namespace where Applications live")
+}
+
+// addEngineFlags registers what every command driving the engine reads:
+// --audit-namespace, --argocd-namespace and --argocd-context. The audit
+// log stays in one namespace whatever --app-namespace says: with Argo CD's
+// apps-in-any-namespace, Applications live where app teams may be able to
+// delete ConfigMaps.
+func (f *engineFlags) addEngineFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.AuditNamespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
 	cmd.Flags().StringVar(&f.ArgoNamespace, "argocd-namespace", "argocd", "namespace Argo CD runs in: argocd-cm (resource tracking, installationID) is read there, whatever --app-namespace says")
 	cmd.Flags().StringVar(&f.ArgoContext, "argocd-context", "", "context of the argocd CLI's configuration (argocd login) to reach the Argo CD API server with, when ARGOCD_SERVER is not set (default: its current context)")

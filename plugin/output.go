@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -147,13 +148,32 @@ func safeText(s string, keepLines bool) string {
 	return b.String()
 }
 
-// writeRow writes one tab-separated table row, each cell made printable.
-func writeRow(w io.Writer, cells ...string) {
+// table prints rows in aligned columns, as kubectl get does: every
+// command's table goes through it, every cell made printable.
+type table struct {
+	w *tabwriter.Writer
+}
+
+// newTable starts a table on out with its header row (none when header
+// is empty).
+func newTable(out io.Writer, header ...string) *table {
+	t := &table{w: tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(header...)
+	}
+	return t
+}
+
+// row adds a row.
+func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		cells[i] = printable(c)
 	}
-	fmt.Fprintln(w, strings.Join(cells, "\t"))
+	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }
+
+// flush writes the rows added so far.
+func (t *table) flush() error { return t.w.Flush() }
 
 // warn prints a warning on stderr, redacted and printable: warnings often
 // carry a server's words, which may echo a value.

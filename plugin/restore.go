@@ -39,17 +39,12 @@ status): otherwise Argo CD would revert it. --force restores anyway and needs
 		Example: `  kubectl gitops restore web
   kubectl gitops restore web --dry-run
   kubectl gitops restore web --force --reason "fix abandoned, reverting to Git" -y`,
-		Args:              exactArgs("APP"),
+		Args:              positional(1, "APP"),
 		ValidArgsFunction: o.completeApplications(true),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Request.App = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return explain(o.Run(cmd.Context()), "restore", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App})
-		},
+		RunE:              run(o),
 	}
 	o.addAppNamespace(cmd)
+	o.addEngineFlags(cmd)
 	cmd.Flags().BoolVar(&o.Request.Force, "force", false, "restore even though Git has not caught up (needs --reason)")
 	cmd.Flags().StringVar(&o.Request.Reason, "reason", "", "why a forced restore is right (recorded)")
 	cmd.Flags().BoolVar(&o.Request.DryRun, "dry-run", false, "check whether restore would go ahead; change nothing")
@@ -58,6 +53,12 @@ status): otherwise Argo CD would revert it. --force restores anyway and needs
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
+}
+
+// Complete takes APP.
+func (o *RestoreOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Request.App = arg(args, 0)
+	return nil
 }
 
 // Validate checks the flags.
@@ -75,7 +76,8 @@ func (o *RestoreOptions) Validate() error {
 }
 
 // Run restores and reports.
-func (o *RestoreOptions) Run(ctx context.Context) error {
+func (o *RestoreOptions) Run(ctx context.Context) (err error) {
+	defer func() { err = explain(err, "restore", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}) }()
 	engine, err := o.engineFlags.engine()
 	if err != nil {
 		return err

@@ -39,18 +39,10 @@ may append review records and nothing else.`,
   kubectl gitops audit log --unreviewed
 
   kubectl gitops audit review 20261203-031000-ab12c --approve --note "rollback was right; Git fixed in PR 118"`,
-		Args: exactArgs("SESSION"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(1, "SESSION"),
+		RunE: run(o),
 	}
-	o.addAppNamespace(cmd)
+	o.addEngineFlags(cmd)
 	cmd.Flags().BoolVar(&o.Request.Approve, "approve", false, "the change was right")
 	cmd.Flags().BoolVar(&o.Request.Reject, "reject", false, "the change was not right (say why in --note)")
 	cmd.Flags().StringVar(&o.Request.Note, "note", "", "what the review found (required)")
@@ -59,8 +51,8 @@ may append review records and nothing else.`,
 }
 
 // Complete takes the session from the arguments.
-func (o *AuditReviewOptions) Complete(args []string) error {
-	o.Request.Session = args[0]
+func (o *AuditReviewOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Request.Session = arg(args, 0)
 	return nil
 }
 
@@ -124,13 +116,8 @@ tampering (the report says so), >1 on error.`,
 		Example: `  kubectl gitops audit report --since 90d > emergency-changes.md
   kubectl gitops audit report -o csv > emergency-changes.csv
   kubectl gitops audit report --file audit.jsonl -o json`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(0),
+		RunE: run(o),
 	}
 	o.source.addFlags(cmd)
 	cmd.Flags().StringVar(&o.since, "since", "", "only sessions opened within this duration (e.g. 90d); default all")
@@ -139,14 +126,15 @@ tampering (the report says so), >1 on error.`,
 	return cmd
 }
 
-// Validate checks the flags.
-func (o *AuditReportOptions) Validate() error {
-	if err := validateOutput(o.Output, reportFormats...); err != nil {
-		return err
-	}
-	var err error
+// Complete reads --since.
+func (o *AuditReportOptions) Complete(*cobra.Command, []string) (err error) {
 	o.Since, err = sinceFlag(o.since)
 	return err
+}
+
+// Validate checks the flags.
+func (o *AuditReportOptions) Validate() error {
+	return validateOutput(o.Output, reportFormats...)
 }
 
 // Evidence is the report as -o json prints it.

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -19,11 +20,21 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
-// Exit codes shared by every command (docs/design.md §2).
+// The exit codes of every command, one name each (docs/design.md §2,
+// README "Exit codes and errors").
 const (
-	ExitOK      = 0
+	// ExitOK is success, and a check's "yes" (caught up, no drift).
+	ExitOK = 0
+	// ExitFailure is a failure, and a documented "not yet" answer: status
+	// --exit-code not caught up, a refused restore, drift found with
+	// --exit-code, tampering found by audit verify.
 	ExitFailure = 1
-	ExitUsage   = 2
+	// ExitUsage is a command line the command cannot take as written.
+	ExitUsage = 2
+	// ExitCannotTell is a check that could not give its answer: audit
+	// verify could not read the log, drift or contract check --exit-code
+	// could not read all they check. Scripts tell it from 1.
+	ExitCannotTell = 3
 )
 
 // ExitError carries the exit code a command wants beside its message. A nil
@@ -97,8 +108,10 @@ func isCobraUsageError(err error) bool {
 	return false
 }
 
+// lowerFirst lowers the first letter of an error, unless it begins a word
+// in capitals (APP, TARGET, ID): "aPP and --all-namespaces" read as a typo.
 func lowerFirst(s string) string {
-	if s == "" {
+	if s == "" || len(s) > 1 && unicode.IsUpper(rune(s[1])) {
 		return s
 	}
 	return strings.ToLower(s[:1]) + s[1:]

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,19 +11,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
-
-// runPlugin drives the root command the way main does and returns the exit
-// code with both streams.
-func runPlugin(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	cmd := NewCmdRoot(streams)
-	cmd.SetArgs(args)
-	code = Execute(context.Background(), cmd, streams)
-	return code, out.String(), errOut.String()
-}
 
 func TestExitCodesAndErrorLine(t *testing.T) {
 	tests := []struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,25 +61,35 @@ Argo CD to refresh, so the next look is fresh. --refresh-timeout sets either.`,
   kubectl gitops status web -o wide
   # In a script: exit 0 once everything is caught up
   kubectl gitops status web --wait --timeout 30m`,
-		Args:              cobra.MaximumNArgs(1),
+		Args:              positional(0, "APP"),
 		ValidArgsFunction: o.completeApplications(true),
-		RunE:              withOptionalApp(&o.App, o),
+		RunE:              run(o),
 	}
 	o.addAppNamespace(cmd)
-	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "sessions in every namespace")
+	o.addEngineFlags(cmd)
+	addAllNamespaces(cmd, &o.AllNamespaces, "sessions")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "refresh the view every few seconds until Ctrl-C")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", 0, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
-	cmd.PreRun = func(cmd *cobra.Command, _ []string) { o.refreshSet = cmd.Flags().Changed("refresh-timeout") }
 	outputFlag(cmd, &o.Output, statusFormats...)
 	return cmd
+}
+
+// Complete takes APP, and whether --refresh-timeout was given.
+func (o *StatusOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.App = arg(args, 0)
+	o.refreshSet = cmd.Flags().Changed("refresh-timeout")
+	return nil
 }
 
 // Validate checks the flags.
 func (o *StatusOptions) Validate() error {
 	if err := validateOutput(o.Output, statusFormats...); err != nil {
+		return err
+	}
+	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "list"); err != nil {
 		return err
 	}
 	if o.Wait && o.Watch {
@@ -219,12 +228,11 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		fmt.Fprintln(o.ErrOut, "no open break-glass sessions")
 		return nil
 	}
-	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	header := "APP\tAGE\tBY\tTICKET\tTARGETS\tGIT\tREADY"
+	header := []string{"APP", "AGE", "BY", "TICKET", "TARGETS", "GIT", "READY"}
 	if o.Output == "wide" {
-		header += "\tSESSION\tREVISION\tDETAIL"
+		header = append(header, "SESSION", "REVISION", "DETAIL")
 	}
-	fmt.Fprintln(w, header)
+	t := newTable(o.Out, header...)
 	for _, s := range statuses {
 		var targets []string
 		for _, t := range s.Targets {
@@ -235,9 +243,9 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, argocd.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
-		writeRow(w, row...)
+		t.row(row...)
 	}
-	if err := w.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return err
 	}
 	printNotes(o.ErrOut, statuses)

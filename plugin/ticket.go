@@ -17,7 +17,7 @@ func NewCmdTicket(flags *genericclioptions.ConfigFlags, streams genericiooptions
 	cmd := &cobra.Command{
 		Use:   "ticket",
 		Short: "Jira reconcile tickets",
-		Args:  noArgs,
+		Args:  positional(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(NewCmdTicketSync(flags, streams))
@@ -47,18 +47,17 @@ Exit 0 when nothing is left queued, 1 when some work failed again.`,
 		Example: `  export JIRA_URL=https://example.atlassian.net JIRA_PROJECT=OPS
   export JIRA_USER=oncall@example.com JIRA_API_TOKEN=...
   kubectl gitops ticket sync`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(0),
+		RunE: run(o),
 	}
-	o.addAppNamespace(cmd)
+	o.addEngineFlags(cmd)
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
 }
+
+// Validate checks the flags.
+// Complete has nothing to take: ticket sync has no arguments.
+func (o *TicketSyncOptions) Complete(*cobra.Command, []string) error { return nil }
 
 // Validate checks the flags.
 func (o *TicketSyncOptions) Validate() error { return validateOutput(o.Output, "text", "json", "yaml") }

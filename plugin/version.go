@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"text/tabwriter"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/spf13/cobra"
@@ -87,19 +86,17 @@ else from the image tag of the Argo CD workloads in --app-namespace.`,
 
   # For scripts
   kubectl gitops version -o json`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args: positional(0),
+		RunE: run(o),
 	}
 	cmd.Flags().BoolVar(&o.ClientOnly, "client", false, "print only the client version; contact no server")
 	cmd.Flags().StringVar(&o.AppNamespace, "app-namespace", "argocd", "namespace where Argo CD runs")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
 }
+
+// Complete has nothing to take: version has no arguments.
+func (o *VersionOptions) Complete(*cobra.Command, []string) error { return nil }
 
 // Validate checks the flags.
 func (o *VersionOptions) Validate() error {
@@ -165,8 +162,8 @@ func (o *VersionOptions) serverVersions(ctx context.Context) (kube, argo *Server
 }
 
 func (o *VersionOptions) printText(info VersionInfo) {
-	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "Client:\t%s (commit %s, built %s, %s, %s)\n", info.Client.Version, info.Client.Commit, info.Client.Date, info.Client.GoVersion, info.Client.Platform)
+	t := newTable(o.Out)
+	t.row("Client:", fmt.Sprintf("%s (commit %s, built %s, %s, %s)", info.Client.Version, info.Client.Commit, info.Client.Date, info.Client.GoVersion, info.Client.Platform))
 	for _, s := range []struct {
 		name string
 		v    *ServerVersion
@@ -174,10 +171,10 @@ func (o *VersionOptions) printText(info VersionInfo) {
 		switch {
 		case s.v == nil:
 		case s.v.Error != "":
-			fmt.Fprintf(w, "%s:\tunknown (%s)\n", s.name, s.v.Error)
+			t.row(s.name+":", "unknown ("+s.v.Error+")")
 		default:
-			fmt.Fprintf(w, "%s:\t%s\n", s.name, s.v.Version)
+			t.row(s.name+":", s.v.Version)
 		}
 	}
-	w.Flush()
+	_ = t.flush()
 }
