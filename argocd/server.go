@@ -262,7 +262,7 @@ type ResourceDiff struct {
 	Hook                         bool   `json:"hook"`
 }
 
-// deleted is whether Git has the resource and the cluster does not.
+// Deleted is whether Git has the resource and the cluster does not.
 func (d ResourceDiff) Deleted() bool {
 	return d.NormalizedLiveState == "" || d.NormalizedLiveState == "null"
 }

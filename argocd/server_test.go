@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestArgoServerFromConfig(t *testing.T) {
+func TestServerFromConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config")
 	config := `contexts:
 - name: prod

@@ -16,7 +16,7 @@ import (
 // renders the resource (in a hydrator's dry source, never the generated
 // branch), so tickets name that one, and catch-up follows its revisions.
 
-// gitAt is where Git stood for app, as audit.Git documents it.
+// GitAt is where Git stood for app, as audit.Git documents it.
 func GitAt(app *unstructured.Unstructured) audit.Git {
 	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
 	if _, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); hydrated {
@@ -34,7 +34,7 @@ func GitAt(app *unstructured.Unstructured) audit.Git {
 	return audit.Git{Revision: revision}
 }
 
-// gitMoved is whether Git moved from then to now: for several sources,
+// GitMoved is whether Git moved from then to now: for several sources,
 // whether any source's revision did.
 func GitMoved(then, now audit.Git) bool {
 	if len(now.Revisions) > 0 {
@@ -74,7 +74,7 @@ func short(revision string) string {
 	return revision
 }
 
-// source is where app's resources are changed in Git, for the ticket.
+// SourceOf is where app's resources are changed in Git, for the ticket.
 func SourceOf(app *unstructured.Unstructured) Source {
 	if hydrator, ok, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); ok {
 		dry, _, _ := unstructured.NestedMap(hydrator, "drySource")

@@ -29,7 +29,7 @@ const (
 	HydrateTimestampAnnotation = "argocd.argoproj.io/hydrate-timestamp"
 )
 
-// refreshRequest adds a normal refresh request to annotations, hydrate
+// RefreshRequest adds a normal refresh request to annotations, hydrate
 // too when set, each with a timestamp of its own.
 func RefreshRequest(annotations map[string]any, hydrate bool) map[string]any {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
@@ -40,7 +40,7 @@ func RefreshRequest(annotations map[string]any, hydrate bool) map[string]any {
 	return annotations
 }
 
-// managedStatus finds target among the Application's managed resources and
+// ManagedStatus finds target among the Application's managed resources and
 // returns Argo CD's sync status for it.
 func ManagedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool) {
 	for _, r := range StatusResources(app) {
@@ -59,7 +59,7 @@ type StatusResource struct {
 	Status, Health string
 }
 
-// statusResources reads an Application's status.resources.
+// StatusResources reads an Application's status.resources.
 func StatusResources(app *unstructured.Unstructured) []StatusResource {
 	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
 	out := make([]StatusResource, 0, len(resources))
@@ -77,7 +77,7 @@ func StatusResources(app *unstructured.Unstructured) []StatusResource {
 	return out
 }
 
-// reconciledAt says when Argo CD last reconciled app (status.reconciledAt),
+// ReconciledAt says when Argo CD last reconciled app (status.reconciledAt),
 // "" when it never did.
 func ReconciledAt(app *unstructured.Unstructured) string {
 	at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
@@ -87,7 +87,7 @@ func ReconciledAt(app *unstructured.Unstructured) string {
 	return ""
 }
 
-// syncRunning reports whether app has a sync operation in progress, and
+// SyncRunning reports whether app has a sync operation in progress, and
 // since when.
 func SyncRunning(app *unstructured.Unstructured) (string, bool) {
 	_, hasOp, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
@@ -96,7 +96,7 @@ func SyncRunning(app *unstructured.Unstructured) (string, bool) {
 	return started, hasOp && (phase == "Running" || phase == "Terminating")
 }
 
-// syncsAutomatically is whether app's policy has automated sync on:
+// SyncsAutomatically is whether app's policy has automated sync on:
 // automated is set and not enabled: false.
 func SyncsAutomatically(app *unstructured.Unstructured) bool {
 	automated, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")

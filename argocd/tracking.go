@@ -3,6 +3,7 @@ package argocd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +33,7 @@ type Tracking struct {
 	InstallationID string
 }
 
-// tracking reads argocd-cm; an unreadable one means Argo CD's defaults.
+// Tracking reads argocd-cm; an unreadable one means Argo CD's defaults.
 // Without a method set, 3.x tracks by annotation: argo3 says the API
 // server's schema is 3.1's or newer, and then labels (which Helm charts
 // set for their own reasons) name no parent.
@@ -93,11 +94,11 @@ func splitAppName(s, defaultNamespace string) (string, string) {
 
 // parentFromStatus finds, when the child carries no tracking at all, the
 // Application whose managed resources list it.
-func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string, error) {
+func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string) {
 	// A parent lives in Argo CD's namespace or beside the child.
 	apps, err := c.ListApplications(ctx, c.ArgoNS(), "")
 	if err != nil {
-		return "", "", nil // a narrower role may not list everywhere: no fallback then
+		return "", "" // a narrower role may not list everywhere: no fallback then
 	}
 	if child.GetNamespace() != c.ArgoNS() {
 		if beside, err := c.ListApplications(ctx, child.GetNamespace(), ""); err == nil {
@@ -110,10 +111,10 @@ func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstr
 			continue
 		}
 		if _, managed := ManagedStatus(candidate, target); managed {
-			return candidate.GetNamespace(), candidate.GetName(), nil
+			return candidate.GetNamespace(), candidate.GetName()
 		}
 	}
-	return "", "", nil
+	return "", ""
 }
 
 // SelfHealingParents walks up the app-of-apps chain and returns every parent
@@ -126,10 +127,7 @@ func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstr
 	for child := app; len(parents) < 5; {
 		namespace, name := tracking.ParentOf(child, c.ArgoNS())
 		if name == "" && len(child.GetAnnotations()[trackingIDAnnotation]) == 0 && child.GetLabels()[tracking.LabelKey] == "" {
-			var err error
-			if namespace, name, err = c.parentFromStatus(ctx, child); err != nil {
-				return nil, err
-			}
+			namespace, name = c.parentFromStatus(ctx, child)
 		}
 		if name == "" || seen[namespace+"/"+name] {
 			return parents, nil
@@ -170,33 +168,28 @@ func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) boo
 	return false
 }
 
-// rulePath is whether an ignore rule's JSON pointers include one of paths.
+// RulePath is whether an ignore rule's JSON pointers include one of paths.
 func RulePath(rule map[string]any, paths ...string) bool {
-	pointers, _ := rule["jsonPointers"].([]any)
-	for _, p := range pointers {
-		for _, want := range paths {
-			if s, _ := p.(string); s == want {
-				return true
-			}
-		}
-	}
-	return false
+	return ruleLists(rule, "jsonPointers", paths)
 }
 
-// ruleJQ is whether an ignore rule's jq path expressions include one of exprs.
+// RuleJQ is whether an ignore rule's jq path expressions include one of exprs.
 func RuleJQ(rule map[string]any, exprs ...string) bool {
-	list, _ := rule["jqPathExpressions"].([]any)
+	return ruleLists(rule, "jqPathExpressions", exprs)
+}
+
+// ruleLists is whether the ignore rule's list key holds one of want.
+func ruleLists(rule map[string]any, key string, want []string) bool {
+	list, _ := rule[key].([]any)
 	for _, x := range list {
-		for _, want := range exprs {
-			if s, _ := x.(string); s == want {
-				return true
-			}
+		if s, _ := x.(string); slices.Contains(want, s) {
+			return true
 		}
 	}
 	return false
 }
 
-// coversSyncPolicy is whether an ignore rule's JSON pointers or jq paths
+// CoversSyncPolicy is whether an ignore rule's JSON pointers or jq paths
 // include /spec/syncPolicy.
 func CoversSyncPolicy(rule map[string]any) bool {
 	return RulePath(rule, "/spec/syncPolicy", "/spec") || RuleJQ(rule, ".spec.syncPolicy", ".spec")

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// waitApps is the engine's one way to wait on Argo CD: it watches the
+// WaitApps is the engine's one way to wait on Argo CD: it watches the
 // Applications keyed NAMESPACE/NAME until done holds for each, or ctx
 // ends, and returns the newest version of each it saw. Each watch starts
 // from a list, so a change made before the watch is seen; a watch the
@@ -88,7 +88,7 @@ func drain(ctx context.Context, w watch.Interface, pending map[string]bool, seen
 	}
 }
 
-// WaitApplication waits, as waitApps does, until done holds for the
+// WaitApplication waits, as WaitApps does, until done holds for the
 // Application name of the engine's namespace, and returns it (on timeout,
 // its newest version too, with ctx's error).
 func (c *Client) WaitApplication(ctx context.Context, name string, done func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
@@ -103,8 +103,9 @@ func (c *Client) WaitApplication(ctx context.Context, name string, done func(*un
 	return got, nil
 }
 
-// WaitRefreshed is waitRefreshedIn, returning the Application as the
-// controller left it, so that the next step need not read it again.
+// WaitRefreshed waits, at most the controller wait, until the controller
+// has reconciled the Application, and returns it as the controller left
+// it, so that the next step need not read it again.
 func (c *Client) WaitRefreshed(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.ControllerTimeout())
 	defer cancel()

@@ -1,6 +1,8 @@
 // Package plugin holds the kubectl gitops command line: cobra commands, flags,
-// terminal handling and output formats. It is the only package that prints;
-// the engine (breakglass) and the audit log (audit) return values instead.
+// terminal handling, output formats and exit codes. It is the only package
+// that prints or knows a flag's name; the engine packages (breakglass,
+// drift, argocd) and the audit log (audit) return values instead, and
+// nothing imports plugin but cmd/kubectl-gitops.
 package plugin
 
 import (

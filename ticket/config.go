@@ -1,8 +1,10 @@
 // Package ticket files and closes the Jira issues that track bringing Git up
 // to a break-glass's live state: configuration, the issue's content (Jira wiki
 // markup, user text escaped, within Jira's field limits) and a client with
-// bounded retries. It knows nothing of cobra, terminals or Argo CD, and it
-// must never let a credential into a request body, an error or a log line.
+// bounded retries. It knows nothing of cobra or terminals, and of Argo CD
+// only what package argocd says of an Application's source and how a change
+// goes into Git (one advice for the ticket and for drift); it must never
+// let a credential into a request body, an error or a log line.
 package ticket
 
 import (

@@ -22,6 +22,7 @@ import (
 )
 
 func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-survive")
 	ctx := context.Background()
 	oncall := newUser(t, env.Oncall.Name)
@@ -107,6 +108,7 @@ func TestBreakglassPatchSurvivesSelfHeal(t *testing.T) {
 }
 
 func TestBreakglassBadInputChangesNothing(t *testing.T) {
+	core(t)
 	before := deployApp(t, "bg-bad")
 	ctx := context.Background()
 	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
@@ -161,6 +163,7 @@ func TestBreakglassBadInputChangesNothing(t *testing.T) {
 }
 
 func TestBreakglassDryRunChangesNothing(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-dry")
 	ctx := context.Background()
 	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), testEnv.ArgoNamespace)
@@ -216,6 +219,7 @@ func TestBreakglassDryRunChangesNothing(t *testing.T) {
 }
 
 func TestBreakglassRefusesDestinationsNoContextReaches(t *testing.T) {
+	core(t)
 	e := environment(t)
 	app := e.Application("bg-remote", env.FixtureApp, "demo", nil)
 	app.Object["spec"].(map[string]any)["destination"] = map[string]any{"server": "https://prod.example.invalid:6443", "namespace": "demo"}
@@ -229,6 +233,7 @@ func TestBreakglassRefusesDestinationsNoContextReaches(t *testing.T) {
 }
 
 func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
+	core(t)
 	e := environment(t)
 	ctx := context.Background()
 	config, _ := e.RESTConfig(env.Admin.Name)
@@ -291,6 +296,7 @@ func TestBreakglassChecksTheOwningApplicationSet(t *testing.T) {
 }
 
 func TestBreakglassTerminatesARunningSync(t *testing.T) {
+	core(t)
 	e := environment(t)
 	deployApp(t, "bg-running")
 	ctx := context.Background()

@@ -48,6 +48,7 @@ func hubAndSpokeKubeconfig(t *testing.T, spoke string) string {
 }
 
 func TestBreakglassOnAnotherDestinationCluster(t *testing.T) {
+	core(t)
 	ctx := context.Background()
 	spoke, err := environment(t).RegisterCluster(ctx, "spoke")
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestPatchFailingAfterPauseUndoesThePause(t *testing.T) {
+	core(t)
 	created := deployApp(t, "bg-abort")
 	ctx := context.Background()
 	engine, plan := planHotfix(t, "bg-abort")
@@ -59,6 +60,7 @@ func TestPatchFailingAfterPauseUndoesThePause(t *testing.T) {
 var errCrash = errors.New("simulated crash")
 
 func TestCrashAfterPauseIsExplainedAndRecoverable(t *testing.T) {
+	core(t)
 	created := deployApp(t, "bg-crash")
 	ctx := context.Background()
 	engine, plan := planHotfix(t, "bg-crash")
@@ -94,6 +96,7 @@ func TestCrashAfterPauseIsExplainedAndRecoverable(t *testing.T) {
 }
 
 func TestTwoBreakglassAtOnceOneWins(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-race")
 	oncall := newUser(t, env.Oncall.Name)
 	args := [][]string{
@@ -134,6 +137,7 @@ func TestTwoBreakglassAtOnceOneWins(t *testing.T) {
 }
 
 func TestAutomatedSchemaIsReadFromTheAPIServer(t *testing.T) {
+	suite(t)
 	// Argo CD 3.x's CRD has automated.enabled (the pause sets it false);
 	// 2.14's has automated but not enabled (the pause removes automated).
 	// Finding automated at all proves the probe walks the real schema.
@@ -148,6 +152,7 @@ func TestAutomatedSchemaIsReadFromTheAPIServer(t *testing.T) {
 // and patched; one that makes a list index name another item is refused,
 // never patched by a stale index.
 func TestTargetChangedBetweenPlanAndPatch(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-stale")
 	ctx := context.Background()
 	deployments := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-stale")
@@ -211,6 +216,7 @@ func TestTargetChangedBetweenPlanAndPatch(t *testing.T) {
 // TestJoinsAtOnceKeepEveryPatch: session writes apply to the session as it
 // is now, so concurrent --join patches never drop each other's patch.
 func TestJoinsAtOnceKeepEveryPatch(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-joins")
 	oncall := newUser(t, env.Oncall.Name)
 	mustRun(t, oncall, 0, "breakglass", "bg-joins", "deployment/web", "--replicas", "3", "--reason", "first", "-y")
@@ -249,6 +255,7 @@ func TestJoinsAtOnceKeepEveryPatch(t *testing.T) {
 // that then closed the session must not patch an Application whose sync is
 // back on (self-heal would revert it at once).
 func TestJoinAfterRestorePatchesNothing(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-late")
 	ctx := context.Background()
 	oncall := newUser(t, env.Oncall.Name)

@@ -88,6 +88,7 @@ func (s *tmuxSession) fillChange(replicas, reason, incident string) {
 }
 
 func TestBreakglassInteractiveForm(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-form")
 	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass bg-form deployment/web")
 	term.fillChange("5", "typed in the form", "INC-9")
@@ -116,6 +117,7 @@ func TestBreakglassInteractiveForm(t *testing.T) {
 }
 
 func TestBreakglassFormRefusesAWrongConfirmation(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-form-no")
 	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass bg-form-no deployment/web --replicas 6 --reason nope")
 	term.waitFor("Type the Application name (bg-form-no)")
@@ -130,6 +132,7 @@ func TestBreakglassFormRefusesAWrongConfirmation(t *testing.T) {
 }
 
 func TestBreakglassFormPicksTheApplicationAndResource(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-pick")
 	term := newTmux(t, newUser(t, env.Oncall.Name), "kubectl gitops breakglass")
 	term.waitFor("Which Application?")

@@ -25,6 +25,7 @@ const modulePath = "github.com/kubectl-gitops/kubectl-gitops"
 // dependencies). go install refuses a module whose go.mod has replace
 // directives, so this fails the day one comes back.
 func TestGoInstallAtVersion(t *testing.T) {
+	suite(t)
 	// A version of its own each run: the module cache keeps what it once
 	// downloaded, and would answer for the checkout of an earlier run.
 	version := fmt.Sprintf("v0.0.0-e2e.%d", time.Now().UnixNano())

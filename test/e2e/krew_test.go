@@ -18,6 +18,7 @@ import (
 // krew into a temporary KREW_ROOT without any network, and runs it through
 // kubectl's plugin discovery.
 func TestKrewInstallFromLocalArchive(t *testing.T) {
+	suite(t)
 	dir := t.TempDir()
 	dist, manifest := filepath.Join(dir, "dist"), filepath.Join(dir, "gitops.yaml")
 	platform := runtime.GOOS + "/" + runtime.GOARCH

@@ -23,6 +23,7 @@ import (
 )
 
 func TestAppOfAppsParentIsPausedToo(t *testing.T) {
+	core(t)
 	e := environment(t)
 	ctx := context.Background()
 	files := env.AppFiles("apps/bg-child", "bg-child", env.FixtureImage)

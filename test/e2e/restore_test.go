@@ -21,6 +21,7 @@ import (
 )
 
 func TestStatusAndRestoreFollowGit(t *testing.T) {
+	core(t)
 	e := environment(t)
 	created := deployApp(t, "bg-loop")
 	ctx := context.Background()
@@ -107,6 +108,7 @@ func TestStatusAndRestoreFollowGit(t *testing.T) {
 }
 
 func TestAdditivePatchNeedsFieldCheckOrForce(t *testing.T) {
+	core(t)
 	deployApp(t, "bg-add")
 	ctx := context.Background()
 	oncall := newUser(t, env.Oncall.Name) // no ARGOCD_SERVER: resource-level rules only

@@ -19,6 +19,7 @@ import (
 // hand-made patch of a self-healing Application's Deployment is reverted by
 // the real application controller.
 func TestSelfHealRevertsLivePatch(t *testing.T) {
+	core(t)
 	e := environment(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -73,6 +74,7 @@ func TestSelfHealRevertsLivePatch(t *testing.T) {
 // TestVersionThroughKubectl runs the plugin through kubectl's own plugin
 // discovery and checks it reaches both servers.
 func TestVersionThroughKubectl(t *testing.T) {
+	core(t)
 	e := environment(t)
 	u := newUser(t, env.Auditor.Name, "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_OPTS=--plaintext")
 

@@ -32,6 +32,7 @@ func createAppWith(t *testing.T, name, key string, source func(head string) any)
 // revision; status compares per source, so the Git fix in the first
 // source is seen while the second stays pinned, and restore goes ahead.
 func TestMultiSourceCatchUpFollowsEachSource(t *testing.T) {
+	core(t)
 	e := environment(t)
 	ctx := context.Background()
 	const name = "ms-web"

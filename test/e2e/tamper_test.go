@@ -240,6 +240,7 @@ func TestForeignObjectCannotJamTheLog(t *testing.T) {
 // write); an auditor, who may only read Applications, shows it no longer
 // does.
 func TestRestoreDryRunWritesNothing(t *testing.T) {
+	core(t)
 	environment(t)
 	deployApp(t, "tp-dry")
 	oncall := newUser(t, env.Oncall.Name)

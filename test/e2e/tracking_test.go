@@ -20,11 +20,13 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
-// This file runs last (files run in name order): it changes argocd-cm's
-// tracking settings, which the controller applies to every Application.
+// The tests here change argocd-cm's tracking settings, which the
+// controller applies to every Application; each puts them back when it
+// ends (setTracking), so no test depends on the order tests run in (the
+// suite runs shuffled).
 
-// setTracking writes settings into argocd-cm and removes them when the
-// test ends; "" removes a key.
+// setTracking writes settings into argocd-cm and puts back what was there
+// when the test ends; "" removes a key.
 func setTracking(t *testing.T, settings map[string]string) {
 	t.Helper()
 	e := environment(t)
@@ -42,14 +44,16 @@ func setTracking(t *testing.T, settings map[string]string) {
 			t.Fatal(err)
 		}
 	}
+	cm, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(e.ArgoNamespace).Get(context.Background(), "argocd-cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo := map[string]string{}
+	for k := range settings {
+		undo[k] = cm.Data[k] // "" (absent) is removed again
+	}
 	patch(settings)
-	t.Cleanup(func() {
-		undo := map[string]string{}
-		for k := range settings {
-			undo[k] = ""
-		}
-		patch(undo)
-	})
+	t.Cleanup(func() { patch(undo) })
 }
 
 // appOfApps commits a child Application deploying apps/CHILD and a parent
@@ -147,6 +151,7 @@ func untracked(a *unstructured.Unstructured) bool {
 // argocd-cm, the real controller tracks the child Application its own way,
 // and breakglass finds the self-healing parent from what it wrote.
 func TestParentsUnderEveryTrackingMethod(t *testing.T) {
+	core(t)
 	e := environment(t)
 	oncall := newUser(t, env.Oncall.Name)
 	cases := []struct {
@@ -182,6 +187,7 @@ func TestParentsUnderEveryTrackingMethod(t *testing.T) {
 // a team namespace (Applications in any namespace) tracks its child as
 // NAMESPACE_NAME; breakglass pauses it there and restore brings it back.
 func TestParentInAnotherNamespaceIsPausedAndRestored(t *testing.T) {
+	core(t)
 	ctx := context.Background()
 	const teamNS, child = "team-trk", "trk-ns"
 	appOfApps(t, teamNS, "default", child, func(a *unstructured.Unstructured) bool { return trackedBy(a, teamNS+"_"+child+"-parent") })
@@ -216,6 +222,7 @@ func TestParentInAnotherNamespaceIsPausedAndRestored(t *testing.T) {
 // sync window keeps the parent from writing the tracking back, so the test
 // fails rather than passes by tracking if the fallback breaks.
 func TestParentFoundFromStatusWhenTheChildCarriesNoTracking(t *testing.T) {
+	core(t)
 	e := environment(t)
 	ctx := context.Background()
 	const child = "trk-status"

@@ -110,6 +110,7 @@ func syncPolicyPatch(policy map[string]any) map[string]any {
 // Application kept on manual sync would let Git delete resources with no
 // break-glass in sight.
 func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-arm")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-arm", "arming automated {prune, selfHeal}", refusedSyncPolicy,
@@ -119,6 +120,7 @@ func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 // TestTransitionReplaceAndForceSyncOptionsAreRefused: Replace=true and
 // Force=true make the next sync delete and recreate resources.
 func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-options")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-options", "adding syncOptions Replace=true, Force=true", refusedSyncPolicy,
@@ -129,6 +131,7 @@ func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 // with CreateNamespace=true would have Argo CD label the destination
 // namespace to run privileged pods.
 func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-namespace")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-namespace", "adding a privileged managedNamespaceMetadata", refusedSyncPolicy,
@@ -142,6 +145,7 @@ func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
 // tool pause, not rewrite the policy restore will bring back: flipping
 // selfHeal is refused, alone or with a session write as the tool makes it.
 func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	deployApp(t, "tx-selfheal")
 	oncall := newUser(t, env.Oncall.Name)
@@ -168,6 +172,7 @@ func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
 // would stop Argo CD from acting on it with no session and no record;
 // neither outside a session nor in one is it a move the tool makes.
 func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	app := deployApp(t, "tx-phase")
 	if _, hasOp := app.Object["operation"]; hasOp {
@@ -188,6 +193,7 @@ func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
 // apart by the id the tool writes first; an annotation that does not start
 // so could carry any id a reader picks.
 func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-form")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-form", "a session annotation not starting with its id",
@@ -199,6 +205,7 @@ func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 // session would close one session and open another in one write, keeping a
 // pause no record of the new session explains.
 func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-id")
 	oncall := newUser(t, env.Oncall.Name)
@@ -211,6 +218,7 @@ func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 // goes with a parent's pause; set alone, its removal could later turn on
 // an automated sync that was never paused.
 func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
+	core(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-mark")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-mark", "a paused-by mark with no pause", "paused-by mark of application",
@@ -221,6 +229,7 @@ func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 // team namespace (Applications in any namespace) is guarded as one in
 // Argo CD's own namespace, while the moves the tool makes still pass there.
 func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
+	core(t)
 	environment(t)
 	const ns, name = "team-transitions", "tx-team"
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -334,6 +343,7 @@ func refusedHead(t *testing.T, ns, what, want string, args ...string) {
 // TestTransitionImmutableHeadIsRefused: an immutable head can never move
 // again, so every later append would fail.
 func TestTransitionImmutableHeadIsRefused(t *testing.T) {
+	core(t)
 	ns := auditNamespace(t, "immutable")
 	refusedHead(t, ns, "making the head immutable", refusedImmutable, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"immutable":true}`)
 }
@@ -341,6 +351,7 @@ func TestTransitionImmutableHeadIsRefused(t *testing.T) {
 // TestTransitionHeadOwnerReferenceIsRefused: an owner on the head hands it
 // to the garbage collector, which deletes it with (or without) its owner.
 func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
+	core(t)
 	ns := auditNamespace(t, "owner")
 	owner, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns).Create(context.Background(),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tx-owner"}}, metav1.CreateOptions{})
@@ -354,6 +365,7 @@ func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
 // TestTransitionHeadFinalizerIsRefused: a finalizer nobody removes keeps a
 // deleted head around for ever.
 func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
+	core(t)
 	ns := auditNamespace(t, "finalizer")
 	refusedHead(t, ns, "a finalizer on the head", refusedHeadMeta, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"metadata":{"finalizers":["kubectl-gitops.io/hold"]}}`)
 }
@@ -361,6 +373,7 @@ func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
 // TestTransitionHeadExtraDataKeyIsRefused: the head holds seq and hash and
 // nothing a reader could take for part of the log.
 func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
+	core(t)
 	ns := auditNamespace(t, "data")
 	refusedHead(t, ns, "an extra data key in the head", refusedHeadData, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"approvedBy":"alice"}}`)
 }
@@ -368,6 +381,7 @@ func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
 // TestTransitionHeadCreatedImmutableIsRefused: where the head is gone, the
 // on-call group may create it only as the tool does, never immutable.
 func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
+	core(t)
 	ns := auditNamespace(t, "create")
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)
@@ -408,6 +422,7 @@ func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
 // policy can compare with, and the tool's writer overwrites it: that move
 // passes, and the head is readable again.
 func TestTransitionUnreadableHeadIsOverwrittenByTheWriter(t *testing.T) {
+	core(t)
 	ns := auditNamespace(t, "unreadable")
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)
