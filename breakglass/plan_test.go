@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -21,18 +20,6 @@ func TestAdviceNamesTheAppNamespace(t *testing.T) {
 	_, err := joinable(app, Request{App: "web"})
 	if err == nil || !strings.Contains(err.Error(), "`kubectl gitops restore web --app-namespace team-a`") {
 		t.Errorf("joinable: %v", err)
-	}
-}
-
-// TestInputErrorsSayWhichInput: every input error used to be an invalid
-// patch, so a bad reason was reported as one.
-func TestInputErrorsSayWhichInput(t *testing.T) {
-	reason := Request{App: "web", Target: "deployment/web", Patch: PatchSpec{Type: "merge", Body: `{"spec":{"replicas":3}}`}, Reason: " "}.Validate()
-	if !errors.Is(reason, argocd.ErrInvalidInput) || errors.Is(reason, ErrPatchInvalid) {
-		t.Errorf("a missing reason: %v is not an invalid input but a patch", reason)
-	}
-	if patch := inputError(InputPatch, "", "not JSON"); !errors.Is(patch, ErrPatchInvalid) {
-		t.Errorf("a bad patch: %v", patch)
 	}
 }
 

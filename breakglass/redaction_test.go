@@ -36,24 +36,6 @@ func TestRedactPatchAgainstTheLiveObject(t *testing.T) {
 	}
 }
 
-// TestLegacySessionsKeepTheirChanges: a session written by v0.1 kept
-// values, not digests; it must not read as having changed nothing (which
-// would let restore revert the fix).
-func TestLegacySessionsKeepTheirChanges(t *testing.T) {
-	s, err := ParseSession(`{"id":"s","patches":[{"target":{"kind":"Deployment"},"changes":[` +
-		`{"path":"/spec/replicas","before":2,"after":6},{"path":"/data/password","before":"[REDACTED]","after":"[REDACTED]"}]}]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := s.Patches[0].Fields
-	if len(f) != 2 || f[0].After != digest(6) || !f[1].Secret || s.Patches[0].LegacyChanges != nil {
-		t.Fatalf("legacy changes became %+v", f)
-	}
-	if got, _ := compareFields(SessionPatch{}, jsontest.Decode(t, `{"spec":{}}`), "Synced"); got != GitWaiting {
-		t.Errorf("a patch with no fields counted as %s", got)
-	}
-}
-
 // TestArgsAfterASecretFlagInThePatchedObject: the flag may only exist
 // after the patch, as when the patch sets all the args.
 func TestArgsAfterASecretFlagInThePatchedObject(t *testing.T) {

@@ -47,9 +47,11 @@ type fakeCluster struct {
 	tickets breakglass.Tickets
 
 	mu sync.Mutex
-	// git is what Git holds: its revision and the Deployment's replicas.
+	// git is what Git holds: its revision, the Deployment's replicas and
+	// its container's image.
 	gitRevision string
 	gitReplicas int64
+	gitImage    string
 	// stalled stops the controller answering refresh requests, as a
 	// controller too busy to reach them does.
 	stalled bool
@@ -100,7 +102,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 
-	f := &fakeCluster{t: t, kube: kube, dyn: dyn, audit: &audit.FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, gitRevision: fakeRevision, gitReplicas: 2}
+	f := &fakeCluster{t: t, kube: kube, dyn: dyn, audit: &audit.FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, gitRevision: fakeRevision, gitReplicas: 2, gitImage: "registry.example/web:1.0.0"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -162,11 +164,13 @@ func (f *fakeCluster) controller(ctx context.Context) {
 // Deployment against Git, and no refresh annotation.
 func (f *fakeCluster) reconciled(ctx context.Context) []byte {
 	f.mu.Lock()
-	revision, replicas := f.gitRevision, f.gitReplicas
+	revision, replicas, image := f.gitRevision, f.gitReplicas, f.gitImage
 	f.mu.Unlock()
 	status := "Synced"
 	d, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Get(ctx, "web", metav1.GetOptions{})
-	if live, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); err != nil || live != replicas {
+	live, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if err != nil || live != replicas || len(containers) != 1 || containers[0].(map[string]any)["image"] != image {
 		status = "OutOfSync"
 	}
 	body, _ := json.Marshal(map[string]any{
