@@ -76,8 +76,14 @@ type Record struct {
 	// flagged the target out of sync after the patch; nil when not known.
 	// When false the patch only added fields Git never set, and the
 	// resource being in sync again proves nothing.
-	OutOfSync *bool   `json:"outOfSync,omitempty"`
-	Outcome   Outcome `json:"outcome"`
+	OutOfSync *bool `json:"outOfSync,omitempty"`
+	// Expires is, on a planned record, when the session's pause expires
+	// (nil: it does not); AutoRestore whether sync is to be restored with
+	// no person once Git has caught up. The in-cluster controller acts on
+	// these, as the log has them.
+	Expires     *time.Time `json:"expires,omitempty"`
+	AutoRestore bool       `json:"autoRestore,omitempty"`
+	Outcome     Outcome    `json:"outcome"`
 	// Review is a breakglass.reviewed record's verdict and note.
 	Review *Review `json:"review,omitempty"`
 	// HeadFound is set by the store when the chain head it found named a

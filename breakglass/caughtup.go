@@ -53,6 +53,10 @@ type SessionStatus struct {
 	// Stale says the state is as of Argo CD's last reconcile: the refresh
 	// was not awaited, or the controller did not get to it in time.
 	Stale bool `json:"stale,omitempty"`
+	// Expired is whether the session's pause has expired (its expiry is
+	// Session.Expires, as the planned record has it): sync stays off until
+	// Git has caught up and someone, or the controller, restores.
+	Expired bool `json:"expired,omitempty"`
 	// Mismatch names what in the session annotation the verified audit log
 	// contradicts: the session evaluated is the log's, and it is not ready
 	// until the disagreement is resolved (restore refuses, --force
@@ -203,6 +207,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		st.Session = annotated
 		session = annotated
 	}
+	st.Expired = session.Expired(time.Now())
 	if len(mismatch) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
 	}

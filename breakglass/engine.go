@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -66,6 +67,12 @@ type Request struct {
 	// TargetContext is the kubeconfig context of the destination cluster;
 	// "" finds it by the destination's server.
 	TargetContext string
+	// Expires is how long the pause may last: 0 takes the target
+	// namespace's max-pause (none: no expiry); longer than it is refused.
+	Expires time.Duration
+	// AutoRestore restores sync with no person once Git has caught up;
+	// nil takes the namespace's contract (default: no).
+	AutoRestore *bool
 }
 
 func clientInfo() audit.Client {

@@ -69,6 +69,7 @@ const (
 	InputSession   argocd.Input = "session"
 	InputVerdict   argocd.Input = "verdict"
 	InputNote      argocd.Input = "note"
+	InputExpires   argocd.Input = "expiry"
 )
 
 // inputError refuses an input: as ErrPatchInvalid when it is the patch

@@ -36,7 +36,11 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		session = &Session{
 			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
 			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
-			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions,
+			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions, AutoRestore: p.AutoRestore,
+		}
+		if p.PauseFor > 0 {
+			expires := now.Add(p.PauseFor).Truncate(time.Second)
+			session.Expires = &expires
 		}
 		saved, err := json.Marshal(p.SyncPolicyBefore)
 		if err != nil {
@@ -44,7 +48,14 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 		session.SavedSyncPolicy = saved
 	}
-	if _, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, withPatch); err != nil {
+	planned := withPatch
+	if p.Join == nil {
+		planned = func(r *audit.Record) {
+			withPatch(r)
+			r.Expires, r.AutoRestore = session.Expires, session.AutoRestore
+		}
+	}
+	if _, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned); err != nil {
 		return nil, err
 	}
 	res := &Result{Session: session}

@@ -142,6 +142,8 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 		out = append(out, fmt.Sprintf("savedSyncPolicy (annotation %s, audit log %s)", jsonText(saved), jsonText(ls.savedPolicy)))
 	}
 	differ("gitRevision", s.GitRevision, logged.GitRevision)
+	differ("expires", s.Expires, logged.Expires)
+	differ("autoRestore", s.AutoRestore, logged.AutoRestore)
 	differ("gitRevisions", s.GitRevisions, logged.GitRevisions)
 	parents := map[string]any{}
 	for _, p := range s.PausedParents {
@@ -184,6 +186,7 @@ func (ls *loggedSession) session(s *Session) *Session {
 		ID: ls.log.ID, State: s.State, OpenedBy: ls.log.Opener, OpenedAt: opened.Time,
 		Reason: opened.Reason, Incident: opened.Incident,
 		TicketPending: s.TicketPending, TerminatedSync: s.TerminatedSync,
+		Expires: opened.Expires, AutoRestore: opened.AutoRestore,
 	}
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
 	if c.State == "" {

@@ -61,6 +61,11 @@ type Plan struct {
 	// TargetContext is the kubeconfig context that reaches the target; ""
 	// when it lives in the Argo CD cluster.
 	TargetContext string
+	// PauseFor is how long the new session's pause lasts (0: no expiry),
+	// AutoRestore whether it restores by itself once Git has caught up:
+	// what the user asked within the namespace's contract.
+	PauseFor    time.Duration
+	AutoRestore bool
 
 	cluster *argocd.Cluster
 	// fields are the changed paths with digests of their values, for the
@@ -105,6 +110,12 @@ func (r Request) Validate() error {
 	}
 	if r.Ticket != "" && !TicketKey.MatchString(r.Ticket) {
 		return inputError(InputTicket, r.Ticket, "not a Jira issue key such as OPS-42")
+	}
+	if r.Expires < 0 {
+		return inputError(InputExpires, r.Expires.String(), "must be positive (leave it out for the namespace's max-pause)")
+	}
+	if r.Join && (r.Expires != 0 || r.AutoRestore != nil) {
+		return inputError(InputExpires, "", "a joined patch keeps the session's expiry and auto-restore: give neither")
 	}
 	return nil
 }
@@ -211,12 +222,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	var warnings []string
+	contract := drift.Contract{}
 	if namespace != "" {
 		// The contract is the target namespace's, checked with who the
 		// target cluster says the caller is; one that cannot be read
 		// refuses (a missing Namespace declares nothing).
-		contract, err := drift.ContractOf(ctx, cluster.Kube, namespace)
-		if err != nil {
+		if contract, err = drift.ContractOf(ctx, cluster.Kube, namespace); err != nil {
 			return nil, fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", drift.ErrContract, namespace, argocd.Brief(err))
 		}
 		who := actor
@@ -226,6 +237,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			}
 		}
 		if err := contract.AllowsBreakGlass(who); err != nil {
+			return nil, err
+		}
+	}
+	var pauseFor time.Duration
+	var autoRestore bool
+	if join == nil {
+		if pauseFor, autoRestore, err = contract.Pause(req.Expires, req.AutoRestore); err != nil {
 			return nil, err
 		}
 	}
@@ -292,6 +310,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Join: join, Source: argocd.SourceOf(app), Ticket: ticketRef,
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
 		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
+		PauseFor: pauseFor, AutoRestore: autoRestore,
 		gvr: gvr,
 	}
 	if warning != "" {

@@ -49,7 +49,15 @@ type Session struct {
 	// TerminatedSync is when the sync operation this session terminated
 	// before patching had started; empty when none was running.
 	TerminatedSync string `json:"terminatedSync,omitempty"`
+	// Expires is when the pause expires (nil: never); AutoRestore whether
+	// sync comes back by itself once Git has caught up. The planned record
+	// holds both; this is a copy.
+	Expires     *time.Time `json:"expires,omitempty"`
+	AutoRestore bool       `json:"autoRestore,omitempty"`
 }
+
+// Expired is whether the session's pause has expired at now.
+func (s *Session) Expired(now time.Time) bool { return s.Expires != nil && !now.Before(*s.Expires) }
 
 // SessionPatch is one patch of the session: which fields it changed, with
 // digests of their values, never the values (those live in the audit

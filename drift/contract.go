@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,13 @@ const (
 	// ContractSelfHeal says whether Applications deploying there are
 	// expected to self-heal: on or off.
 	ContractSelfHeal = audit.KeyPrefix + "self-heal"
+	// ContractMaxPause is the longest a break-glass there may pause sync
+	// (a Go duration such as 8h), and the expiry of one that names none.
+	ContractMaxPause = audit.KeyPrefix + "max-pause"
+	// ContractAutoRestore says whether a break-glass there restores sync
+	// by itself once Git has caught up, unless it says otherwise: true or
+	// false.
+	ContractAutoRestore = audit.KeyPrefix + "auto-restore"
 )
 
 // The rules of ContractPatches.
@@ -40,14 +48,51 @@ const (
 // Contract is a namespace's declared rule for its live state; the zero
 // value is a namespace that declares none.
 type Contract struct {
-	Namespace string   `json:"namespace"`
-	Patches   string   `json:"livePatches,omitempty"`
-	Groups    []string `json:"groups,omitempty"`
-	SelfHeal  string   `json:"selfHeal,omitempty"`
+	Namespace   string   `json:"namespace"`
+	Patches     string   `json:"livePatches,omitempty"`
+	Groups      []string `json:"groups,omitempty"`
+	SelfHeal    string   `json:"selfHeal,omitempty"`
+	MaxPause    string   `json:"maxPause,omitempty"`
+	AutoRestore string   `json:"autoRestore,omitempty"`
 }
 
 // Declared is whether the namespace declares any rule.
-func (c Contract) Declared() bool { return c.Patches != "" || len(c.Groups) > 0 || c.SelfHeal != "" }
+func (c Contract) Declared() bool {
+	return c.Patches != "" || len(c.Groups) > 0 || c.SelfHeal != "" || c.MaxPause != "" || c.AutoRestore != ""
+}
+
+// Pause is how long a break-glass there pauses sync, asked being what the
+// user asked for (0: nothing), and whether it restores by itself, asked
+// being the user's choice (nil: the contract's). Longer than max-pause is
+// refused; so is a max-pause or auto-restore the contract spells wrongly
+// (a typo must not lift the limit). 0 is a pause that does not expire.
+func (c Contract) Pause(asked time.Duration, autoRestore *bool) (time.Duration, bool, error) {
+	var max time.Duration
+	if c.MaxPause != "" {
+		var err error
+		if max, err = time.ParseDuration(c.MaxPause); err != nil || max <= 0 {
+			return 0, false, fmt.Errorf("%w: namespace %s declares %s: %q, which is not a duration such as 8h: its owners must fix the annotation", ErrContract, c.Namespace, ContractMaxPause, c.MaxPause)
+		}
+	}
+	restore := false
+	switch c.AutoRestore {
+	case "", "false":
+	case "true":
+		restore = true
+	default:
+		return 0, false, fmt.Errorf("%w: namespace %s declares %s: %q, which is neither true nor false: its owners must fix the annotation", ErrContract, c.Namespace, ContractAutoRestore, c.AutoRestore)
+	}
+	if autoRestore != nil {
+		restore = *autoRestore
+	}
+	switch {
+	case max > 0 && asked > max:
+		return 0, false, fmt.Errorf("%w: namespace %s pauses sync for at most %s (%s): ask for that or less", ErrContract, c.Namespace, max, ContractMaxPause)
+	case asked > 0:
+		return asked, restore, nil
+	}
+	return max, restore, nil
+}
 
 // ContractOf reads namespace's contract. A namespace that is gone declares
 // nothing; one the caller may not read is an error for the caller to judge.
@@ -62,6 +107,7 @@ func ContractOf(ctx context.Context, kube kubernetes.Interface, namespace string
 	}
 	a := ns.GetAnnotations()
 	c.Patches, c.SelfHeal = strings.TrimSpace(a[ContractPatches]), strings.TrimSpace(a[ContractSelfHeal])
+	c.MaxPause, c.AutoRestore = strings.TrimSpace(a[ContractMaxPause]), strings.TrimSpace(a[ContractAutoRestore])
 	for _, g := range strings.Split(a[ContractGroups], ",") {
 		if g = strings.TrimSpace(g); g != "" {
 			c.Groups = append(c.Groups, g)

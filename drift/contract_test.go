@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -43,5 +44,43 @@ func TestContractDecidesBreakGlass(t *testing.T) {
 		if got := (Contract{Namespace: "web", Patches: tt.patches}).violatedBy(tt.class) != ""; got != tt.flagged {
 			t.Errorf("%s write where live patches are %q: flagged %v, want %v", tt.class, tt.patches, got, tt.flagged)
 		}
+	}
+}
+
+func TestContractBoundsThePause(t *testing.T) {
+	yes, no := true, false
+	for _, tt := range []struct {
+		name        string
+		c           Contract
+		asked       time.Duration
+		autoRestore *bool
+		want        time.Duration
+		wantRestore bool
+		wantErr     string
+	}{
+		{name: "no contract, nothing asked: no expiry", want: 0},
+		{name: "no contract: what was asked", asked: time.Hour, want: time.Hour},
+		{name: "the contract's maximum by default", c: Contract{MaxPause: "8h"}, want: 8 * time.Hour},
+		{name: "less than the maximum", c: Contract{MaxPause: "8h"}, asked: 2 * time.Hour, want: 2 * time.Hour},
+		{name: "the maximum itself", c: Contract{MaxPause: "8h"}, asked: 8 * time.Hour, want: 8 * time.Hour},
+		{name: "over the maximum", c: Contract{Namespace: "shop", MaxPause: "8h"}, asked: 9 * time.Hour, wantErr: "namespace shop pauses sync for at most 8h0m0s"},
+		{name: "a maximum spelt wrongly", c: Contract{MaxPause: "8 hours"}, wantErr: `"8 hours", which is not a duration`},
+		{name: "a zero maximum", c: Contract{MaxPause: "0s"}, wantErr: "which is not a duration"},
+		{name: "auto-restore by contract", c: Contract{AutoRestore: "true"}, wantRestore: true},
+		{name: "the user turns it off", c: Contract{AutoRestore: "true"}, autoRestore: &no, wantRestore: false},
+		{name: "the user turns it on", autoRestore: &yes, wantRestore: true},
+		{name: "auto-restore spelt wrongly", c: Contract{AutoRestore: "yes"}, wantErr: `"yes", which is neither true nor false`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, restore, err := tt.c.Pause(tt.asked, tt.autoRestore)
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrContract) {
+					t.Errorf("Pause = %v, %v; want %q", got, err, tt.wantErr)
+				}
+			case err != nil || got != tt.want || restore != tt.wantRestore:
+				t.Errorf("Pause = %v, %v, %v; want %v, %v", got, restore, err, tt.want, tt.wantRestore)
+			}
+		})
 	}
 }

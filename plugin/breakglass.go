@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 )
 
 // BreakglassOptions holds the flags of `kubectl gitops breakglass`.
@@ -28,9 +29,11 @@ type BreakglassOptions struct {
 	PatchFile string
 	Images    []string
 	Replicas  int32
-	DryRun    bool
-	Yes       bool
-	Output    string
+	// AutoRestore is --auto-restore, taken only when given.
+	AutoRestore bool
+	DryRun      bool
+	Yes         bool
+	Output      string
 	genericiooptions.IOStreams
 }
 
@@ -87,6 +90,8 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.Request.Ticket, "ticket", "", "attach to this existing Jira issue (KEY-123) instead of filing a new one")
 	f.StringVar(&o.Request.TargetContext, "target-context", "", "kubeconfig context of the destination cluster, when it is not Argo CD's (default: the context whose server is the destination's)")
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
+	f.DurationVar(&o.Request.Expires, "expires", 0, "how long the pause may last, e.g. 2h (default and maximum: the target namespace's "+drift.ContractMaxPause+"; without one, no expiry)")
+	f.BoolVar(&o.AutoRestore, "auto-restore", false, "restore sync with no person once Git has caught up, by the in-cluster controller (default: the namespace's "+drift.ContractAutoRestore+", else no)")
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
@@ -130,6 +135,10 @@ func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
 	if cmd.Flags().Changed("replicas") {
 		r := o.Replicas
 		o.Request.Patch.Replicas = &r
+	}
+	if cmd.Flags().Changed("auto-restore") {
+		auto := o.AutoRestore
+		o.Request.AutoRestore = &auto
 	}
 	return nil
 }
@@ -270,6 +279,12 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	} else {
 		fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
 		fmt.Fprintf(o.Out, "Pause:       %s\n", p.PauseMechanism)
+		if p.PauseFor > 0 {
+			fmt.Fprintf(o.Out, "Expires:     after %s (sync stays paused until Git has caught up and it is restored)\n", p.PauseFor)
+		}
+		if p.AutoRestore {
+			fmt.Fprintln(o.Out, "Restores:    by itself once Git has caught up (the in-cluster controller, by restore's rule)")
+		}
 	}
 	for _, parent := range p.Parents {
 		fmt.Fprintf(o.Out, "Also pauses: parent application %s, which self-heals %s and would undo the pause (restored together)\n", parent, p.App.Name)
@@ -331,6 +346,8 @@ type planView struct {
 	Parents     []string          `json:"pausesParents,omitempty"`
 	Pause       string            `json:"pause,omitempty"`
 	Joins       string            `json:"joinsSession,omitempty"`
+	PauseFor    string            `json:"pauseFor,omitempty"`
+	AutoRestore bool              `json:"autoRestore,omitempty"`
 	Ticket      *audit.Ticket     `json:"ticket,omitempty"`
 	Warnings    []string          `json:"warnings,omitempty"`
 }
@@ -351,5 +368,9 @@ func newPlanView(p *breakglass.Plan) planView {
 	if p.Join != nil {
 		v.Joins = p.Join.ID
 	}
+	if p.PauseFor > 0 {
+		v.PauseFor = p.PauseFor.String()
+	}
+	v.AutoRestore = p.AutoRestore
 	return v
 }

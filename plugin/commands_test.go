@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,29 @@ func gitCatchesUp(_ *testing.T, f *fakeCluster) {
 	f.commit("2222222222222222222222222222222222222222", 3)
 }
 
+// contract gives the target's namespace, demo, a live-state contract.
+func contract(annotations map[string]string) func(*testing.T, *fakeCluster) {
+	return func(t *testing.T, f *fakeCluster) {
+		t.Helper()
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: annotations}}
+		if _, err := f.kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// opened is the planned record that opened the session.
+func opened(t *testing.T, f *fakeCluster) *audit.Record {
+	t.Helper()
+	for _, r := range records(t, f) {
+		if r.Event == audit.EventPlanned {
+			return r
+		}
+	}
+	t.Fatal("no planned record")
+	return nil
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -155,6 +179,30 @@ func TestCommands(t *testing.T) {
 			assert: assertGolden("breakglass-image.golden", ExitOK)},
 		{name: "breakglass image of no container", args: []string{"breakglass", "web", "deployment/web", "--image", "api=registry.example/api:2", "--reason", "roll back", "-y"},
 			assert: assertError(ExitFailure, "--image: names container api, which deployment.apps/web does not have (it has web)")},
+		{name: "breakglass expiry beyond the contract", setup: contract(map[string]string{drift.ContractMaxPause: "8h"}), args: slices.Concat(breakglass, []string{"--expires", "10h"}),
+			assert: assertError(ExitFailure, "namespace demo pauses sync for at most 8h0m0s (kubectl-gitops.io/max-pause): ask for that or less")},
+		{name: "breakglass contract spelt wrongly", setup: contract(map[string]string{drift.ContractMaxPause: "a day"}), args: breakglass,
+			assert: assertError(ExitFailure, `declares kubectl-gitops.io/max-pause: "a day", which is not a duration such as 8h`)},
+		{name: "breakglass records the contract's expiry and auto-restore",
+			setup: contract(map[string]string{drift.ContractMaxPause: "8h", drift.ContractAutoRestore: "true"}), args: breakglass,
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				r := opened(t, f)
+				if r.Expires == nil || time.Until(*r.Expires) < 7*time.Hour || time.Until(*r.Expires) > 8*time.Hour || !r.AutoRestore {
+					t.Errorf("planned record: expires %v, autoRestore %v; want in 8h, true", r.Expires, r.AutoRestore)
+				}
+			})},
+		{name: "breakglass --auto-restore=false over the contract",
+			setup: contract(map[string]string{drift.ContractAutoRestore: "true"}), args: slices.Concat(breakglass, []string{"--expires", "2h", "--auto-restore=false"}),
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if r := opened(t, f); r.Expires == nil || time.Until(*r.Expires) > 2*time.Hour || r.AutoRestore {
+					t.Errorf("planned record: expires %v, autoRestore %v; want in 2h, false", r.Expires, r.AutoRestore)
+				}
+			})},
+		{name: "breakglass join keeps the session's expiry", setup: given(breakglass),
+			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "--expires", "1h", "-y"},
+			assert: assertError(ExitUsage, "--expires: a joined patch keeps the session's expiry and auto-restore: give neither")},
+		{name: "status expired", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1s", "--auto-restore"})), func(*testing.T, *fakeCluster) { time.Sleep(1100 * time.Millisecond) }),
+			args: []string{"status"}, assert: assertGolden("status-expired.golden", ExitOK)},
 		{name: "status", setup: given(breakglass), args: []string{"status"}, assert: assertGolden("status.golden", ExitOK)},
 		{name: "status wide", setup: given(breakglass), args: []string{"status", "-o", "wide"}, assert: assertGolden("status-wide.golden", ExitOK)},
 		{name: "status app", setup: given(breakglass), args: []string{"status", "web"}, assert: assertGolden("status-app.golden", ExitOK)},

@@ -20,6 +20,7 @@ var inputFlags = map[argocd.Input]string{
 	breakglass.InputPatchType: "--type",
 	breakglass.InputChange:    "the change",
 	breakglass.InputTicket:    "--ticket",
+	breakglass.InputExpires:   "--expires",
 	argocd.InputTargetContext: "--target-context",
 	argocd.InputArgoContext:   "--argocd-context",
 	drift.InputDebtNote:       "--owner/--reason/--review",

@@ -228,7 +228,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		fmt.Fprintln(o.ErrOut, "no open break-glass sessions")
 		return nil
 	}
-	header := []string{"APP", "AGE", "BY", "TICKET", "TARGETS", "GIT", "READY"}
+	header := []string{"APP", "AGE", "BY", "TICKET", "TARGETS", "GIT", "READY", "EXPIRES"}
 	if o.Output == "wide" {
 		header = append(header, "SESSION", "REVISION", "DETAIL")
 	}
@@ -239,7 +239,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 			targets = append(targets, t.Target.String())
 		}
 		ready := readyColumn(s)
-		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready}
+		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready, expiresColumn(s)}
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, argocd.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
@@ -280,6 +280,36 @@ func printNotes(out io.Writer, statuses []*breakglass.SessionStatus) {
 		}
 		note(out, "note: %s: %s", names, n)
 	}
+}
+
+// expiresColumn says when the session's pause expires: "in 7h", "expired"
+// (with "auto-restore" when it restores by itself), "-" for never.
+func expiresColumn(s *breakglass.SessionStatus) string {
+	out := "-"
+	switch e := s.Session.Expires; {
+	case s.Expired:
+		out = "expired"
+	case e != nil:
+		out = "in " + remaining(time.Until(*e))
+	}
+	if s.Session.AutoRestore {
+		out += ", auto-restore"
+	}
+	return out
+}
+
+// remaining is a time left in minutes: 45m, 7h05m, 2d3h.
+func remaining(d time.Duration) string {
+	m := int(d.Round(time.Minute).Minutes())
+	switch {
+	case m < 1:
+		return "<1m"
+	case m < 60:
+		return fmt.Sprintf("%dm", m)
+	case m < 48*60:
+		return fmt.Sprintf("%dh%02dm", m/60, m%60)
+	}
+	return fmt.Sprintf("%dd%dh", m/(24*60), m%(24*60)/60)
 }
 
 func age(t time.Time) string {
