@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,7 +145,35 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	if warning := e.ticketPatch(ctx, p, session, patched); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
+	res.Warnings = append(res.Warnings, e.emitExecuted(ctx, p, session)...)
 	return res, nil
+}
+
+// emitExecuted emits the Events of a break-glass once its records are
+// written, off the path to the live fix: the session opened (unless
+// joined) and the patch.
+func (e *Engine) emitExecuted(ctx context.Context, p *Plan, s *Session) []string {
+	var warnings []string
+	warn := func(w string) {
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	changed := make([]string, 0, len(p.Changes))
+	for _, c := range p.Changes {
+		changed = append(changed, c.Path)
+	}
+	if p.Join != nil {
+		warn(e.emit(ctx, p.app, EventJoined, false, "%s patched %s within break-glass session %s, opened by %s: %s", p.Actor.Username, p.Target, s.ID, s.OpenedBy, strings.Join(changed, ", ")))
+		return warnings
+	}
+	expiry := "no expiry"
+	if s.Expires != nil {
+		expiry = "expires " + s.Expires.Format(time.RFC3339)
+	}
+	warn(e.emit(ctx, p.app, EventOpened, false, "%s paused automated sync in break-glass session %s (%s; %s): %s; restore with `%s`", p.Actor.Username, s.ID, p.PauseMechanism, expiry, s.Reason, RestoreCommand(p.App)))
+	warn(e.emit(ctx, p.app, EventPatched, false, "%s patched %s in break-glass session %s: %s", p.Actor.Username, p.Target, s.ID, strings.Join(changed, ", ")))
+	return warnings
 }
 
 // noOtherSync accepts an Application on which no sync operation runs but

@@ -147,6 +147,15 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	case ref == nil && st.Session.TicketPending != "":
 		st.Warnings = append(st.Warnings, "the session's ticket was never filed: `kubectl gitops ticket sync` files and closes it")
 	}
+	var w string
+	if event == audit.EventForced {
+		w = e.emit(ctx, app, EventForced, true, "%s forced the restore of break-glass session %s without Git's fix (%s): %s", actor.Username, st.Session.ID, argocd.DescribeGit(st.GitAt()), p.Redact(req.Reason))
+	} else {
+		w = e.emit(ctx, app, EventRestored, false, "%s restored the saved sync policy and closed break-glass session %s: Git caught up (%s)", actor.Username, st.Session.ID, argocd.DescribeGit(st.GitAt()))
+	}
+	if w != "" {
+		st.Warnings = append(st.Warnings, w)
+	}
 	return st, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,28 @@ func opened(t *testing.T, f *fakeCluster) *audit.Record {
 	return nil
 }
 
+// assertEvents wants exit 0 and then the Application's Events to be
+// these, as TYPE/REASON, oldest first.
+func assertEvents(want ...string) func(*testing.T, *fakeCluster, cmdResult) {
+	return assertCluster(func(t *testing.T, f *fakeCluster) {
+		list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+		var got []string
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Kind != "Application" || ev.InvolvedObject.Name != "web" || ev.Source.Component != "kubectl-gitops" {
+				t.Errorf("event %s is about %+v, from %s", ev.Name, ev.InvolvedObject, ev.Source.Component)
+			}
+			got = append(got, ev.Type+"/"+ev.Reason)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("events %v, want %v", got, want)
+		}
+	})
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -203,6 +226,14 @@ func TestCommands(t *testing.T) {
 			assert: assertError(ExitUsage, "--expires: a joined patch keeps the session's expiry and auto-restore: give neither")},
 		{name: "status expired", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1s", "--auto-restore"})), func(*testing.T, *fakeCluster) { time.Sleep(1100 * time.Millisecond) }),
 			args: []string{"status"}, assert: assertGolden("status-expired.golden", ExitOK)},
+		{name: "breakglass emits events", args: breakglass, assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched")},
+		{name: "breakglass join emits an event", setup: given(breakglass),
+			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y"},
+			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Normal/Joined")},
+		{name: "restore emits an event", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"},
+			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Normal/Restored")},
+		{name: "forced restore emits a warning", setup: given(breakglass), args: []string{"restore", "web", "--force", "--reason", "abandoned", "-y"},
+			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Warning/Forced")},
 		{name: "status", setup: given(breakglass), args: []string{"status"}, assert: assertGolden("status.golden", ExitOK)},
 		{name: "status wide", setup: given(breakglass), args: []string{"status", "-o", "wide"}, assert: assertGolden("status-wide.golden", ExitOK)},
 		{name: "status app", setup: given(breakglass), args: []string{"status", "web"}, assert: assertGolden("status-app.golden", ExitOK)},

@@ -325,6 +325,9 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: write},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read},
 			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: write},
+			// The Events on Applications in team namespaces (Argo CD's
+			// namespace has deploy/rbac's).
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		},
 		"test-auditors": {
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: read},

@@ -1,0 +1,60 @@
+package breakglass
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
+)
+
+// The reasons of the Kubernetes Events a session's state changes emit on
+// its Application, so that `kubectl events`, Argo CD's UI and every event
+// exporter see them.
+const (
+	EventOpened   = "BreakGlassOpened"
+	EventPatched  = "Patched"
+	EventJoined   = "Joined"
+	EventRestored = "Restored"
+	EventForced   = "Forced"
+)
+
+// eventComponent is who reports the Events.
+const eventComponent = "kubectl-gitops"
+
+// emit writes a Kubernetes Event on app, of type Normal, or Warning when
+// warning is set. An Event is a notice, never the record: the audit log
+// is. So it is redacted like everything shown, and one that cannot be
+// written (no rights to create events) is a warning the caller returns,
+// never a failure.
+func (e *Engine) emit(ctx context.Context, app *unstructured.Unstructured, reason string, warning bool, format string, args ...any) string {
+	if app == nil {
+		return ""
+	}
+	kind := corev1.EventTypeNormal
+	if warning {
+		kind = corev1.EventTypeWarning
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		// Named as client-go's event recorder names them.
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", app.GetName(), now.UnixNano()), Namespace: app.GetNamespace()},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: argocd.ApplicationGVR.GroupVersion().String(), Kind: "Application",
+			Namespace: app.GetNamespace(), Name: app.GetName(), UID: app.GetUID(), ResourceVersion: app.GetResourceVersion(),
+		},
+		Reason: reason, Message: redact.Text(fmt.Sprintf(format, args...)), Type: kind,
+		Source:         corev1.EventSource{Component: eventComponent},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: eventComponent, ReportingInstance: clientInfo().Host,
+	}
+	if _, err := e.Kube.CoreV1().Events(app.GetNamespace()).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Sprintf("could not emit the %s event on application %s (%v): the audit log has it", reason, app.GetName(), argocd.Brief(err))
+	}
+	return ""
+}
