@@ -57,6 +57,11 @@ type SessionStatus struct {
 	// Session.Expires, as the planned record has it): sync stays off until
 	// Git has caught up and someone, or the controller, restores.
 	Expired bool `json:"expired,omitempty"`
+	// SyncReenabled is whether automated sync is on again while the
+	// session is open (Argo CD's toggle-auto-sync action, argocd app set,
+	// an edit by anyone the admission policy does not hold): Argo CD may
+	// have reverted the fix. It is never ready: restore needs --force.
+	SyncReenabled bool `json:"syncReenabled,omitempty"`
 	// Mismatch names what in the session annotation the verified audit log
 	// contradicts: the session evaluated is the log's, and it is not ready
 	// until the disagreement is resolved (restore refuses, --force
@@ -208,6 +213,11 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		session = annotated
 	}
 	st.Expired = session.Expired(time.Now())
+	if annotated.State != StatePausing && argocd.SyncsAutomatically(app) {
+		st.SyncReenabled = true
+		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+
+			RestoreCommand(ref)+" --force --reason …` and break-glass again if the fix is gone")
+	}
 	if len(mismatch) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
 	}
@@ -382,7 +392,7 @@ func dash(s string) string {
 // earlier reconcile may predate a revert in Git), and the annotation agrees
 // with the audit log.
 func (st *SessionStatus) Restorable() bool {
-	return st.Ready && !st.Stale && len(st.Mismatch) == 0
+	return st.Ready && !st.Stale && len(st.Mismatch) == 0 && !st.SyncReenabled
 }
 
 // GitAt is where Git stood at this status, as audit.Git has it.

@@ -21,6 +21,9 @@ var (
 	// make, and the admission policy opens no session on a paused
 	// Application (a session on one could be swapped for another).
 	ErrSyncOff = errors.New("automated sync is already off")
+	// ErrSyncReenabled is a restore of a session whose Application syncs
+	// automatically again: the pause was undone behind the session.
+	ErrSyncReenabled = errors.New("automated sync was re-enabled behind the session")
 
 	// ErrSessionMismatch is a session annotation that disagrees with the
 	// session's own audit records. The annotation can be edited by anyone who

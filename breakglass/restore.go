@@ -87,6 +87,9 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		}
 		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
 	}
+	if st.SyncReenabled && !req.Force {
+		return st, fmt.Errorf("%w: automated sync of %s is on again, behind session %s, so Argo CD may have reverted the fix; nothing was changed", ErrSyncReenabled, req.App, st.Session.ID)
+	}
 	if !st.Restorable() && !req.Force && !(req.DryRun && st.Ready) {
 		var behind []string
 		for _, t := range st.Targets {

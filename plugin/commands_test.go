@@ -147,6 +147,16 @@ func assertEvents(want ...string) func(*testing.T, *fakeCluster, cmdResult) {
 	})
 }
 
+// syncTurnedBackOn is automated sync re-enabled behind the session, as
+// Argo CD's toggle-auto-sync action writes it.
+func syncTurnedBackOn(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	patch := []byte(`{"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -234,6 +244,13 @@ func TestCommands(t *testing.T) {
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Normal/Restored")},
 		{name: "forced restore emits a warning", setup: given(breakglass), args: []string{"restore", "web", "--force", "--reason", "abandoned", "-y"},
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Warning/Forced")},
+		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
+			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
+		{name: "restore refuses a session whose sync was turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"restore", "web"},
+			assert: assertError(ExitFailure, "automated sync of web is on again, behind session")},
+		{name: "join refuses a session whose sync was turned back on", setup: then(given(breakglass), syncTurnedBackOn),
+			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y"},
+			assert: assertError(ExitFailure, "a patch within it would be reverted")},
 		{name: "status", setup: given(breakglass), args: []string{"status"}, assert: assertGolden("status.golden", ExitOK)},
 		{name: "status wide", setup: given(breakglass), args: []string{"status", "-o", "wide"}, assert: assertGolden("status-wide.golden", ExitOK)},
 		{name: "status app", setup: given(breakglass), args: []string{"status", "web"}, assert: assertGolden("status-app.golden", ExitOK)},

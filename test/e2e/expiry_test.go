@@ -67,3 +67,33 @@ func TestExpiryIsTheContractsAndTheLogs(t *testing.T) {
 		t.Errorf("an extended expiry in the annotation: status expires %v, mismatch %v", st.Session.Expires, st.Mismatch)
 	}
 }
+
+// TestSyncTurnedBackOnBehindTheSession: Argo CD's toggle-auto-sync action
+// (here its write, by an identity the admission policy does not hold, as
+// argocd-server's is) re-enables sync in the middle of a session and Argo
+// CD reverts the fix: status says so and --exit-code exits 1, restore and
+// --join refuse, where status used to say "waiting".
+func TestSyncTurnedBackOnBehindTheSession(t *testing.T) {
+	core(t)
+	const ns = "ex-toggle"
+	deployWithPolicy(t, ns, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}, nil)
+	admin, oncall := newUser(t, env.Admin.Name), argoUser(t)
+	mustRun(t, oncall, 0, "breakglass", ns, "deployment/web", "--replicas", "3", "--reason", "toggle", "-y")
+	admin.kubectl("-n", env.ArgoNamespace, "patch", "application", ns, "--type", "merge", "-p",
+		`{"spec":{"syncPolicy":{"automated":{"enabled":true,"prune":true,"selfHeal":true}}}}`)
+
+	if _, errOut, code := oncall.run("kubectl", "gitops", "status", ns, "--exit-code"); code != 1 || !strings.Contains(errOut, "automated sync is on again behind the session") {
+		t.Errorf("status --exit-code: exit %d, %s", code, errOut)
+	}
+	if st := statusJSON(t, oncall, ns); !st.SyncReenabled || st.Ready && st.SyncReenabled && st.Restorable() {
+		t.Errorf("status -o json: syncReenabled %v, restorable %v", st.SyncReenabled, st.Restorable())
+	}
+	if _, errOut := mustRun(t, oncall, 1, "restore", ns); !strings.Contains(errOut, "is on again, behind session") {
+		t.Errorf("restore: %s", errOut)
+	}
+	if _, errOut := mustRun(t, oncall, 1, "breakglass", ns, "deployment/web", "--replicas", "4", "--reason", "again", "--join", "-y"); !strings.Contains(errOut, "a patch within it would be reverted") {
+		t.Errorf("--join: %s", errOut)
+	}
+	// The way out the hint names closes the session.
+	mustRun(t, oncall, 0, "restore", ns, "--force", "--reason", "sync was turned back on", "-y")
+}
