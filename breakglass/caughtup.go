@@ -177,7 +177,7 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 }
 
 // waitAllRefreshed waits, at most the controller wait, until the controller
-// has argocd.Refreshed every requested Application, and returns the newest
+// has refreshed every requested Application, and returns the newest
 // version of each it saw.
 func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool, wait time.Duration) map[string]*unstructured.Unstructured {
 	var keys []string
@@ -213,7 +213,10 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		session = annotated
 	}
 	st.Expired = session.Expired(time.Now())
-	if annotated.State != StatePausing && argocd.SyncsAutomatically(app) {
+	// Still pausing (parents first) is what the log says too: no patch
+	// recorded yet. The annotation's state alone would let anyone hide it.
+	pausing := annotated.State == StatePausing && len(session.donePatches()) == 0
+	if !pausing && argocd.SyncsAutomatically(app) {
 		st.SyncReenabled = true
 		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+
 			RestoreCommand(ref)+" --force --reason …` and break-glass again if the fix is gone")
@@ -222,7 +225,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
 	}
 	defer func() {
-		if len(st.Mismatch) > 0 {
+		if len(st.Mismatch) > 0 || st.SyncReenabled {
 			st.Ready = false
 		}
 	}()

@@ -21,8 +21,9 @@ var (
 	// make, and the admission policy opens no session on a paused
 	// Application (a session on one could be swapped for another).
 	ErrSyncOff = errors.New("automated sync is already off")
-	// ErrSyncReenabled is a restore of a session whose Application syncs
-	// automatically again: the pause was undone behind the session.
+	// ErrSyncReenabled is a restore, or a --join, of a session whose
+	// Application syncs automatically again: the pause was undone behind
+	// the session.
 	ErrSyncReenabled = errors.New("automated sync was re-enabled behind the session")
 
 	// ErrSessionMismatch is a session annotation that disagrees with the
@@ -61,18 +62,19 @@ var (
 
 // The inputs of a break-glass, a restore and a review (argocd.Input).
 const (
-	InputReason    argocd.Input = "reason"
-	InputTarget    argocd.Input = "target"
-	InputImage     argocd.Input = "image"
-	InputReplicas  argocd.Input = "replicas"
-	InputPatch     argocd.Input = "patch"
-	InputPatchType argocd.Input = "patch type"
-	InputChange    argocd.Input = "change"
-	InputTicket    argocd.Input = "ticket"
-	InputSession   argocd.Input = "session"
-	InputVerdict   argocd.Input = "verdict"
-	InputNote      argocd.Input = "note"
-	InputExpires   argocd.Input = "expiry"
+	InputReason      argocd.Input = "reason"
+	InputTarget      argocd.Input = "target"
+	InputImage       argocd.Input = "image"
+	InputReplicas    argocd.Input = "replicas"
+	InputPatch       argocd.Input = "patch"
+	InputPatchType   argocd.Input = "patch type"
+	InputChange      argocd.Input = "change"
+	InputTicket      argocd.Input = "ticket"
+	InputSession     argocd.Input = "session"
+	InputVerdict     argocd.Input = "verdict"
+	InputNote        argocd.Input = "note"
+	InputExpires     argocd.Input = "expiry"
+	InputAutoRestore argocd.Input = "auto-restore"
 )
 
 // inputError refuses an input: as ErrPatchInvalid when it is the patch

@@ -75,17 +75,21 @@ func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check f
 
 // restorePolicy makes spec.syncPolicy the session's saved policy exactly,
 // drops the session annotation and requests a refresh, in one patch, as
-// long as check accepts the Application as it is then.
+// long as check accepts the Application as it is then. An Application
+// whose sync was turned back on behind the session keeps its policy as it
+// is (sync is on, as restore would leave it; the admission policy allows
+// on-call no other change of it there): only the session goes.
 func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
 	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
-		return map[string]any{
-			"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{SessionAnnotation: nil}, false)},
-			"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
+		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{SessionAnnotation: nil}, false)}}
+		if !argocd.SyncsAutomatically(app) {
+			patch["spec"] = map[string]any{"syncPolicy": policyPatch(app, saved)}
 		}
+		return patch
 	}})
 	return err
 }

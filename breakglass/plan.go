@@ -114,8 +114,11 @@ func (r Request) Validate() error {
 	if r.Expires < 0 {
 		return inputError(InputExpires, r.Expires.String(), "must be positive (leave it out for the namespace's max-pause)")
 	}
-	if r.Join && (r.Expires != 0 || r.AutoRestore != nil) {
-		return inputError(InputExpires, "", "a joined patch keeps the session's expiry and auto-restore: give neither")
+	if r.Join && r.Expires != 0 {
+		return inputError(InputExpires, "", "a joined patch keeps the session's expiry: give none")
+	}
+	if r.Join && r.AutoRestore != nil {
+		return inputError(InputAutoRestore, "", "a joined patch keeps the session's choice: give none")
 	}
 	return nil
 }
@@ -147,7 +150,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if join != nil && join.State != StatePausing && argocd.SyncsAutomatically(app) {
+	if join != nil && argocd.SyncsAutomatically(app) {
 		// Argo CD would revert this patch as it may have the others.
 		return nil, fmt.Errorf("%w: automated sync of %s is on again, behind session %s: a patch within it would be reverted; nothing was changed", ErrSyncReenabled, req.App, join.ID)
 	}

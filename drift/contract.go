@@ -180,7 +180,7 @@ func CheckContracts(ctx context.Context, c *argocd.Client, apps []*unstructured.
 			notes = append(notes, fmt.Sprintf("%s: %v", app.GetName(), err))
 			continue
 		}
-		c, err := ContractOf(ctx, cluster.Kube, dest["namespace"])
+		contract, err := ContractOf(ctx, cluster.Kube, dest["namespace"])
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: reading namespace %s: %v", app.GetName(), dest["namespace"], argocd.Brief(err)))
 			continue
@@ -189,15 +189,20 @@ func CheckContracts(ctx context.Context, c *argocd.Client, apps []*unstructured.
 		selfHeal = selfHeal && argocd.SyncsAutomatically(app)
 		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
-		f := SelfHealFinding{App: ref, Contract: c, SelfHeal: selfHeal}
+		f := SelfHealFinding{App: ref, Contract: contract, SelfHeal: selfHeal}
 		switch {
-		case c.SelfHeal == "on" && !selfHeal:
-			f.Problem = "namespace " + c.Namespace + " expects self-heal on, and this Application does not self-heal: live drift stays"
-		case c.SelfHeal == "off" && selfHeal:
-			f.Problem = "namespace " + c.Namespace + " expects self-heal off, and this Application self-heals: live changes there are reverted"
-		case c.SelfHeal != "" && c.SelfHeal != "on" && c.SelfHeal != "off":
-			f.Problem = fmt.Sprintf("namespace %s declares %s: %q, which is neither on nor off", c.Namespace, ContractSelfHeal, c.SelfHeal)
+		case contract.SelfHeal == "on" && !selfHeal:
+			f.Problem = "namespace " + contract.Namespace + " expects self-heal on, and this Application does not self-heal: live drift stays"
+		case contract.SelfHeal == "off" && selfHeal:
+			f.Problem = "namespace " + contract.Namespace + " expects self-heal off, and this Application self-heals: live changes there are reverted"
+		case contract.SelfHeal != "" && contract.SelfHeal != "on" && contract.SelfHeal != "off":
+			f.Problem = fmt.Sprintf("namespace %s declares %s: %q, which is neither on nor off", contract.Namespace, ContractSelfHeal, contract.SelfHeal)
 		default:
+			if _, _, err := contract.Pause(0, nil); err != nil {
+				// A break-glass there would be refused mid-incident.
+				f.Problem = err.Error()
+				break
+			}
 			continue
 		}
 		findings = append(findings, f)

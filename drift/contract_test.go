@@ -1,13 +1,19 @@
 package drift
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestContractDecidesBreakGlass(t *testing.T) {
@@ -82,5 +88,19 @@ func TestContractBoundsThePause(t *testing.T) {
 				t.Errorf("Pause = %v, %v, %v; want %v, %v", got, restore, err, tt.want, tt.wantRestore)
 			}
 		})
+	}
+}
+
+// TestContractCheckFindsAMisspeltPause: a max-pause that is not a duration
+// refuses every break-glass there; contract check says so before an
+// incident finds out.
+func TestContractCheckFindsAMisspeltPause(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Annotations: map[string]string{ContractMaxPause: "a day"}}}
+	c := &argocd.Client{Kube: fake.NewSimpleClientset(ns)}
+	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"destination": map[string]any{"server": argocd.InClusterServer, "namespace": "shop"}}}}
+	app.SetName("web")
+	findings, notes, err := CheckContracts(context.Background(), c, []*unstructured.Unstructured{app})
+	if err != nil || len(notes) > 0 || len(findings) != 1 || !strings.Contains(findings[0].Problem, `"a day", which is not a duration`) {
+		t.Errorf("contract check: %+v %v %v", findings, notes, err)
 	}
 }

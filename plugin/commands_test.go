@@ -233,7 +233,10 @@ func TestCommands(t *testing.T) {
 			})},
 		{name: "breakglass join keeps the session's expiry", setup: given(breakglass),
 			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "--expires", "1h", "-y"},
-			assert: assertError(ExitUsage, "--expires: a joined patch keeps the session's expiry and auto-restore: give neither")},
+			assert: assertError(ExitUsage, "--expires: a joined patch keeps the session's expiry: give none")},
+		{name: "breakglass join keeps the session's auto-restore", setup: given(breakglass),
+			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "--auto-restore", "-y"},
+			assert: assertError(ExitUsage, "--auto-restore: a joined patch keeps the session's choice: give none")},
 		{name: "status expired", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1s", "--auto-restore"})), func(*testing.T, *fakeCluster) { time.Sleep(1100 * time.Millisecond) }),
 			args: []string{"status"}, assert: assertGolden("status-expired.golden", ExitOK)},
 		{name: "breakglass emits events", args: breakglass, assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched")},
@@ -246,6 +249,17 @@ func TestCommands(t *testing.T) {
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Warning/Forced")},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
+		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),
+			args: []string{"restore", "web", "--force", "--reason", "sync came back", "-y"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				last := records(t, f)
+				if r := last[len(last)-1]; r.Event != audit.EventForced || r.Reason != "sync came back" {
+					t.Errorf("last record %s %q; want breakglass.forced with the reason given", r.Event, r.Reason)
+				}
+				if enabled, _, _ := unstructured.NestedBool(f.app().Object, "spec", "syncPolicy", "automated", "enabled"); !enabled {
+					t.Errorf("the policy turned back on was rewritten: %v", f.app().Object["spec"])
+				}
+			})},
 		{name: "restore refuses a session whose sync was turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"restore", "web"},
 			assert: assertError(ExitFailure, "automated sync of web is on again, behind session")},
 		{name: "join refuses a session whose sync was turned back on", setup: then(given(breakglass), syncTurnedBackOn),

@@ -12,18 +12,19 @@ import (
 
 // inputFlags spells each engine input as the flag (or argument) that sets it.
 var inputFlags = map[argocd.Input]string{
-	breakglass.InputReason:    "--reason",
-	breakglass.InputTarget:    "TARGET",
-	breakglass.InputImage:     "--image",
-	breakglass.InputReplicas:  "--replicas",
-	breakglass.InputPatch:     "--patch",
-	breakglass.InputPatchType: "--type",
-	breakglass.InputChange:    "the change",
-	breakglass.InputTicket:    "--ticket",
-	breakglass.InputExpires:   "--expires",
-	argocd.InputTargetContext: "--target-context",
-	argocd.InputArgoContext:   "--argocd-context",
-	drift.InputDebtNote:       "--owner/--reason/--review",
+	breakglass.InputReason:      "--reason",
+	breakglass.InputTarget:      "TARGET",
+	breakglass.InputImage:       "--image",
+	breakglass.InputReplicas:    "--replicas",
+	breakglass.InputPatch:       "--patch",
+	breakglass.InputPatchType:   "--type",
+	breakglass.InputChange:      "the change",
+	breakglass.InputTicket:      "--ticket",
+	breakglass.InputExpires:     "--expires",
+	breakglass.InputAutoRestore: "--auto-restore",
+	argocd.InputTargetContext:   "--target-context",
+	argocd.InputArgoContext:     "--argocd-context",
+	drift.InputDebtNote:         "--owner/--reason/--review",
 }
 
 // inputHints are what to type, for the inputs whose problem the flags say

@@ -55,7 +55,6 @@ Exit 0 when nothing is left queued, 1 when some work failed again.`,
 	return cmd
 }
 
-// Validate checks the flags.
 // Complete has nothing to take: ticket sync has no arguments.
 func (o *TicketSyncOptions) Complete(*cobra.Command, []string) error { return nil }
 
