@@ -13,7 +13,7 @@ ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
 ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 
-.PHONY: build test unit e2e lint tools bench demo krew clean require
+.PHONY: build test unit e2e lint tools bench demo krew image clean require
 
 build: ## the plugin binary, bin/kubectl-gitops
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-gitops ./cmd/kubectl-gitops
@@ -49,6 +49,10 @@ demo: require tools build ## the break-glass story on a real environment; Ctrl-C
 krew: ## release archives in dist/ and krew/gitops.yaml, validated by krew's own validator
 	$(GO) run ./krew -version $(VERSION) -dist dist -out krew/gitops.yaml -ldflags '$(STAMP)'
 	$$(hack/tools/build.sh krew $(KREW_TOOLS))/validate-krew-manifest -manifest krew/gitops.yaml -skip-install
+
+IMAGE ?= ghcr.io/kubectl-gitops/kubectl-gitops:$(VERSION)
+image: ## the controller's container image (Dockerfile; needs a container runtime, which CI does not have)
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 clean:
 	rm -rf bin dist

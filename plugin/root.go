@@ -151,6 +151,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.AddCommand(NewCmdRestore(flags, streams))
 	cmd.AddCommand(NewCmdAudit(flags, streams))
 	cmd.AddCommand(NewCmdTicket(flags, streams))
+	cmd.AddCommand(NewCmdController(flags, streams))
 	cmd.AddCommand(NewCmdCompletion(streams))
 	return cmd
 }

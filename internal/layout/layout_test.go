@@ -17,7 +17,8 @@ const module = "github.com/kubectl-gitops/kubectl-gitops/"
 // may import. A package missing here may import nothing of ours.
 var allowed = map[string][]string{
 	"cmd/kubectl-gitops": {"plugin"},
-	"plugin":             {"breakglass", "drift", "argocd", "ticket", "audit", "redact"},
+	"plugin":             {"controller", "breakglass", "drift", "argocd", "ticket", "audit", "redact"},
+	"controller":         {"breakglass", "argocd"},
 	"breakglass":         {"drift", "argocd", "ticket", "audit", "redact"},
 	"drift":              {"argocd", "audit", "redact"},
 	"ticket":             {"argocd", "audit", "redact"},

@@ -1,0 +1,216 @@
+// Package controller is kubectl gitops running in the cluster: it watches
+// Applications through a shared informer and closes the loop of every open
+// break-glass session that nobody would otherwise remember, restoring a
+// session marked auto-restore once Git has caught up, by exactly the rule
+// restore uses. Only the replica holding the lease acts. It acts through
+// the session engine (breakglass) and never decides anything itself that
+// restore would not; it never prints (it logs through Log) and never
+// reads flags.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// Controller closes the loop of open sessions.
+type Controller struct {
+	// Engine is the session engine, as the controller's own identity;
+	// its AppNamespace is the namespace watched ("" for every namespace).
+	Engine *breakglass.Engine
+	// Argo is the Argo CD API server for the field-level check; nil for
+	// resource level.
+	Argo *argocd.Server
+	// Lease names the coordination.k8s.io Lease the replicas elect a
+	// leader with, and Identity this replica in it.
+	LeaseNamespace, LeaseName, Identity string
+	// LeaseDuration is how long a leader's lease holds (0: 15s).
+	LeaseDuration time.Duration
+	// Resync re-evaluates every Application this often without an event
+	// (0: 5m), for sessions whose state changes without a write.
+	Resync time.Duration
+	// RefreshEvery is how often, at most, the controller asks Argo CD to
+	// refresh an auto-restore session's Application that has not caught
+	// up (0: 1m), so that a commit to Git is seen without a webhook.
+	RefreshEvery time.Duration
+	// Log hears what the controller does.
+	Log func(format string, args ...any)
+	// Metrics counts what it does; nil counts nothing.
+	Metrics *Metrics
+
+	leading sync.Once
+	ready   chan struct{}
+	// refreshed is when each Application's refresh was last requested.
+	refreshed map[string]time.Time
+}
+
+// Ready is closed once this replica leads and its cache is synced.
+func (c *Controller) Ready() <-chan struct{} { return c.readyCh() }
+
+func (c *Controller) readyCh() chan struct{} {
+	c.leading.Do(func() { c.ready = make(chan struct{}) })
+	return c.ready
+}
+
+func (c *Controller) logf(format string, args ...any) {
+	if c.Log != nil {
+		c.Log(format, args...)
+	}
+}
+
+// Run elects a leader among the replicas and, while this one leads,
+// watches Applications and acts on their sessions. It returns when ctx
+// ends or the lease is lost (the process should exit then: a replica that
+// lost its lease must not act on what it last saw).
+func (c *Controller) Run(ctx context.Context) error {
+	lease := c.LeaseDuration
+	if lease == 0 {
+		lease = 15 * time.Second
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.LeaseNamespace, Name: c.LeaseName},
+		Client:     c.Engine.Kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+	}
+	var lost error
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 5,
+		ReleaseOnCancel: true, Name: c.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				c.logf("leading (lease %s/%s as %s)", c.LeaseNamespace, c.LeaseName, c.Identity)
+				c.Metrics.setLeader(true)
+				if err := c.lead(ctx); err != nil && ctx.Err() == nil {
+					lost = err
+				}
+			},
+			OnStoppedLeading: func() {
+				c.Metrics.setLeader(false)
+				if ctx.Err() == nil && lost == nil {
+					lost = errors.New("lost the lease")
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != c.Identity {
+					c.logf("following %s", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	elector.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return lost
+}
+
+// lead watches Applications and works the queue until ctx ends.
+func (c *Controller) lead(ctx context.Context) error {
+	resync := c.Resync
+	if resync == 0 {
+		resync = 5 * time.Minute
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Engine.Dynamic, resync, c.Engine.AppNamespace, nil)
+	informer := factory.ForResource(argocd.ApplicationGVR).Informer()
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	enqueue := func(obj any) {
+		if app, ok := obj.(*unstructured.Unstructured); ok {
+			if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; open {
+				queue.Add(app.GetNamespace() + "/" + app.GetName())
+			}
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return ctx.Err()
+	}
+	c.Metrics.observe(informer.GetStore())
+	c.refreshed = map[string]time.Time{}
+	close(c.readyCh())
+	for {
+		key, quit := queue.Get()
+		if quit || ctx.Err() != nil {
+			return nil
+		}
+		obj, exists, err := informer.GetStore().GetByKey(key)
+		if err == nil && exists {
+			err = c.reconcile(ctx, obj.(*unstructured.Unstructured))
+		}
+		c.Metrics.observe(informer.GetStore())
+		if err != nil {
+			c.Metrics.countError()
+			c.logf("%s: %v", key, err)
+			queue.AddRateLimited(key)
+		} else {
+			queue.Forget(key)
+		}
+		queue.Done(key)
+	}
+}
+
+// reconcile acts on app's open session: a session marked auto-restore
+// whose Git has caught up as of Argo CD's last reconcile is restored, by
+// Restore itself, which asks for a fresh refresh and applies restore's
+// rule again before it writes anything.
+func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructured) error {
+	engine := *c.Engine
+	engine.AppNamespace = app.GetNamespace()
+	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
+	if err != nil || !st.Session.AutoRestore || len(st.Mismatch) > 0 || st.SyncReenabled {
+		return err
+	}
+	key := app.GetNamespace() + "/" + app.GetName()
+	every := c.RefreshEvery
+	if every == 0 {
+		every = time.Minute
+	}
+	if !st.Ready && time.Since(c.refreshed[key]) >= every {
+		// As of Argo CD's last reconcile Git has not caught up: ask it to
+		// look at Git again now, at most every RefreshEvery (the refresh
+		// is itself a change of the Application, which comes back here).
+		c.refreshed[key] = time.Now()
+		if st, err = engine.CaughtUp(ctx, app, c.Argo, true); err != nil {
+			return err
+		}
+	}
+	if !st.Ready {
+		return nil
+	}
+	restored, err := engine.Restore(ctx, breakglass.RestoreRequest{App: app.GetName(), Argo: c.Argo})
+	if errors.Is(err, breakglass.ErrNotCaughtUp) {
+		return nil // not yet, after a fresh refresh: the next change of the Application says more
+	}
+	if err != nil {
+		return fmt.Errorf("restoring session %s: %w", st.Session.ID, err)
+	}
+	c.Metrics.countAutoRestore()
+	c.logf("%s/%s: restored session %s: Git caught up (%s)", app.GetNamespace(), app.GetName(), restored.Session.ID, argocd.DescribeGit(restored.GitAt()))
+	for _, w := range restored.Warnings {
+		c.logf("%s/%s: warning: %s", app.GetNamespace(), app.GetName(), w)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+)
+
+// Metrics is what /metrics serves, in Prometheus' text format: the open
+// sessions by Application with their age and whether they expired, the
+// sessions restored with no person, controller errors, and whether this
+// replica leads. Its methods do nothing on a nil Metrics.
+type Metrics struct {
+	mu           sync.Mutex
+	leader       bool
+	autoRestores int
+	errors       int
+	sessions     []sessionMetric
+}
+
+type sessionMetric struct {
+	namespace, name string
+	opened          time.Time
+	expired, auto   bool
+}
+
+// Leader is whether this replica holds the lease.
+func (m *Metrics) Leader() bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leader
+}
+
+func (m *Metrics) setLeader(on bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leader = on
+}
+
+func (m *Metrics) countAutoRestore() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.autoRestores++
+}
+
+func (m *Metrics) countError() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.errors++
+}
+
+// observe takes the open sessions from the informer's cache, as their
+// annotations say (a gauge, not a decision: decisions come from the log).
+func (m *Metrics) observe(store cache.Store) {
+	if m == nil {
+		return
+	}
+	var sessions []sessionMetric
+	now := time.Now()
+	for _, obj := range store.List() {
+		app, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		s, err := breakglass.ParseSession(app.GetAnnotations()[breakglass.SessionAnnotation])
+		if err != nil {
+			continue
+		}
+		sessions = append(sessions, sessionMetric{namespace: app.GetNamespace(), name: app.GetName(), opened: s.OpenedAt, expired: s.Expired(now), auto: s.AutoRestore})
+	}
+	sort.Slice(sessions, func(i, j int) bool {
+		return sessions[i].namespace+"/"+sessions[i].name < sessions[j].namespace+"/"+sessions[j].name
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sessions = sessions
+}
+
+// ServeHTTP writes the metrics.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m.write(w, time.Now())
+}
+
+func (m *Metrics) write(w io.Writer, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bit := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintln(w, "# HELP kubectl_gitops_leader Whether this replica holds the lease and acts.")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_leader gauge")
+	fmt.Fprintf(w, "kubectl_gitops_leader %d\n", bit(m.leader))
+	fmt.Fprintln(w, "# HELP kubectl_gitops_open_sessions Open break-glass sessions, by Application.")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_open_sessions gauge")
+	for _, s := range m.sessions {
+		fmt.Fprintf(w, "kubectl_gitops_open_sessions{namespace=%q,application=%q,auto_restore=\"%t\"} 1\n", s.namespace, s.name, s.auto)
+	}
+	fmt.Fprintln(w, "# HELP kubectl_gitops_session_age_seconds How long each open session has been open.")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_session_age_seconds gauge")
+	for _, s := range m.sessions {
+		fmt.Fprintf(w, "kubectl_gitops_session_age_seconds{namespace=%q,application=%q} %d\n", s.namespace, s.name, int(now.Sub(s.opened).Seconds()))
+	}
+	fmt.Fprintln(w, "# HELP kubectl_gitops_session_expired Whether each open session's pause has expired.")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_session_expired gauge")
+	for _, s := range m.sessions {
+		fmt.Fprintf(w, "kubectl_gitops_session_expired{namespace=%q,application=%q} %d\n", s.namespace, s.name, bit(s.expired))
+	}
+	fmt.Fprintln(w, "# HELP kubectl_gitops_auto_restores_total Sessions this replica restored with no person.")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_auto_restores_total counter")
+	fmt.Fprintf(w, "kubectl_gitops_auto_restores_total %d\n", m.autoRestores)
+	fmt.Fprintln(w, "# HELP kubectl_gitops_controller_errors_total Reconciles that failed (retried with backoff).")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_controller_errors_total counter")
+	fmt.Fprintf(w, "kubectl_gitops_controller_errors_total %d\n", m.errors)
+}

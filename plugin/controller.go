@@ -1,0 +1,138 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-gitops/kubectl-gitops/controller"
+)
+
+// ControllerOptions holds the flags of `kubectl gitops controller`.
+type ControllerOptions struct {
+	engineFlags
+	AllNamespaces  bool
+	LeaseNamespace string
+	LeaseName      string
+	LeaseDuration  time.Duration
+	Identity       string
+	Address        string
+	Resync         time.Duration
+	RefreshEvery   time.Duration
+	genericiooptions.IOStreams
+}
+
+// NewCmdController returns the controller command.
+func NewCmdController(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &ControllerOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run in the cluster: restore auto-restore sessions once Git has caught up",
+		Long: `Run as a long-lived process, meant for a Deployment under its own
+ServiceAccount (see README, The in-cluster controller). It watches Applications
+through a shared informer and, for every open break-glass session marked
+auto-restore (breakglass --auto-restore, or the namespace's
+kubectl-gitops.io/auto-restore), restores it as soon as Git has caught up, by
+exactly the rule restore uses (field by field with ARGOCD_SERVER set), recorded
+as breakglass.restored by the controller's identity, the ticket commented and
+closed. Replicas elect a leader through a coordination.k8s.io Lease: only the
+leader acts. It serves /metrics, /healthz and /readyz on --address.`,
+		Example: `  kubectl gitops controller --all-namespaces --lease-namespace argocd --address :8080`,
+		Args:    positional(0),
+		RunE:    run(o),
+	}
+	o.addAppNamespace(cmd)
+	o.addEngineFlags(cmd)
+	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
+	cmd.Flags().StringVar(&o.LeaseNamespace, "lease-namespace", "argocd", "namespace of the Lease the replicas elect a leader with")
+	cmd.Flags().StringVar(&o.LeaseName, "lease-name", "kubectl-gitops-controller", "name of that Lease")
+	cmd.Flags().DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease holds: another replica takes over within it")
+	cmd.Flags().StringVar(&o.Identity, "identity", "", "this replica's name in the Lease (default: the host name, which is the pod's)")
+	cmd.Flags().StringVar(&o.Address, "address", ":8080", "where to serve /metrics, /healthz and /readyz")
+	cmd.Flags().DurationVar(&o.Resync, "resync", 5*time.Minute, "how often every session is looked at again without a change")
+	cmd.Flags().DurationVar(&o.RefreshEvery, "refresh-every", time.Minute, "how often, at most, to ask Argo CD to refresh an auto-restore session's Application that has not caught up (a Git webhook makes it sooner)")
+	return cmd
+}
+
+// Complete takes the identity from the host name when none is given.
+func (o *ControllerOptions) Complete(*cobra.Command, []string) error {
+	if o.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return usageErrorf("--identity is required: the host name is unknown (%v)", err)
+		}
+		o.Identity = host
+	}
+	return nil
+}
+
+// Validate checks the flags.
+func (o *ControllerOptions) Validate() error {
+	switch {
+	case o.LeaseDuration < time.Second:
+		return usageErrorf("--lease-duration %s: use a second or more", o.LeaseDuration)
+	case o.Resync <= 0 || o.RefreshEvery <= 0:
+		return usageErrorf("--resync and --refresh-every must be positive durations")
+	case o.LeaseNamespace == "" || o.LeaseName == "":
+		return usageErrorf("--lease-namespace and --lease-name must not be empty")
+	}
+	return nil
+}
+
+// Run serves the health and metrics endpoints and runs the controller
+// until ctx ends or the lease is lost.
+func (o *ControllerOptions) Run(ctx context.Context) error {
+	engine, err := o.engine()
+	if err != nil {
+		return err
+	}
+	if o.AllNamespaces {
+		engine.AppNamespace = ""
+	}
+	argo, err := o.argoServer()
+	if err != nil {
+		return err
+	}
+	c := &controller.Controller{
+		Engine: engine, Argo: argo, LeaseNamespace: o.LeaseNamespace, LeaseName: o.LeaseName, LeaseDuration: o.LeaseDuration,
+		Identity: o.Identity, Resync: o.Resync, RefreshEvery: o.RefreshEvery, Metrics: &controller.Metrics{},
+		Log: func(format string, args ...any) {
+			fmt.Fprintf(o.ErrOut, "%s %s\n", time.Now().UTC().Format(time.RFC3339), printable(fmt.Sprintf(format, args...)))
+		},
+	}
+	listener, err := net.Listen("tcp", o.Address)
+	if err != nil {
+		return usageErrorf("--address %s: %v", o.Address, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", c.Metrics)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.Metrics.Leader() {
+			fmt.Fprintln(w, "ok: standing by")
+			return
+		}
+		select {
+		case <-c.Ready():
+			fmt.Fprintln(w, "ok: leading")
+		default:
+			http.Error(w, "leading, cache not synced yet", http.StatusServiceUnavailable)
+		}
+	})
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = server.Serve(listener) }()
+	defer server.Close()
+	c.Log("serving /metrics, /healthz and /readyz on %s", listener.Addr())
+	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

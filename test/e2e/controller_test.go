@@ -1,0 +1,245 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// controllerSA is the shipped controller's ServiceAccount (deploy/controller).
+const controllerSA = "system:serviceaccount:" + env.ArgoNamespace + ":kubectl-gitops-controller"
+
+// replica is one `kubectl gitops controller` process, running as the
+// shipped ServiceAccount with a token of its own, as a pod would.
+type replica struct {
+	identity string
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	log      strings.Builder
+	addr     string
+}
+
+func (r *replica) logs() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.log.String()
+}
+
+// metrics scrapes the replica's /metrics.
+func (r *replica) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + r.addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
+// stop kills the replica as a node failure would: no lease release.
+func (r *replica) kill() {
+	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	_ = r.cmd.Wait()
+}
+
+var controllerRBAC sync.Once
+
+// startReplica applies deploy/controller/rbac.yaml (once), asks the API
+// server for a token of its ServiceAccount, and starts the controller with
+// it; the replica stops with the test.
+func startReplica(t *testing.T, identity string) *replica {
+	t.Helper()
+	e := environment(t)
+	admin := newUser(t, env.Admin.Name)
+	controllerRBAC.Do(func() { admin.kubectl("apply", "-f", filepath.Join(env.RepoRoot(), "deploy", "controller", "rbac.yaml")) })
+	ctx := context.Background()
+	expiry := int64(3600)
+	token, err := kubeFor(t, env.Admin.Name).CoreV1().ServiceAccounts(e.ArgoNamespace).CreateToken(ctx, "kubectl-gitops-controller",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminConfig, err := e.RESTConfig(env.Admin.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["test"] = &clientcmdapi.Cluster{Server: adminConfig.Host, CertificateAuthorityData: adminConfig.CAData}
+	kubeconfig.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	kubeconfig.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "controller"}
+	kubeconfig.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{identity: identity}
+	r.cmd = exec.Command(filepath.Join(binDir, "kubectl-gitops"), "controller",
+		"--app-namespace", e.ArgoNamespace, "--audit-namespace", e.ArgoNamespace, "--argocd-namespace", e.ArgoNamespace,
+		"--lease-namespace", e.ArgoNamespace, "--lease-duration", "3s", "--identity", identity,
+		"--address", "127.0.0.1:0", "--resync", "2s", "--refresh-every", "2s")
+	r.cmd.Env = []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + path, "PATH=" + os.Getenv("PATH")}
+	stderr, err := r.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serving := make(chan string, 1)
+	go func() {
+		scan := bufio.NewScanner(stderr)
+		addr := regexp.MustCompile(`on (127\.0\.0\.1:\d+)$`)
+		for scan.Scan() {
+			line := scan.Text()
+			r.mu.Lock()
+			r.log.WriteString(line + "\n")
+			r.mu.Unlock()
+			if m := addr.FindStringSubmatch(line); m != nil {
+				serving <- m[1]
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		_ = r.cmd.Wait()
+		if t.Failed() {
+			t.Logf("controller %s:\n%s", identity, r.logs())
+		}
+	})
+	select {
+	case r.addr = <-serving:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("controller %s did not start:\n%s", identity, r.logs())
+	}
+	return r
+}
+
+// leaderOf waits until exactly one of replicas says it leads, and returns it.
+func leaderOf(t *testing.T, within time.Duration, replicas ...*replica) *replica {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var leader *replica
+	waitFor(ctx, t, "one replica to lead", func() (bool, string) {
+		leader = nil
+		n := 0
+		for _, r := range replicas {
+			if strings.Contains(r.metrics(t), "\nkubectl_gitops_leader 1\n") {
+				leader, n = r, n+1
+			}
+		}
+		return n == 1, fmt.Sprintf("%d leading", n)
+	})
+	return leader
+}
+
+// TestControllerRestoresWhenGitCatchesUp: two replicas of the controller,
+// each with its own ServiceAccount token, elect one leader. A session
+// marked auto-restore is restored with no person once Git catches up,
+// recorded once, by the controller; a session whose Git has not caught up
+// stays open. The leader killed, the other takes over within the lease,
+// and restores nothing twice. /metrics says what exists.
+func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
+	core(t)
+	e := environment(t)
+	a, b := startReplica(t, "replica-a"), startReplica(t, "replica-b")
+	leader := leaderOf(t, 30*time.Second, a, b)
+	follower := a
+	if leader == a {
+		follower = b
+	}
+
+	deployApp(t, "cr-auto")
+	deployApp(t, "cr-wait")
+	oncall := argoUser(t)
+	for _, app := range []string{"cr-auto", "cr-wait"} {
+		mustRun(t, oncall, 0, "breakglass", app, "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "controller", "--auto-restore", "-y")
+	}
+	if m := leader.metrics(t); !strings.Contains(m, `kubectl_gitops_open_sessions{namespace="argocd",application="cr-auto",auto_restore="true"} 1`) {
+		// The cache is event-driven: give it a moment.
+		time.Sleep(2 * time.Second)
+		if m = leader.metrics(t); !strings.Contains(m, `application="cr-auto"`) {
+			t.Errorf("metrics before the restore:\n%s", m)
+		}
+	}
+	session := sessionOf(t, "cr-auto").ID
+
+	// The fix reaches Git for cr-auto only.
+	if _, err := e.Git.Commit("cr-auto: the hotfix", env.AppFiles("apps/cr-auto", "cr-auto", "registry.example/web:hotfix")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitFor(ctx, t, "the controller to restore cr-auto", func() (bool, string) {
+		a, err := appsClient(t).Get(ctx, "cr-auto", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, open := a.GetAnnotations()[breakglass.SessionAnnotation]
+		return !open, "session still open"
+	})
+	restored := 0
+	for _, r := range sessionRecords(t, session) {
+		if r.Event == audit.EventRestored && r.Outcome.Status == audit.StatusSucceeded {
+			restored++
+			if r.Actor.Username != controllerSA {
+				t.Errorf("restored by %s, want the controller's ServiceAccount", r.Actor.Username)
+			}
+		}
+	}
+	if restored != 1 {
+		t.Errorf("%d succeeded restore records for session %s, want 1", restored, session)
+	}
+	if _, open := sessionOfApp(t, "cr-wait"); !open {
+		t.Error("cr-wait, whose Git has not caught up, was restored")
+	}
+	if m := leader.metrics(t); !strings.Contains(m, "\nkubectl_gitops_auto_restores_total 1\n") || strings.Contains(m, `application="cr-auto"`) || !strings.Contains(m, `application="cr-wait"`) {
+		t.Errorf("metrics after the restore:\n%s", m)
+	}
+
+	// The leader dies without releasing the lease: the other takes over
+	// within it, and restores nothing again.
+	leader.kill()
+	if next := leaderOf(t, 15*time.Second, follower); next != follower {
+		t.Fatalf("the follower did not take over")
+	}
+	time.Sleep(4 * time.Second) // a resync or two of the new leader
+	if m := follower.metrics(t); !strings.Contains(m, "\nkubectl_gitops_auto_restores_total 0\n") {
+		t.Errorf("the new leader restored again:\n%s", m)
+	}
+	mustRun(t, oncall, 0, "restore", "cr-wait", "--force", "--reason", "test over", "-y")
+}
+
+// sessionOfApp says whether app has an open session.
+func sessionOfApp(t *testing.T, app string) (string, bool) {
+	t.Helper()
+	a, err := appsClient(t).Get(context.Background(), app, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, open := a.GetAnnotations()[breakglass.SessionAnnotation]
+	return v, open
+}
