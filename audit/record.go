@@ -41,13 +41,19 @@ const (
 	EventForced   Event = "breakglass.forced"
 	// EventReviewed is a second person's review of a closed session.
 	EventReviewed Event = "breakglass.reviewed"
+	// EventExpired and EventReenabled are notices about an open session,
+	// written by whoever noticed (the in-cluster controller): its pause
+	// expired while Git had not caught up, or automated sync was turned
+	// back on behind it. They change nothing in the cluster.
+	EventExpired   Event = "breakglass.expired"
+	EventReenabled Event = "breakglass.reenabled"
 	EventQueued   Event = "ticket.queued"
 	EventFiled    Event = "ticket.filed"
 	EventFailed   Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventQueued, EventFiled, EventFailed}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventQueued, EventFiled, EventFailed}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of

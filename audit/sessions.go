@@ -63,6 +63,8 @@ type SessionLog struct {
 	Tickets map[string]bool
 	// Reviews are the breakglass.reviewed records of the closed session.
 	Reviews []*Record
+	// Notices are its breakglass.expired and breakglass.reenabled records.
+	Notices []*Record
 	joins   int
 	patched bool
 	broken  bool
@@ -70,6 +72,16 @@ type SessionLog struct {
 
 // Open says whether the session has no terminal record.
 func (s *SessionLog) Open() bool { return s.Closed == nil }
+
+// Noticed is the session's first notice of event, nil when there is none.
+func (s *SessionLog) Noticed(event Event) *Record {
+	for _, r := range s.Notices {
+		if r.Event == event {
+			return r
+		}
+	}
+	return nil
+}
 
 // Sessions checks records against the state machine of break-glass
 // sessions, one record at a time in chain order, keeping a little state
@@ -127,6 +139,8 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	// have opened or joined the session.
 	ticketWork := r.Event == EventQueued || r.Event == EventFiled || r.Event == EventFailed
 	closing := r.Event == EventRestored || r.Event == EventForced
+	// A notice about the session is written by whoever noticed.
+	notice := r.Event == EventExpired || r.Event == EventReenabled
 	own := r.Application == nil || appKey(*r.Application) == s.Application
 	if r.Event == EventReviewed {
 		switch {
@@ -144,9 +158,9 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		return true, nil
 	}
 	switch {
-	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted):
-		// A restore, or a join, that lost the race to the close: it
-		// changed nothing, and nothing acts on it.
+	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice):
+		// A restore, a join or a notice that lost the race to the close:
+		// it changed nothing, and nothing acts on it.
 		return false, nil
 	case s.Closed != nil && !ticketWork:
 		return broke(BreakReplayed, "%s after the session was closed by %s (record %d)", r.Event, s.Closed.Event, s.Closed.Seq)
@@ -157,7 +171,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		s.Members[r.Actor.Username] = true
 		s.joins++
 		return true, nil
-	case !ticketWork && !closing && !s.Members[r.Actor.Username]:
+	case !ticketWork && !closing && !notice && !s.Members[r.Actor.Username]:
 		return broke(BreakForeignActor, "%s by %s, who neither opened (%s) nor joined the session", r.Event, r.Actor.Username, s.Opener)
 	}
 	ok := r.Outcome.Status == StatusSucceeded
@@ -184,6 +198,8 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 	case EventPatched:
 		s.patched = s.patched || ok
+	case EventExpired, EventReenabled:
+		s.Notices = append(s.Notices, r)
 	case EventTicketed, EventFiled:
 		if ok && r.Ticket != nil && r.Ticket.Key != "" {
 			s.Tickets[r.Ticket.Key] = true

@@ -57,6 +57,14 @@ func TestSessionStateMachine(t *testing.T) {
 		want  string // "kind at N", "" for none
 	}{
 		"open, restore by someone else, then ticket sync": {append(restored, step{EventFiled, "s", "dave", "web", "", "OPS-1"}), ""},
+		"notices by the controller, then its restore": {append(append([]step{}, opened...),
+			step{EventExpired, "s", "controller", "web", "", ""},
+			step{EventReenabled, "s", "controller", "web", "", ""},
+			step{EventRestored, "s", "controller", "web", "", "OPS-1"}), ""},
+		"a notice that lost the race to the close is no break": {append(append([]step{}, restored...),
+			step{EventExpired, "s", "controller", "web", "", ""}), ""},
+		"a notice about another application": {append(append([]step{}, opened...),
+			step{EventExpired, "s", "controller", "api", "", ""}), "foreign-application at 7"},
 		"a join, whose failed patch leaves the session open": {append(append([]step{}, opened...),
 			step{EventPlanned, "s", "bob", "web", StatusStarted, ""},
 			step{EventAborted, "s", "bob", "web", StatusFailed, ""},

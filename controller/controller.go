@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -47,6 +48,9 @@ type Controller struct {
 	// refresh an auto-restore session's Application that has not caught
 	// up (0: 1m), so that a commit to Git is seen without a webhook.
 	RefreshEvery time.Duration
+	// RemindEvery is how often a notice (expired, sync turned back on) is
+	// told again, as a Warning Event and a ticket comment (0: 1h).
+	RemindEvery time.Duration
 	// Log hears what the controller does.
 	Log func(format string, args ...any)
 	// Metrics counts what it does; nil counts nothing.
@@ -54,8 +58,9 @@ type Controller struct {
 
 	leading sync.Once
 	ready   chan struct{}
-	// refreshed is when each Application's refresh was last requested.
-	refreshed map[string]time.Time
+	// refreshed is when each Application's refresh was last requested,
+	// told when each notice was last told.
+	refreshed, told map[string]time.Time
 }
 
 // Ready is closed once this replica leads and its cache is synced.
@@ -149,7 +154,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		return ctx.Err()
 	}
 	c.Metrics.observe(informer.GetStore())
-	c.refreshed = map[string]time.Time{}
+	c.refreshed, c.told = map[string]time.Time{}, map[string]time.Time{}
 	close(c.readyCh())
 	for {
 		key, quit := queue.Get()
@@ -172,6 +177,36 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 }
 
+// notice records n about app's session once, and tells it again every
+// RemindEvery. A replica that takes over tells it next after RemindEvery.
+func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, n *breakglass.Notice, key string) error {
+	every := c.RemindEvery
+	if every == 0 {
+		every = time.Hour
+	}
+	told := key + " " + string(n.Event)
+	wrote, warnings, err := engine.RecordNotice(ctx, app, st, n)
+	switch {
+	case err != nil:
+		return fmt.Errorf("recording %s: %w", n.Event, err)
+	case wrote:
+		c.Metrics.countNotice(n.Event)
+		c.logf("%s: %s %s", key, n.What, n.Todo)
+	case c.told[told].IsZero():
+		// Recorded before this replica led: told then.
+	case time.Since(c.told[told]) >= every:
+		warnings = engine.Remind(ctx, app, st, n, audit.HeadState{})
+		c.logf("%s: reminded: %s", key, n.What)
+	default:
+		return nil
+	}
+	c.told[told] = time.Now()
+	for _, w := range warnings {
+		c.logf("%s: warning: %s", key, w)
+	}
+	return nil
+}
+
 // reconcile acts on app's open session: a session marked auto-restore
 // whose Git has caught up as of Argo CD's last reconcile is restored, by
 // Restore itself, which asks for a fresh refresh and applies restore's
@@ -180,10 +215,18 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 	engine := *c.Engine
 	engine.AppNamespace = app.GetNamespace()
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
-	if err != nil || !st.Session.AutoRestore || len(st.Mismatch) > 0 || st.SyncReenabled {
+	if err != nil {
 		return err
 	}
 	key := app.GetNamespace() + "/" + app.GetName()
+	if n := breakglass.NoticeOf(st); n != nil && len(st.Mismatch) == 0 {
+		if err := c.notice(ctx, &engine, app, st, n, key); err != nil {
+			return err
+		}
+	}
+	if !st.Session.AutoRestore || len(st.Mismatch) > 0 || st.SyncReenabled {
+		return nil
+	}
 	every := c.RefreshEvery
 	if every == 0 {
 		every = time.Minute

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -23,6 +24,7 @@ type Metrics struct {
 	leader       bool
 	autoRestores int
 	errors       int
+	notices      map[audit.Event]int
 	sessions     []sessionMetric
 }
 
@@ -58,6 +60,18 @@ func (m *Metrics) countAutoRestore() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.autoRestores++
+}
+
+func (m *Metrics) countNotice(event audit.Event) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.notices == nil {
+		m.notices = map[audit.Event]int{}
+	}
+	m.notices[event]++
 }
 
 func (m *Metrics) countError() {
@@ -132,6 +146,12 @@ func (m *Metrics) write(w io.Writer, now time.Time) {
 	fmt.Fprintln(w, "# HELP kubectl_gitops_auto_restores_total Sessions this replica restored with no person.")
 	fmt.Fprintln(w, "# TYPE kubectl_gitops_auto_restores_total counter")
 	fmt.Fprintf(w, "kubectl_gitops_auto_restores_total %d\n", m.autoRestores)
+	fmt.Fprintln(w, "# HELP kubectl_gitops_expired_total Sessions this replica found expired with Git behind (breakglass.expired).")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_expired_total counter")
+	fmt.Fprintf(w, "kubectl_gitops_expired_total %d\n", m.notices[audit.EventExpired])
+	fmt.Fprintln(w, "# HELP kubectl_gitops_sync_reenabled_total Sessions this replica found with sync turned back on behind them (breakglass.reenabled).")
+	fmt.Fprintln(w, "# TYPE kubectl_gitops_sync_reenabled_total counter")
+	fmt.Fprintf(w, "kubectl_gitops_sync_reenabled_total %d\n", m.notices[audit.EventReenabled])
 	fmt.Fprintln(w, "# HELP kubectl_gitops_controller_errors_total Reconciles that failed (retried with backoff).")
 	fmt.Fprintln(w, "# TYPE kubectl_gitops_controller_errors_total counter")
 	fmt.Fprintf(w, "kubectl_gitops_controller_errors_total %d\n", m.errors)

@@ -27,6 +27,7 @@ type ControllerOptions struct {
 	Address        string
 	Resync         time.Duration
 	RefreshEvery   time.Duration
+	RemindEvery    time.Duration
 	genericiooptions.IOStreams
 }
 
@@ -58,6 +59,7 @@ leader acts. It serves /metrics, /healthz and /readyz on --address.`,
 	cmd.Flags().StringVar(&o.Identity, "identity", "", "this replica's name in the Lease (default: the host name, which is the pod's)")
 	cmd.Flags().StringVar(&o.Address, "address", ":8080", "where to serve /metrics, /healthz and /readyz")
 	cmd.Flags().DurationVar(&o.Resync, "resync", 5*time.Minute, "how often every session is looked at again without a change")
+	cmd.Flags().DurationVar(&o.RemindEvery, "remind-every", time.Hour, "how often an expired session, or one whose sync was turned back on, is told again (Warning Event, ticket comment)")
 	cmd.Flags().DurationVar(&o.RefreshEvery, "refresh-every", time.Minute, "how often, at most, to ask Argo CD to refresh an auto-restore session's Application that has not caught up (a Git webhook makes it sooner)")
 	return cmd
 }
@@ -79,8 +81,8 @@ func (o *ControllerOptions) Validate() error {
 	switch {
 	case o.LeaseDuration < time.Second:
 		return usageErrorf("--lease-duration %s: use a second or more", o.LeaseDuration)
-	case o.Resync <= 0 || o.RefreshEvery <= 0:
-		return usageErrorf("--resync and --refresh-every must be positive durations")
+	case o.Resync <= 0 || o.RefreshEvery <= 0 || o.RemindEvery <= 0:
+		return usageErrorf("--resync, --refresh-every and --remind-every must be positive durations")
 	case o.LeaseNamespace == "" || o.LeaseName == "":
 		return usageErrorf("--lease-namespace and --lease-name must not be empty")
 	}
@@ -103,7 +105,7 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 	}
 	c := &controller.Controller{
 		Engine: engine, Argo: argo, LeaseNamespace: o.LeaseNamespace, LeaseName: o.LeaseName, LeaseDuration: o.LeaseDuration,
-		Identity: o.Identity, Resync: o.Resync, RefreshEvery: o.RefreshEvery, Metrics: &controller.Metrics{},
+		Identity: o.Identity, Resync: o.Resync, RefreshEvery: o.RefreshEvery, RemindEvery: o.RemindEvery, Metrics: &controller.Metrics{},
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(o.ErrOut, "%s %s\n", time.Now().UTC().Format(time.RFC3339), printable(fmt.Sprintf(format, args...)))
 		},

@@ -398,3 +398,9 @@ func dashIfEmpty(s string) string {
 	}
 	return s
 }
+
+// NoticeComment tells a session's ticket what was noticed about it (its
+// pause expired, sync turned back on) and what to do.
+func NoticeComment(what, todo string, witness audit.HeadState) string {
+	return fmt.Sprintf("%s %s\n\n%s", Escape(what), Escape(todo), WitnessLine(witness))
+}

@@ -18,7 +18,7 @@ const module = "github.com/kubectl-gitops/kubectl-gitops/"
 var allowed = map[string][]string{
 	"cmd/kubectl-gitops": {"plugin"},
 	"plugin":             {"controller", "breakglass", "drift", "argocd", "ticket", "audit", "redact"},
-	"controller":         {"breakglass", "argocd"},
+	"controller":         {"breakglass", "argocd", "audit"},
 	"breakglass":         {"drift", "argocd", "ticket", "audit", "redact"},
 	"drift":              {"argocd", "audit", "redact"},
 	"ticket":             {"argocd", "audit", "redact"},

@@ -20,6 +20,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -74,7 +75,9 @@ func startReplica(t *testing.T, identity string) *replica {
 	t.Helper()
 	e := environment(t)
 	admin := newUser(t, env.Admin.Name)
-	controllerRBAC.Do(func() { admin.kubectl("apply", "-f", filepath.Join(env.RepoRoot(), "deploy", "controller", "rbac.yaml")) })
+	controllerRBAC.Do(func() {
+		admin.kubectl("apply", "-f", filepath.Join(env.RepoRoot(), "deploy", "controller", "rbac.yaml"))
+	})
 	ctx := context.Background()
 	expiry := int64(3600)
 	token, err := kubeFor(t, env.Admin.Name).CoreV1().ServiceAccounts(e.ArgoNamespace).CreateToken(ctx, "kubectl-gitops-controller",
@@ -174,10 +177,17 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 
 	deployApp(t, "cr-auto")
 	deployApp(t, "cr-wait")
+	deployApp(t, "cr-expire")
+	deployApp(t, "cr-toggle")
 	oncall := argoUser(t)
 	for _, app := range []string{"cr-auto", "cr-wait"} {
 		mustRun(t, oncall, 0, "breakglass", app, "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "controller", "--auto-restore", "-y")
 	}
+	mustRun(t, oncall, 0, "breakglass", "cr-expire", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "short", "--expires", "3s", "-y")
+	mustRun(t, oncall, 0, "breakglass", "cr-toggle", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "toggled", "-y")
+	admin := newUser(t, env.Admin.Name)
+	admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "cr-toggle", "--type", "merge", "-p",
+		`{"spec":{"syncPolicy":{"automated":{"enabled":true,"prune":true,"selfHeal":true}}}}`)
 	if m := leader.metrics(t); !strings.Contains(m, `kubectl_gitops_open_sessions{namespace="argocd",application="cr-auto",auto_restore="true"} 1`) {
 		// The cache is event-driven: give it a moment.
 		time.Sleep(2 * time.Second)
@@ -220,6 +230,37 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 		t.Errorf("metrics after the restore:\n%s", m)
 	}
 
+	// The expired session and the one whose sync came back on are noticed
+	// once each, as records by the controller and Warning Events; the
+	// expired one stays paused.
+	for app, event := range map[string]audit.Event{"cr-expire": audit.EventExpired, "cr-toggle": audit.EventReenabled} {
+		id := sessionOf(t, app).ID
+		waitFor(ctx, t, "the controller to record "+string(event)+" on "+app, func() (bool, string) {
+			n := 0
+			for _, r := range sessionRecords(t, id) {
+				if r.Event == event && r.Actor.Username == controllerSA {
+					n++
+				}
+			}
+			return n == 1, fmt.Sprintf("%d records", n)
+		})
+	}
+	events := admin.kubectl("-n", e.ArgoNamespace, "get", "events", "--field-selector", "type=Warning", "-o", "jsonpath={range .items[*]}{.involvedObject.name}/{.reason}{\"\\n\"}{end}")
+	for _, want := range []string{"cr-expire/Expired", "cr-toggle/SyncReenabled"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("warning events:\n%s\nwant %s", events, want)
+		}
+	}
+	if st := statusJSON(t, oncall, "cr-expire"); !st.Expired {
+		t.Errorf("status of cr-expire: expired %v", st.Expired)
+	}
+	if enabled, _, _ := unstructured.NestedBool(syncPolicyOf(t, "cr-expire"), "automated", "enabled"); enabled {
+		t.Error("the expiry re-enabled sync")
+	}
+	if m := leader.metrics(t); !strings.Contains(m, "\nkubectl_gitops_expired_total 1\n") || !strings.Contains(m, "\nkubectl_gitops_sync_reenabled_total 1\n") {
+		t.Errorf("metrics after the notices:\n%s", m)
+	}
+
 	// The leader dies without releasing the lease: the other takes over
 	// within it, and restores nothing again.
 	leader.kill()
@@ -230,7 +271,9 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	if m := follower.metrics(t); !strings.Contains(m, "\nkubectl_gitops_auto_restores_total 0\n") {
 		t.Errorf("the new leader restored again:\n%s", m)
 	}
-	mustRun(t, oncall, 0, "restore", "cr-wait", "--force", "--reason", "test over", "-y")
+	for _, app := range []string{"cr-wait", "cr-expire", "cr-toggle"} {
+		mustRun(t, oncall, 0, "restore", app, "--force", "--reason", "test over", "-y")
+	}
 }
 
 // sessionOfApp says whether app has an open session.

@@ -1,0 +1,88 @@
+package breakglass
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+)
+
+// The reasons of the Warning Events of notices.
+const (
+	EventExpiredReason = "Expired"
+	EventReenabled     = "SyncReenabled"
+)
+
+// Notice is something noticed about an open session that a person must
+// act on: its pause expired while Git had not caught up, or automated sync
+// was turned back on behind it.
+type Notice struct {
+	Event  audit.Event
+	Reason string // the Event's reason
+	What   string
+	Todo   string
+}
+
+// NoticeOf is what st, evaluated as of now, has to be noticed, nil when
+// nothing.
+func NoticeOf(st *SessionStatus) *Notice {
+	restore := RestoreCommand(st.App)
+	switch {
+	case st.SyncReenabled:
+		return &Notice{Event: audit.EventReenabled, Reason: EventReenabled,
+			What: fmt.Sprintf("Automated sync of %s was turned back on behind break-glass session %s: Argo CD may have reverted the live fix.", st.App.Name, st.Session.ID),
+			Todo: fmt.Sprintf("Check the target; then close the session with `%s --force --reason …` and break-glass again if the fix is gone.", restore)}
+	case st.Expired && !st.Ready:
+		return &Notice{Event: audit.EventExpired, Reason: EventExpiredReason,
+			What: fmt.Sprintf("Break-glass session %s on %s expired at %s and Git has not caught up: sync stays paused, since re-enabling it would revert the fix.", st.Session.ID, st.App.Name, st.Session.Expires.UTC().Format(time.RFC3339)),
+			Todo: fmt.Sprintf("Bring Git up to the fix (see this ticket), then `%s`; or `%s --force --reason …` to drop the fix.", restore, restore)}
+	}
+	return nil
+}
+
+// RecordNotice writes n about app's open session (evaluated in st) once:
+// a record, unless the verified log holds that notice already, a Warning
+// Event and a comment on the session's ticket. It reports whether it wrote
+// the record; warnings are what could not be told (Event, ticket).
+func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, n *Notice) (bool, []string, error) {
+	ls, err := e.sessionFromLog(ctx, st.App, st.Session.ID)
+	if err != nil {
+		return false, nil, err
+	}
+	if !ls.hasPlanned() || !ls.log.Open() || ls.log.Noticed(n.Event) != nil {
+		return false, nil, nil
+	}
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return false, nil, err
+	}
+	p := &Plan{Request: Request{App: st.App.Name, Reason: n.What, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
+	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	if len(st.Targets) > 0 {
+		p.Target = st.Targets[0].Target
+	}
+	rec, err := e.record(ctx, p, st.Session.ID, n.Event, audit.Outcome{Status: audit.StatusSucceeded}, nil)
+	if err != nil {
+		return false, nil, err
+	}
+	return true, e.Remind(ctx, app, st, n, witness(rec)), nil
+}
+
+// Remind tells of n again, with a Warning Event and a ticket comment, and
+// records nothing: the record was written once.
+func (e *Engine) Remind(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, n *Notice, at audit.HeadState) []string {
+	var warnings []string
+	if w := e.emit(ctx, app, n.Reason, true, "%s %s", n.What, n.Todo); w != "" {
+		warnings = append(warnings, w)
+	}
+	if key := st.Session.Ticket; key != "" && e.Tickets != nil {
+		if err := e.Tickets.Comment(ctx, key, ticket.NoticeComment(n.What, n.Todo, at)); err != nil {
+			warnings = append(warnings, fmt.Sprintf("could not comment on %s: %v", key, err))
+		}
+	}
+	return warnings
+}
