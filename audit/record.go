@@ -47,9 +47,9 @@ const (
 	// back on behind it. They change nothing in the cluster.
 	EventExpired   Event = "breakglass.expired"
 	EventReenabled Event = "breakglass.reenabled"
-	EventQueued   Event = "ticket.queued"
-	EventFiled    Event = "ticket.filed"
-	EventFailed   Event = "ticket.failed"
+	EventQueued    Event = "ticket.queued"
+	EventFiled     Event = "ticket.filed"
+	EventFailed    Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
