@@ -35,52 +35,34 @@ type sessionMetric struct {
 }
 
 // Leader is whether this replica holds the lease.
-func (m *Metrics) Leader() bool {
-	if m == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.leader
+func (m *Metrics) Leader() (leader bool) {
+	m.with(func() { leader = m.leader })
+	return leader
 }
 
-func (m *Metrics) setLeader(on bool) {
+// with runs change under the lock; on a nil Metrics it does nothing.
+func (m *Metrics) with(change func()) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.leader = on
+	change()
 }
 
-func (m *Metrics) countAutoRestore() {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.autoRestores++
-}
+func (m *Metrics) setLeader(on bool) { m.with(func() { m.leader = on }) }
+
+func (m *Metrics) countAutoRestore() { m.with(func() { m.autoRestores++ }) }
+
+func (m *Metrics) countError() { m.with(func() { m.errors++ }) }
 
 func (m *Metrics) countNotice(event audit.Event) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.notices == nil {
-		m.notices = map[audit.Event]int{}
-	}
-	m.notices[event]++
-}
-
-func (m *Metrics) countError() {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.errors++
+	m.with(func() {
+		if m.notices == nil {
+			m.notices = map[audit.Event]int{}
+		}
+		m.notices[event]++
+	})
 }
 
 // observe takes the open sessions from the informer's cache, as their
@@ -105,9 +87,7 @@ func (m *Metrics) observe(store cache.Store) {
 	sort.Slice(sessions, func(i, j int) bool {
 		return sessions[i].namespace+"/"+sessions[i].name < sessions[j].namespace+"/"+sessions[j].name
 	})
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sessions = sessions
+	m.with(func() { m.sessions = sessions })
 }
 
 // ServeHTTP writes the metrics.
