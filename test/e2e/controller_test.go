@@ -21,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -68,10 +69,9 @@ func (r *replica) kill() {
 
 var controllerRBAC sync.Once
 
-// startReplica applies deploy/controller/rbac.yaml (once), asks the API
-// server for a token of its ServiceAccount, and starts the controller with
-// it; the replica stops with the test.
-func startReplica(t *testing.T, identity string) *replica {
+// controllerKubeconfig applies deploy/controller/rbac.yaml (once) and
+// writes a kubeconfig with a token of its ServiceAccount, as a pod has.
+func controllerKubeconfig(t *testing.T) string {
 	t.Helper()
 	e := environment(t)
 	admin := newUser(t, env.Admin.Name)
@@ -98,6 +98,15 @@ func startReplica(t *testing.T, identity string) *replica {
 	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// startReplica starts the controller with a token of its own; the replica
+// stops with the test.
+func startReplica(t *testing.T, identity string) *replica {
+	t.Helper()
+	e := environment(t)
+	path := controllerKubeconfig(t)
 	r := &replica{identity: identity}
 	r.cmd = exec.Command(filepath.Join(binDir, "kubectl-gitops"), "controller",
 		"--app-namespace", e.ArgoNamespace, "--audit-namespace", e.ArgoNamespace, "--argocd-namespace", e.ArgoNamespace,
@@ -285,4 +294,40 @@ func sessionOfApp(t *testing.T, app string) (string, bool) {
 	}
 	v, open := a.GetAnnotations()[breakglass.SessionAnnotation]
 	return v, open
+}
+
+// TestControllerMayOnlyRestore: the controller's ServiceAccount is held by
+// the admission policies to what it does: through real kubectl with its
+// token, it may not pause an Application (open a session) nor append a
+// record of another kind than restore, notice and ticket.
+func TestControllerMayOnlyRestore(t *testing.T) {
+	core(t)
+	e := environment(t)
+	deployApp(t, "cr-attack")
+	sa := &user{t: t, env: []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + controllerKubeconfig(t), "PATH=" + os.Getenv("PATH")}}
+	pause := `{"metadata":{"annotations":{"kubectl-gitops.io/session":"{\"id\":\"cr-forged\",\"state\":\"paused\"}"}},"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`
+	if e.Argo.Major() == 2 {
+		pause = `{"metadata":{"annotations":{"kubectl-gitops.io/session":"{\"id\":\"cr-forged\",\"state\":\"paused\"}"}},"spec":{"syncPolicy":{"automated":null}}}`
+	}
+	if _, errOut, code := sa.run("kubectl", "-n", e.ArgoNamespace, "patch", "application", "cr-attack", "--type", "merge", "-p", pause); code == 0 || !strings.Contains(errOut, "the kubectl gitops controller may only restore application cr-attack") {
+		t.Errorf("the controller opened a session: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := sa.run("kubectl", "-n", e.ArgoNamespace, "annotate", "application", "cr-attack", "kubectl-gitops.io/debt={}"); code == 0 || !strings.Contains(errOut, "may only restore") {
+		t.Errorf("the controller wrote a debt note: exit %d, %s", code, errOut)
+	}
+	store := audit.NewConfigMapStore(kubeFromKubeconfig(t, sa.env[1][len("KUBECONFIG="):]), e.ArgoNamespace)
+	err := store.Append(context.Background(), &audit.Record{Event: audit.EventPlanned, Session: "cr-forged", Actor: audit.Actor{Username: controllerSA},
+		Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "cr-attack"}, Outcome: audit.Outcome{Status: audit.StatusStarted}})
+	if err == nil || !strings.Contains(err.Error(), "may append only restore, notice and ticket records") {
+		t.Errorf("the controller appended a planned record: %v", err)
+	}
+}
+
+func kubeFromKubeconfig(t *testing.T, path string) kubernetes.Interface {
+	t.Helper()
+	config, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(config)
 }
