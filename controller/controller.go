@@ -91,24 +91,27 @@ func (c *Controller) Run(ctx context.Context) error {
 		Client:     c.Engine.Kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 	}
-	var lost error
+	// A leader whose work stopped (its cache could not start) gives the
+	// lease up, so that another replica leads instead of nobody.
+	electing, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var failed error
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 5,
 		ReleaseOnCancel: true, Name: c.LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leading context.Context) {
 				c.logf("leading (lease %s/%s as %s)", c.LeaseNamespace, c.LeaseName, c.Identity)
 				c.Metrics.setLeader(true)
-				if err := c.lead(ctx); err != nil && ctx.Err() == nil {
-					lost = err
+				if err := c.lead(leading); err != nil && leading.Err() == nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					stop()
 				}
 			},
-			OnStoppedLeading: func() {
-				c.Metrics.setLeader(false)
-				if ctx.Err() == nil && lost == nil {
-					lost = errors.New("lost the lease")
-				}
-			},
+			OnStoppedLeading: func() { c.Metrics.setLeader(false) },
 			OnNewLeader: func(id string) {
 				if id != c.Identity {
 					c.logf("following %s", id)
@@ -119,11 +122,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	elector.Run(ctx)
-	if ctx.Err() != nil {
+	elector.Run(electing)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case failed != nil:
+		return failed
+	case ctx.Err() != nil:
 		return nil
 	}
-	return lost
+	return errors.New("lost the lease")
 }
 
 // lead watches Applications and works the queue until ctx ends.
@@ -136,6 +144,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	informer := factory.ForResource(argocd.ApplicationGVR).Informer()
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer queue.ShutDown()
+	go func() { <-ctx.Done(); queue.ShutDown() }() // a lost lease stops the work at once
 	enqueue := func(obj any) {
 		if app, ok := obj.(*unstructured.Unstructured); ok {
 			if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; open {
