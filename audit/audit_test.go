@@ -285,6 +285,16 @@ func TestVerifyChecksStampsLabelsAndSkipsForeignObjects(t *testing.T) {
 	if len(rep.Breaks) != 2 || rep.Breaks[0].Kind != BreakMutable || rep.Breaks[1].Kind != BreakRelabelled || !strings.Contains(rep.Breaks[1].Detail, `label kubectl-gitops.io/event is "breakglass.restored", the record says "breakglass.patched"`) {
 		t.Errorf("a mutable record and a relabelled one: %v", rep.Breaks)
 	}
+	// The admission policy judged the relabelled record by its label: no
+	// command acts on it.
+	for _, r := range Trusted(edited) {
+		if r.Seq == Records([]Entry{edited[1]})[0].Seq {
+			t.Errorf("a relabelled record is trusted: %+v", r)
+		}
+	}
+	if n := len(Trusted(edited)); n != 3 {
+		t.Errorf("%d trusted records of 4, one relabelled; want 3", n)
+	}
 	// A foreign object took position 3; the appender stepped past it and
 	// linked record 4 to record 2. Only the foreign object is a break.
 	r4 := Records([]Entry{entries[3]})[0]

@@ -73,10 +73,11 @@ type SessionLog struct {
 // Open says whether the session has no terminal record.
 func (s *SessionLog) Open() bool { return s.Closed == nil }
 
-// Noticed is the session's first notice of event, nil when there is none.
-func (s *SessionLog) Noticed(event Event) *Record {
+// Noticed is the session's first notice of event by actor, nil when
+// there is none.
+func (s *SessionLog) Noticed(event Event, actor string) *Record {
 	for _, r := range s.Notices {
-		if r.Event == event {
+		if r.Event == event && r.Actor.Username == actor {
 			return r
 		}
 	}

@@ -115,6 +115,11 @@ func Trusted(entries []Entry) []*Record {
 		if sum, err := hashDocument(e.Doc); err != nil || sum != r.Hash || (e.Actor != "" && e.Actor != r.Actor.Username) {
 			continue
 		}
+		if e.Labels != nil && e.Labels[LabelEvent] != string(r.Event) {
+			// The admission policy judges a record by its label: one whose
+			// label says another event was let in as something else.
+			continue
+		}
 		out = append(out, r)
 	}
 	return out

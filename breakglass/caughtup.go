@@ -224,8 +224,14 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	if len(mismatch) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
 	}
+	pending := session.pending()
+	if pending != nil {
+		st.Notes = append(st.Notes, fmt.Sprintf("a patch of %s is being applied in session %s (since %s): not ready until it is done", pending.Target, session.ID, pending.At.Format(time.RFC3339)))
+	}
 	defer func() {
-		if len(st.Mismatch) > 0 || st.SyncReenabled {
+		// A pending patch is the annotation's word alone: it must not
+		// count as caught up (nor override a logged one).
+		if len(st.Mismatch) > 0 || st.SyncReenabled || pending != nil {
 			st.Ready = false
 		}
 	}()

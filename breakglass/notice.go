@@ -53,12 +53,18 @@ func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructure
 	if err != nil {
 		return false, nil, err
 	}
-	if !ls.hasPlanned() || !ls.log.Open() || ls.log.Noticed(n.Event) != nil {
+	if !ls.hasPlanned() || !ls.log.Open() {
 		return false, nil, nil
 	}
 	actor, err := e.Whoami(ctx)
 	if err != nil {
 		return false, nil, err
+	}
+	// Only its own notice counts: one written in advance by someone else
+	// (the admission policy lets only the controller write them) must not
+	// silence it.
+	if prior := ls.log.Noticed(n.Event, actor.Username); prior != nil {
+		return false, nil, nil
 	}
 	p := &Plan{Request: Request{App: st.App.Name, Reason: n.What, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
 	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -67,6 +68,15 @@ func mergePatchFor(current, desired any) any {
 // the session last (as long as check accepts it), so that an interruption
 // leaves a session that says what is still paused.
 func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
+	// The child's check first: parents syncing again would undo the
+	// child's pause from Git, so none is unpaused for a child that is not.
+	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := check(app); err != nil {
+		return err
+	}
 	if err := e.restoreParents(ctx, name, s); err != nil {
 		return err
 	}

@@ -25,6 +25,11 @@ type RestoreRequest struct {
 	DryRun bool
 	// Argo enables the field-level catch-up check; nil skips it.
 	Argo *argocd.Server
+	// Session, when set, is the session the caller means: another open
+	// there is not restored. AutoRestore restores only a session marked
+	// auto-restore (the controller's restore).
+	Session     string
+	AutoRestore bool
 }
 
 // Validate is the rule of a restore request: forcing needs a reason, and a
@@ -86,6 +91,12 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 			return st, fmt.Errorf("%w on %s: %s; the audit log has no open session there to restore, so not even a forced restore knows what to write back: nothing was changed", ErrSessionMismatch, req.App, strings.Join(st.Mismatch, "; "))
 		}
 		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
+	}
+	switch {
+	case req.Session != "" && st.Session.ID != req.Session:
+		return st, fmt.Errorf("%w: %s's open session is %s, not %s: nothing was changed", argocd.ErrConflict, req.App, st.Session.ID, req.Session)
+	case req.AutoRestore && !st.Session.AutoRestore:
+		return st, fmt.Errorf("%w: session %s on %s is not marked auto-restore: nothing was changed", argocd.ErrConflict, st.Session.ID, req.App)
 	}
 	if st.SyncReenabled && !req.Force {
 		return st, fmt.Errorf("%w: automated sync of %s is on again, behind session %s, so Argo CD may have reverted the fix; nothing was changed", ErrSyncReenabled, req.App, st.Session.ID)

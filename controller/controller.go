@@ -28,6 +28,9 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
+// maxRetries bounds the retries of one Application's failing reconcile.
+const maxRetries = 5
+
 // Controller closes the loop of open sessions.
 type Controller struct {
 	// Engine is the session engine, as the controller's own identity;
@@ -159,8 +162,10 @@ func (c *Controller) lead(ctx context.Context) error {
 		return err
 	}
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return ctx.Err()
+	syncing, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncing.Done(), informer.HasSynced) {
+		return fmt.Errorf("the Applications could not be listed and watched within a minute (its RBAC?): %w", syncing.Err())
 	}
 	c.Metrics.observe(informer.GetStore())
 	c.refreshed, c.told = map[string]time.Time{}, map[string]time.Time{}
@@ -175,11 +180,17 @@ func (c *Controller) lead(ctx context.Context) error {
 			err = c.reconcile(ctx, obj.(*unstructured.Unstructured))
 		}
 		c.Metrics.observe(informer.GetStore())
-		if err != nil {
+		switch {
+		case err != nil && queue.NumRequeues(key) < maxRetries:
 			c.Metrics.countError()
 			c.logf("%s: %v", key, err)
 			queue.AddRateLimited(key)
-		} else {
+		case err != nil:
+			// Each attempt may leave records: wait for the next change.
+			c.Metrics.countError()
+			c.logf("%s: %v (giving up until the Application changes, or the next resync)", key, err)
+			queue.Forget(key)
+		default:
 			queue.Forget(key)
 		}
 		queue.Done(key)
@@ -193,7 +204,7 @@ func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app 
 	if every == 0 {
 		every = time.Hour
 	}
-	told := key + " " + string(n.Event)
+	told := st.Session.ID + " " + string(n.Event)
 	wrote, warnings, err := engine.RecordNotice(ctx, app, st, n)
 	switch {
 	case err != nil:
@@ -228,7 +239,9 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		return err
 	}
 	key := app.GetNamespace() + "/" + app.GetName()
-	if n := breakglass.NoticeOf(st); n != nil && len(st.Mismatch) == 0 {
+	// RecordNotice acts on the log's open session, whatever the
+	// annotation says: an edit of it hides no notice.
+	if n := breakglass.NoticeOf(st); n != nil {
 		if err := c.notice(ctx, &engine, app, st, n, key); err != nil {
 			return err
 		}
@@ -240,7 +253,8 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 	if every == 0 {
 		every = time.Minute
 	}
-	if !st.Ready && time.Since(c.refreshed[key]) >= every {
+	due := time.Since(c.refreshed[key]) >= every
+	if !st.Ready && due {
 		// As of Argo CD's last reconcile Git has not caught up: ask it to
 		// look at Git again now, at most every RefreshEvery (the refresh
 		// is itself a change of the Application, which comes back here).
@@ -252,7 +266,11 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 	if !st.Ready {
 		return nil
 	}
-	restored, err := engine.Restore(ctx, breakglass.RestoreRequest{App: app.GetName(), Argo: c.Argo})
+	if st.Stale && !due {
+		return nil // Restore refreshes: at most every RefreshEvery, lest its own refresh bring it back here at once
+	}
+	c.refreshed[key] = time.Now()
+	restored, err := engine.Restore(ctx, breakglass.RestoreRequest{App: app.GetName(), Argo: c.Argo, Session: st.Session.ID, AutoRestore: true})
 	if errors.Is(err, breakglass.ErrNotCaughtUp) {
 		return nil // not yet, after a fresh refresh: the next change of the Application says more
 	}

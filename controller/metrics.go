@@ -97,6 +97,9 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (m *Metrics) write(w io.Writer, now time.Time) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	bit := func(b bool) int {

@@ -157,6 +157,22 @@ func syncTurnedBackOn(t *testing.T, f *fakeCluster) {
 	}
 }
 
+// pendingPatchForged adds to the session annotation, as on-call may, a
+// patch "being applied" whose digests would say Git holds the fix.
+func pendingPatchForged(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	s, err := breakglass.ParseSession(f.app().GetAnnotations()[breakglass.SessionAnnotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Patches = append(s.Patches, breakglass.SessionPatch{ID: "forged", Target: s.Patches[0].Target, Type: "merge", Fields: s.Patches[0].Fields, At: time.Now(), Pending: true})
+	value, _ := json.Marshal(s)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -247,6 +263,10 @@ func TestCommands(t *testing.T) {
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Normal/Restored")},
 		{name: "forced restore emits a warning", setup: given(breakglass), args: []string{"restore", "web", "--force", "--reason", "abandoned", "-y"},
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Warning/Forced")},
+		// A pending patch is the annotation's word alone: it used to
+		// override the logged patch in the catch-up check.
+		{name: "status is not ready while a patch is pending", setup: then(given(breakglass), gitCatchesUp, pendingPatchForged), args: []string{"status", "web", "--exit-code"},
+			assert: assertError(ExitFailure, "is being applied in session")},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
 		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),

@@ -321,6 +321,14 @@ func TestControllerMayOnlyRestore(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "may append only restore, notice and ticket records") {
 		t.Errorf("the controller appended a planned record: %v", err)
 	}
+	// A notice is the controller's: one written ahead by on-call would
+	// silence its own.
+	oncallStore := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace)
+	err = oncallStore.Append(context.Background(), &audit.Record{Event: audit.EventExpired, Session: "cr-forged", Actor: audit.Actor{Username: env.Oncall.Name},
+		Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "cr-attack"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
+	if err == nil || !strings.Contains(err.Error(), "only the kubectl gitops controller appends expiry and re-enabled-sync notices") {
+		t.Errorf("on-call appended a notice: %v", err)
+	}
 }
 
 func kubeFromKubeconfig(t *testing.T, path string) kubernetes.Interface {
