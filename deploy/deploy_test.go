@@ -32,6 +32,9 @@ func TestKustomizationInstallsEveryManifest(t *testing.T) {
 		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" || path == "kustomization.yaml" {
 			return err
 		}
+		if strings.HasPrefix(filepath.ToSlash(path), "notifications/") {
+			return nil // merged into the user's own argocd-notifications-cm, never applied whole
+		}
 		files = append(files, filepath.ToSlash(path))
 		body, err := os.ReadFile(path)
 		documents += strings.Count("\n"+string(body), "\nkind: ")

@@ -43,6 +43,7 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
+	e.ArgoBinary, e.RepoServerAddr = bins.ArgoCD, repoAddr
 	e.ArgoServerAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	admin, err := e.RESTConfig(Admin.Name)
 	if err != nil {

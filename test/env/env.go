@@ -48,6 +48,10 @@ type Env struct {
 	ArgoServerAddr string
 	// ArgoNamespace is where Argo CD's configuration and Applications live.
 	ArgoNamespace string
+	// ArgoBinary is the Argo CD binary the environment runs (multi-call:
+	// ARGOCD_BINARY_NAME picks the component), RepoServerAddr its
+	// repo-server's plaintext host:port.
+	ArgoBinary, RepoServerAddr string
 	// Argo is the Argo CD release running.
 	Argo ArgoRelease
 	// DigestKey is the installation's key of the audit records' keyed
