@@ -101,9 +101,9 @@ func controllerKubeconfig(t *testing.T) string {
 	return path
 }
 
-// startReplica starts the controller with a token of its own; the replica
-// stops with the test.
-func startReplica(t *testing.T, identity string) *replica {
+// startReplica starts the controller with a token of its own, and extra
+// environment (Jira's); the replica stops with the test.
+func startReplica(t *testing.T, identity string, extraEnv ...string) *replica {
 	t.Helper()
 	e := environment(t)
 	path := controllerKubeconfig(t)
@@ -112,7 +112,7 @@ func startReplica(t *testing.T, identity string) *replica {
 		"--app-namespace", e.ArgoNamespace, "--audit-namespace", e.ArgoNamespace, "--argocd-namespace", e.ArgoNamespace,
 		"--lease-namespace", e.ArgoNamespace, "--lease-duration", "3s", "--identity", identity,
 		"--address", "127.0.0.1:0", "--resync", "2s", "--refresh-every", "2s")
-	r.cmd.Env = []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + path, "PATH=" + os.Getenv("PATH")}
+	r.cmd.Env = append([]string{"HOME=" + t.TempDir(), "KUBECONFIG=" + path, "PATH=" + os.Getenv("PATH")}, extraEnv...)
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,8 @@ func leaderOf(t *testing.T, within time.Duration, replicas ...*replica) *replica
 func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	core(t)
 	e := environment(t)
-	a, b := startReplica(t, "replica-a"), startReplica(t, "replica-b")
+	jira := startJira(t)
+	a, b := startReplica(t, "replica-a", jiraEnv(jira.URL, jiraToken)...), startReplica(t, "replica-b", jiraEnv(jira.URL, jiraToken)...)
 	leader := leaderOf(t, 30*time.Second, a, b)
 	follower := a
 	if leader == a {
@@ -188,7 +189,7 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	deployApp(t, "cr-wait")
 	deployApp(t, "cr-expire")
 	deployApp(t, "cr-toggle")
-	oncall := argoUser(t)
+	oncall := newUser(t, env.Oncall.Name, jiraEnv(jira.URL, jiraToken)...)
 	for _, app := range []string{"cr-auto", "cr-wait"} {
 		mustRun(t, oncall, 0, "breakglass", app, "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "controller", "--auto-restore", "-y")
 	}
@@ -235,6 +236,10 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	if _, open := sessionOfApp(t, "cr-wait"); !open {
 		t.Error("cr-wait, whose Git has not caught up, was restored")
 	}
+	// The controller closed the ticket, saying Git caught up.
+	if issues := sessionIssues(jira, session); len(issues) != 1 || issues[0].Status != "Done" || !strings.Contains(strings.Join(issues[0].Comments, "\n"), "sync restored by "+jiraText(controllerSA)) {
+		t.Errorf("cr-auto's ticket after the controller's restore: %+v", issues)
+	}
 	if m := leader.metrics(t); !strings.Contains(m, "\nkubectl_gitops_auto_restores_total 1\n") || strings.Contains(m, `application="cr-auto"`) || !strings.Contains(m, `application="cr-wait"`) {
 		t.Errorf("metrics after the restore:\n%s", m)
 	}
@@ -253,6 +258,10 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 			}
 			return n == 1, fmt.Sprintf("%d records", n)
 		})
+	}
+	expiredSession := sessionOf(t, "cr-expire").ID
+	if issues := sessionIssues(jira, expiredSession); len(issues) != 1 || !strings.Contains(strings.Join(issues[0].Comments, "\n"), "expired at") || issues[0].Status == "Done" {
+		t.Errorf("cr-expire's ticket after the expiry: %+v", issues)
 	}
 	events := admin.kubectl("-n", e.ArgoNamespace, "get", "events", "--field-selector", "type=Warning", "-o", "jsonpath={range .items[*]}{.involvedObject.name}/{.reason}{\"\\n\"}{end}")
 	for _, want := range []string{"cr-expire/Expired", "cr-toggle/SyncReenabled"} {
