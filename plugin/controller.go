@@ -44,7 +44,11 @@ auto-restore (breakglass --auto-restore, or the namespace's
 kubectl-gitops.io/auto-restore), restores it as soon as Git has caught up, by
 exactly the rule restore uses (field by field with ARGOCD_SERVER set), recorded
 as breakglass.restored by the controller's identity, the ticket commented and
-closed (with JIRA_* in its environment; else queued for ticket sync). Replicas elect a leader through a coordination.k8s.io Lease: only the
+closed (with JIRA_* in its environment; else queued for ticket sync). It
+records, once per session, a pause that expired with Git behind and sync
+turned back on behind a session (breakglass.expired, breakglass.reenabled),
+with a Warning Event and a ticket comment, and never re-enables sync for
+them. Replicas elect a leader through a coordination.k8s.io Lease: only the
 leader acts. It serves /metrics, /healthz and /readyz on --address.`,
 		Example: `  kubectl gitops controller --all-namespaces --lease-namespace argocd --address :8080`,
 		Args:    positional(0),
