@@ -48,11 +48,11 @@ func GitMoved(then, now audit.Git) bool {
 func DescribeGit(g audit.Git) string {
 	switch {
 	case g.Hydrated != "":
-		return "dry commit " + unknownIfEmpty(short(g.Revision)) + " (hydrated as " + short(g.Hydrated) + ")"
+		return "dry commit " + OrUnknown(short(g.Revision)) + " (hydrated as " + short(g.Hydrated) + ")"
 	case len(g.Revisions) > 0:
 		return "revisions " + ShortRevisions(g)
 	}
-	return "revision " + unknownIfEmpty(short(g.Revision))
+	return "revision " + OrUnknown(short(g.Revision))
 }
 
 // ShortRevisions is g's revisions for a line of text: 12 characters each.
@@ -187,7 +187,9 @@ type Source struct {
 	HydratedPath   string `json:"hydratedPath,omitempty"`
 }
 
-func unknownIfEmpty(s string) string {
+// OrUnknown is s, or "unknown" when it is "": for a value a line of text
+// must name though it is not known.
+func OrUnknown(s string) string {
 	if s == "" {
 		return "unknown"
 	}

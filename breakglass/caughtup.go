@@ -261,7 +261,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		case ts.Resource == "Synced":
 			ts.Git, ts.Detail = GitCaughtUp, fmt.Sprintf("Argo CD reports it Synced at %s", argocd.ShortRevisions(now))
 		default:
-			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", argocd.ShortRevisions(now), dash(ts.Resource))
+			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git moved to %s but Argo CD reports %s (set ARGOCD_SERVER to tell waiting from diverged)", argocd.ShortRevisions(now), argocd.OrUnknown(ts.Resource))
 		}
 		st.Targets = append(st.Targets, ts)
 	}
@@ -316,7 +316,7 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 		}
 	}
 	if resource != "Synced" {
-		return GitWaiting, "Git holds the patched values but Argo CD reports " + dash(resource)
+		return GitWaiting, "Git holds the patched values but Argo CD reports " + argocd.OrUnknown(resource)
 	}
 	return GitCaughtUp, "Git holds the patched values and Argo CD reports Synced"
 }
@@ -386,13 +386,6 @@ func equalJSON(a, b any) bool {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }
 
 // Restorable is the one caught-up decision, which status' READY,

@@ -114,7 +114,7 @@ func (c *Controller) Run(ctx context.Context) error {
 					stop()
 				}
 			},
-			OnStoppedLeading: func() { c.Metrics.setLeader(false) },
+			OnStoppedLeading: func() { c.Metrics.setLeader(false); c.Metrics.watch(nil) },
 			OnNewLeader: func(id string) {
 				if id != c.Identity {
 					c.logf("following %s", id)
@@ -167,7 +167,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	if !cache.WaitForCacheSync(syncing.Done(), informer.HasSynced) {
 		return fmt.Errorf("the Applications could not be listed and watched within a minute (its RBAC?): %w", syncing.Err())
 	}
-	c.Metrics.observe(informer.GetStore())
+	c.Metrics.watch(informer.GetStore())
 	c.refreshed, c.told = map[string]time.Time{}, map[string]time.Time{}
 	close(c.readyCh())
 	for {
@@ -179,7 +179,6 @@ func (c *Controller) lead(ctx context.Context) error {
 		if err == nil && exists {
 			err = c.reconcile(ctx, obj.(*unstructured.Unstructured))
 		}
-		c.Metrics.observe(informer.GetStore())
 		switch {
 		case err != nil && queue.NumRequeues(key) < maxRetries:
 			c.Metrics.countError()
@@ -205,6 +204,10 @@ func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app 
 		every = time.Hour
 	}
 	told := st.Session.ID + " " + string(n.Event)
+	last := c.told[told]
+	if !last.IsZero() && time.Since(last) < every {
+		return nil // told, and not due again: no need to read the log
+	}
 	wrote, warnings, err := engine.RecordNotice(ctx, app, st, n)
 	switch {
 	case err != nil:
@@ -212,13 +215,11 @@ func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app 
 	case wrote:
 		c.Metrics.countNotice(n.Event)
 		c.logf("%s: %s %s", key, n.What, n.Todo)
-	case c.told[told].IsZero():
+	case last.IsZero():
 		// Recorded before this replica led: told then.
-	case time.Since(c.told[told]) >= every:
+	default:
 		warnings = engine.Remind(ctx, app, st, n, audit.HeadState{})
 		c.logf("%s: reminded: %s", key, n.What)
-	default:
-		return nil
 	}
 	c.told[told] = time.Now()
 	for _, w := range warnings {

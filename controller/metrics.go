@@ -25,7 +25,9 @@ type Metrics struct {
 	autoRestores int
 	errors       int
 	notices      map[audit.Event]int
-	sessions     []sessionMetric
+	// store is the leader's informer cache, which the session gauges are
+	// read from when scraped; nil while this replica does not lead.
+	store cache.Store
 }
 
 type sessionMetric struct {
@@ -65,14 +67,18 @@ func (m *Metrics) countNotice(event audit.Event) {
 	})
 }
 
-// observe takes the open sessions from the informer's cache, as their
-// annotations say (a gauge, not a decision: decisions come from the log).
-func (m *Metrics) observe(store cache.Store) {
-	if m == nil {
-		return
+// watch has the session gauges read from store, the informer's cache,
+// at each scrape: a gauge, not a decision (decisions come from the log),
+// and no work at all between scrapes.
+func (m *Metrics) watch(store cache.Store) { m.with(func() { m.store = store }) }
+
+// sessions are the open sessions store holds at now, as their annotations
+// say, by namespace and name.
+func sessions(store cache.Store, now time.Time) []sessionMetric {
+	if store == nil {
+		return nil
 	}
-	var sessions []sessionMetric
-	now := time.Now()
+	var out []sessionMetric
 	for _, obj := range store.List() {
 		app, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -82,12 +88,10 @@ func (m *Metrics) observe(store cache.Store) {
 		if err != nil {
 			continue
 		}
-		sessions = append(sessions, sessionMetric{namespace: app.GetNamespace(), name: app.GetName(), opened: s.OpenedAt, expired: s.Expired(now), auto: s.AutoRestore})
+		out = append(out, sessionMetric{namespace: app.GetNamespace(), name: app.GetName(), opened: s.OpenedAt, expired: s.Expired(now), auto: s.AutoRestore})
 	}
-	sort.Slice(sessions, func(i, j int) bool {
-		return sessions[i].namespace+"/"+sessions[i].name < sessions[j].namespace+"/"+sessions[j].name
-	})
-	m.with(func() { m.sessions = sessions })
+	sort.Slice(out, func(i, j int) bool { return out[i].namespace+"/"+out[i].name < out[j].namespace+"/"+out[j].name })
+	return out
 }
 
 // ServeHTTP writes the metrics.
@@ -102,6 +106,7 @@ func (m *Metrics) write(w io.Writer, now time.Time) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	open := sessions(m.store, now)
 	bit := func(b bool) int {
 		if b {
 			return 1
@@ -113,17 +118,17 @@ func (m *Metrics) write(w io.Writer, now time.Time) {
 	fmt.Fprintf(w, "kubectl_gitops_leader %d\n", bit(m.leader))
 	fmt.Fprintln(w, "# HELP kubectl_gitops_open_sessions Open break-glass sessions, by Application.")
 	fmt.Fprintln(w, "# TYPE kubectl_gitops_open_sessions gauge")
-	for _, s := range m.sessions {
+	for _, s := range open {
 		fmt.Fprintf(w, "kubectl_gitops_open_sessions{namespace=%q,application=%q,auto_restore=\"%t\"} 1\n", s.namespace, s.name, s.auto)
 	}
 	fmt.Fprintln(w, "# HELP kubectl_gitops_session_age_seconds How long each open session has been open.")
 	fmt.Fprintln(w, "# TYPE kubectl_gitops_session_age_seconds gauge")
-	for _, s := range m.sessions {
+	for _, s := range open {
 		fmt.Fprintf(w, "kubectl_gitops_session_age_seconds{namespace=%q,application=%q} %d\n", s.namespace, s.name, int(now.Sub(s.opened).Seconds()))
 	}
 	fmt.Fprintln(w, "# HELP kubectl_gitops_session_expired Whether each open session's pause has expired.")
 	fmt.Fprintln(w, "# TYPE kubectl_gitops_session_expired gauge")
-	for _, s := range m.sessions {
+	for _, s := range open {
 		fmt.Fprintf(w, "kubectl_gitops_session_expired{namespace=%q,application=%q} %d\n", s.namespace, s.name, bit(s.expired))
 	}
 	fmt.Fprintln(w, "# HELP kubectl_gitops_auto_restores_total Sessions this replica restored with no person.")

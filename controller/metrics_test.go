@@ -31,7 +31,7 @@ func TestMetricsSayWhatExists(t *testing.T) {
 	add("web", `{"id":"s1","openedAt":"`+opened.Format(time.RFC3339)+`","autoRestore":true,"expires":"2000-01-01T00:00:00Z"}`)
 	add("api", "")
 	m := &Metrics{}
-	m.observe(store)
+	m.watch(store)
 	m.setLeader(true)
 	m.countAutoRestore()
 	m.countNotice(audit.EventExpired)

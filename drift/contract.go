@@ -137,7 +137,7 @@ func (c Contract) AllowsBreakGlass(actor audit.Actor) error {
 		}
 	}
 	return fmt.Errorf("%w: namespace %s lets only groups %s patch live state (%s); %s is in %s", ErrContract, c.Namespace,
-		strings.Join(c.Groups, ", "), ContractGroups, actor.Username, unknownIfEmpty(strings.Join(actor.Groups, ", ")))
+		strings.Join(c.Groups, ", "), ContractGroups, actor.Username, argocd.OrUnknown(strings.Join(actor.Groups, ", ")))
 }
 
 // violatedBy says how a live write by a manager of class violates the

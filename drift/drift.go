@@ -367,7 +367,7 @@ func response(f Field, app *unstructured.Unstructured, restore string) string {
 		return heal + "move it into Git: " + gitChange(argocd.AdviseChange(src, f.Path, f.Git, f.Live), where) + ", or sync to drop it"
 	case Controller:
 		return heal + fmt.Sprintf("%s owns this field: remove %s from the manifests in %s, or ignore it: ignoreDifferences: [{group: %q, kind: %q, managedFieldsManagers: [%q]}]",
-			f.Manager, unknownIfEmpty(f.Path), where, f.Resource.Group, f.Resource.Kind, f.Manager)
+			f.Manager, argocd.OrUnknown(f.Path), where, f.Resource.Group, f.Resource.Kind, f.Manager)
 	case ArgoCD:
 		return heal + "Argo CD wrote it last: a sync is in progress or failed; look at the Application's sync status"
 	case Unknown:
@@ -375,7 +375,7 @@ func response(f Field, app *unstructured.Unstructured, restore string) string {
 	case Deleted:
 		return heal + "the resource is in Git but not in the cluster: sync to recreate it, or remove it from Git"
 	default:
-		return heal + fmt.Sprintf("set by defaulting or an admission webhook: ignore it: ignoreDifferences: [{group: %q, kind: %q, jsonPointers: [%q]}]", f.Resource.Group, f.Resource.Kind, unknownIfEmpty(f.Path))
+		return heal + fmt.Sprintf("set by defaulting or an admission webhook: ignore it: ignoreDifferences: [{group: %q, kind: %q, jsonPointers: [%q]}]", f.Resource.Group, f.Resource.Kind, argocd.OrUnknown(f.Path))
 	}
 }
 
@@ -397,11 +397,4 @@ func gitChange(c argocd.GitChange, where string) string {
 	}
 	b, _ := json.Marshal(c.Value)
 	return fmt.Sprintf("set %s to %s in %s", c.Path, b, where)
-}
-
-func unknownIfEmpty(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }

@@ -78,20 +78,14 @@ func controllerKubeconfig(t *testing.T) string {
 	controllerRBAC.Do(func() {
 		admin.kubectl("apply", "-f", filepath.Join(env.RepoRoot(), "deploy", "controller", "rbac.yaml"))
 	})
-	ctx := context.Background()
-	expiry := int64(3600)
-	token, err := kubeFor(t, env.Admin.Name).CoreV1().ServiceAccounts(e.ArgoNamespace).CreateToken(ctx, "kubectl-gitops-controller",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := serviceAccountToken(t, "kubectl-gitops-controller")
 	adminConfig, err := e.RESTConfig(env.Admin.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig := clientcmdapi.NewConfig()
 	kubeconfig.Clusters["test"] = &clientcmdapi.Cluster{Server: adminConfig.Host, CertificateAuthorityData: adminConfig.CAData}
-	kubeconfig.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	kubeconfig.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: token}
 	kubeconfig.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "controller"}
 	kubeconfig.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -99,6 +93,19 @@ func controllerKubeconfig(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// serviceAccountToken is a token of ServiceAccount name in Argo CD's
+// namespace, from the API server, as a pod has one.
+func serviceAccountToken(t *testing.T, name string) string {
+	t.Helper()
+	expiry := int64(3600)
+	token, err := kubeFor(t, env.Admin.Name).CoreV1().ServiceAccounts(env.ArgoNamespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token.Status.Token
 }
 
 // startReplica starts the controller with a token of its own, and extra

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,11 +94,7 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 	if _, err := admin.RbacV1().RoleBindings(e.ArgoNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expiry := int64(3600)
-	token, err := admin.CoreV1().ServiceAccounts(e.ArgoNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := serviceAccountToken(t, sa)
 	config, err := e.RESTConfig(env.Admin.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +108,7 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	cmd := exec.Command(e.ArgoBinary, "--server", config.Host, "--token", token.Status.Token, "--certificate-authority", caFile,
+	cmd := exec.Command(e.ArgoBinary, "--server", config.Host, "--token", token, "--certificate-authority", caFile,
 		"--namespace", e.ArgoNamespace, "--argocd-repo-server", e.RepoServerAddr, "--argocd-repo-server-plaintext",
 		"--metrics-port", fmt.Sprint(port), "--loglevel", "debug")
 	cmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd-notifications")
