@@ -335,13 +335,19 @@ func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
-// dropSession removes the session annotation if it is still session id's,
-// leaving the sync policy alone.
+// dropSession removes the session annotation of an aborted session if it
+// is still session id's, leaving the sync policy alone.
 func (e *Engine) dropSession(ctx context.Context, name, id string) error {
 	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(*unstructured.Unstructured) map[string]any {
-		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{SessionAnnotation: nil}}}
+		return map[string]any{"metadata": map[string]any{"annotations": closeSession(id, audit.EventAborted)}}
 	}})
 	return err
+}
+
+// closeSession is the annotations of a close: the session goes, and the
+// LastSessionAnnotation says which one it was and how it ended.
+func closeSession(id string, closing audit.Event) map[string]any {
+	return map[string]any{SessionAnnotation: nil, LastSessionAnnotation: lastSession(id, closing)}
 }
 
 // abort handles a patch the API server rejected: a pause this command made
@@ -353,7 +359,7 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	ctx = undo
 	var undoErr error
 	if p.Join == nil {
-		undoErr = e.undoPause(ctx, p.App.Name, session, ownSession(p.App.Name, session.ID))
+		undoErr = e.undoPause(ctx, p.App.Name, session, audit.EventAborted, ownSession(p.App.Name, session.ID))
 	} else if p.pendingPatch != "" {
 		_, _, undoErr = e.writeSession(ctx, e.known(p.App.Name), session.ID, nil, func(s *Session) { s.dropPatch(p.pendingPatch) })
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -66,8 +67,9 @@ func mergePatchFor(current, desired any) any {
 
 // undoPause writes the saved policies back, the parents' first, and removes
 // the session last (as long as check accepts it), so that an interruption
-// leaves a session that says what is still paused.
-func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
+// leaves a session that says what is still paused; closing is the event
+// that ends the session, left in the LastSessionAnnotation.
+func (e *Engine) undoPause(ctx context.Context, name string, s *Session, closing audit.Event, check func(*unstructured.Unstructured) error) error {
 	// The child's check first: parents syncing again would undo the
 	// child's pause from Git, so none is unpaused for a child that is not.
 	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
@@ -80,22 +82,23 @@ func (e *Engine) undoPause(ctx context.Context, name string, s *Session, check f
 	if err := e.restoreParents(ctx, name, s); err != nil {
 		return err
 	}
-	return e.restorePolicy(ctx, name, s, check)
+	return e.restorePolicy(ctx, name, s, closing, check)
 }
 
 // restorePolicy makes spec.syncPolicy the session's saved policy exactly,
-// drops the session annotation and requests a refresh, in one patch, as
-// long as check accepts the Application as it is then. An Application
+// drops the session annotation for the LastSessionAnnotation (closing says
+// how it ended) and requests a refresh, in one patch, as long as check
+// accepts the Application as it is then. An Application
 // whose sync was turned back on behind the session keeps its policy as it
 // is (sync is on, as restore would leave it; the admission policy allows
 // on-call no other change of it there): only the session goes.
-func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, check func(*unstructured.Unstructured) error) error {
+func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, closing audit.Event, check func(*unstructured.Unstructured) error) error {
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
 	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
-		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{SessionAnnotation: nil}, false)}}
+		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(s.ID, closing), false)}}
 		if !argocd.SyncsAutomatically(app) {
 			patch["spec"] = map[string]any{"syncPolicy": policyPatch(app, saved)}
 		}

@@ -144,7 +144,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	// The write is conditional on the annotation as evaluated: a patch
 	// that landed meanwhile must not be reverted by a restore that never
 	// saw it.
-	if err := e.undoPause(ctx, req.App, st.Session, unchangedSession(req.App, st.annotated)); err != nil {
+	if err := e.undoPause(ctx, req.App, st.Session, event, unchangedSession(req.App, st.annotated)); err != nil {
 		_, _ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}

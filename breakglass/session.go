@@ -16,6 +16,24 @@ import (
 // SessionAnnotation holds the open break-glass session on an Application.
 const SessionAnnotation = audit.KeyPrefix + "session"
 
+// LastSessionAnnotation is left on an Application when its session closes,
+// {"id":"<ID>","closed":"restored|forced|aborted"}, so that Argo CD's
+// notifications can announce the close once the session annotation is
+// gone. The admission policy lets it change only with a close, naming the
+// session that closed. Nothing in the tool reads it: it is a signal for
+// people, and the audit log says how the session really ended.
+const LastSessionAnnotation = audit.KeyPrefix + "last-session"
+
+// lastSession is the LastSessionAnnotation value for session id closed by
+// event (breakglass.restored, .forced or .aborted).
+func lastSession(id string, event audit.Event) string {
+	b, _ := json.Marshal(struct {
+		ID     string `json:"id"`
+		Closed string `json:"closed"`
+	}{id, strings.TrimPrefix(string(event), "breakglass.")})
+	return string(b)
+}
+
 // Session states, in order.
 const (
 	StatePausing = "pausing"

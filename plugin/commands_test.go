@@ -302,6 +302,12 @@ func TestCommands(t *testing.T) {
 					t.Errorf("restored policy %s", jsonText(policy))
 				}
 			})},
+		// The session annotation goes with the restore: the last-session
+		// mark is what Argo CD's notifications announce the close by.
+		{name: "restore leaves the last-session mark", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"},
+			assert: assertLastSession("restored")},
+		{name: "forced restore leaves a forced last-session mark", setup: given(breakglass), args: []string{"restore", "web", "--force", "--reason", "abandoned", "-y"},
+			assert: assertLastSession("forced")},
 		{name: "ticket sync", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"}, assert: assertGolden("ticket-sync.golden", ExitOK)},
 		{name: "ticket sync completes the log", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"},
 			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
@@ -686,4 +692,24 @@ func TestReadyIsTheOneDecision(t *testing.T) {
 			t.Errorf("%s: READY %s, exit-code ready %v; want %s, %v", name, got, allReady([]*breakglass.SessionStatus{&st}), tc.ready, tc.exit)
 		}
 	}
+}
+
+// assertLastSession checks that the Application's session is closed and
+// the last-session mark names it, closed as want.
+func assertLastSession(want string) func(*testing.T, *fakeCluster, cmdResult) {
+	return assertCluster(func(t *testing.T, f *fakeCluster) {
+		annotations := f.app().GetAnnotations()
+		if _, open := annotations[breakglass.SessionAnnotation]; open {
+			t.Fatalf("the session is still open: %v", annotations)
+		}
+		var opened string
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventPlanned {
+				opened = r.Session
+			}
+		}
+		if got, wantMark := annotations[breakglass.LastSessionAnnotation], `{"id":"`+opened+`","closed":"`+want+`"}`; opened == "" || got != wantMark {
+			t.Errorf("last-session mark %q; want %q", got, wantMark)
+		}
+	})
 }

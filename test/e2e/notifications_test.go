@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,8 +32,8 @@ import (
 // (from the Argo CD module under test, as a process with a ServiceAccount
 // token of its own), given the shipped deploy/notifications triggers and
 // templates and a webhook service, posts once per session when a
-// break-glass opens, when its pause expires, and when sync is turned back
-// on behind it.
+// break-glass opens, when its pause expires, when sync is turned back on
+// behind it, and when it is restored.
 func TestNotificationsTellOfSessions(t *testing.T) {
 	e := environment(t)
 	if e.Argo.Major() == 2 {
@@ -63,7 +64,7 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm.Data["service.webhook.kubectl-gitops"] = "url: " + sink.URL + "\n"
-	cm.Data["subscriptions"] = "- recipients: [kubectl-gitops]\n  triggers: [on-breakglass-opened, on-breakglass-expired, on-breakglass-reenabled]\n"
+	cm.Data["subscriptions"] = "- recipients: [kubectl-gitops]\n  triggers: [on-breakglass-opened, on-breakglass-expired, on-breakglass-reenabled, on-breakglass-restored]\n"
 	admin := kubeFor(t, env.Admin.Name)
 	if _, err := admin.CoreV1().ConfigMaps(e.ArgoNamespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -152,11 +153,24 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 		got := strings.Join(events(), ",")
 		return strings.Contains(got, "reenabled"), got
 	})
-	time.Sleep(2 * time.Second) // more reconciles: each still once per session
-	if got := events(); len(got) != 3 {
-		t.Errorf("notifications for session %s: %v, want opened, expired and reenabled once each", session, got)
-	}
 	mustRun(t, oncall, 0, "restore", "nt-web", "--force", "--reason", "test over", "-y")
+	waitFor(waitCtx, t, "the notification of the restore", func() (bool, string) {
+		got := strings.Join(events(), ",")
+		return strings.Contains(got, "restored"), got
+	})
+	time.Sleep(2 * time.Second) // more reconciles: each still once per session
+	got := events()
+	slices.Sort(got)
+	if want := []string{"expired", "opened", "reenabled", "restored"}; !slices.Equal(got, want) {
+		t.Errorf("notifications for session %s: %v, want %v once each", session, got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range posted {
+		if p["event"] == "restored" && p["session"] != `{"id":"`+session+`","closed":"forced"}` {
+			t.Errorf("the restore's notification names %v, want session %s closed forced", p["session"], session)
+		}
+	}
 }
 
 func freePort() (int, error) {

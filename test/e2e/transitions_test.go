@@ -225,6 +225,43 @@ func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.PausedByAnnotation: "child/20261203-000000-abcde"}}})
 }
 
+// TestTransitionLastSessionMarkOnlyWithItsClose: the last-session mark is
+// what Argo CD's notifications announce a restore by. Were it free, on-call
+// could announce a restore that never happened, or hide one by removing
+// it: it may only be set as a session closes, naming that session, in the
+// form the tool writes.
+func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
+	core(t)
+	e := environment(t)
+	manualApp(t, e.ArgoNamespace, "tx-last")
+	oncall := newUser(t, env.Oncall.Name)
+	const refusedLast = "last-session mark of application"
+	mark := func(id, closed string) string { return `{"id":"` + id + `","closed":"` + closed + `"}` }
+	annotations := func(a map[string]any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": a}}
+	}
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a last-session mark with no session closing", refusedLast,
+		annotations(map[string]any{breakglass.LastSessionAnnotation: mark("tx-last-0", "restored")}))
+
+	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tx-last", breakglass.SessionAnnotation+`={"id":"tx-last-1","state":"pausing"}`)
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a last-session mark beside the open session", refusedLast,
+		annotations(map[string]any{breakglass.LastSessionAnnotation: mark("tx-last-1", "restored")}))
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a close naming another session", refusedLast,
+		annotations(map[string]any{breakglass.SessionAnnotation: nil, breakglass.LastSessionAnnotation: mark("tx-last-9", "restored")}))
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a close with a mark of another form", refusedLast,
+		annotations(map[string]any{breakglass.SessionAnnotation: nil, breakglass.LastSessionAnnotation: `{"id":"tx-last-1","closed":"restored","by":"someone"}`}))
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a close with a word the tool never writes", refusedLast,
+		annotations(map[string]any{breakglass.SessionAnnotation: nil, breakglass.LastSessionAnnotation: mark("tx-last-1", "approved")}))
+	// The close as the tool writes it passes.
+	body, _ := json.Marshal(annotations(map[string]any{breakglass.SessionAnnotation: nil, breakglass.LastSessionAnnotation: mark("tx-last-1", "aborted")}))
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "tx-last", "--type=merge", "-p", string(body))
+
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "removing the last-session mark", refusedLast,
+		annotations(map[string]any{breakglass.LastSessionAnnotation: nil}))
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "rewriting the last-session mark to restored", refusedLast,
+		annotations(map[string]any{breakglass.LastSessionAnnotation: mark("tx-last-1", "restored")}))
+}
+
 // TestTransitionTeamNamespaceApplicationIsRefusedAlike: an Application in a
 // team namespace (Applications in any namespace) is guarded as one in
 // Argo CD's own namespace, while the moves the tool makes still pass there.
