@@ -10,6 +10,9 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -44,8 +47,10 @@ type Controller struct {
 	LeaseNamespace, LeaseName, Identity string
 	// LeaseDuration is how long a leader's lease holds (0: 15s).
 	LeaseDuration time.Duration
-	// Resync re-evaluates every Application this often without an event
-	// (0: 5m), for sessions whose state changes without a write.
+	// Resync relists the Applications this often (0: 5m). An Application
+	// is evaluated again only when what it says changed (not Argo CD's
+	// periodic status.reconciledAt) or when something is due: its expiry,
+	// a reminder, a refresh; so an idle controller reads nothing.
 	Resync time.Duration
 	// RefreshEvery is how often, at most, the controller asks Argo CD to
 	// refresh an auto-restore session's Application that has not caught
@@ -64,6 +69,15 @@ type Controller struct {
 	// refreshed is when each Application's refresh was last requested,
 	// told when each notice was last told.
 	refreshed, told map[string]time.Time
+	// evaluated is each Application as last evaluated without error.
+	evaluated map[string]evaluation
+}
+
+// evaluation is an Application's state when it was last evaluated, and
+// when it must be evaluated again even if that state stays (zero: never).
+type evaluation struct {
+	state string
+	due   time.Time
 }
 
 // Ready is closed once this replica leads and its cache is synced.
@@ -168,7 +182,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		return fmt.Errorf("the Applications could not be listed and watched within a minute (its RBAC?): %w", syncing.Err())
 	}
 	c.Metrics.watch(informer.GetStore())
-	c.refreshed, c.told = map[string]time.Time{}, map[string]time.Time{}
+	c.refreshed, c.told, c.evaluated = map[string]time.Time{}, map[string]time.Time{}, map[string]evaluation{}
 	close(c.readyCh())
 	for {
 		key, quit := queue.Get()
@@ -176,8 +190,24 @@ func (c *Controller) lead(ctx context.Context) error {
 			return nil
 		}
 		obj, exists, err := informer.GetStore().GetByKey(key)
+		if err == nil && !exists {
+			delete(c.evaluated, key)
+		}
 		if err == nil && exists {
-			err = c.reconcile(ctx, obj.(*unstructured.Unstructured))
+			app := obj.(*unstructured.Unstructured)
+			state := stateOf(app)
+			if last, ok := c.evaluated[key]; ok && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
+				queue.Forget(key)
+				queue.Done(key)
+				continue // as evaluated, nothing due: no request
+			}
+			var due time.Time
+			if due, err = c.reconcile(ctx, app); err == nil {
+				c.evaluated[key] = evaluation{state: state, due: due}
+				if !due.IsZero() {
+					queue.AddAfter(key, time.Until(due))
+				}
+			}
 		}
 		switch {
 		case err != nil && queue.NumRequeues(key) < maxRetries:
@@ -199,10 +229,7 @@ func (c *Controller) lead(ctx context.Context) error {
 // notice records n about app's session once, and tells it again every
 // RemindEvery. A replica that takes over tells it next after RemindEvery.
 func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, n *breakglass.Notice, key string) error {
-	every := c.RemindEvery
-	if every == 0 {
-		every = time.Hour
-	}
+	every := c.remindEvery()
 	told := st.Session.ID + " " + string(n.Event)
 	last := c.told[told]
 	if !last.IsZero() && time.Since(last) < every {
@@ -231,29 +258,39 @@ func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app 
 // reconcile acts on app's open session: a session marked auto-restore
 // whose Git has caught up as of Argo CD's last reconcile is restored, by
 // Restore itself, which asks for a fresh refresh and applies restore's
-// rule again before it writes anything.
-func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructured) error {
+// rule again before it writes anything. It returns when the session must
+// be looked at again though nothing changes (zero: not before a change):
+// its expiry, its next reminder, its next refresh.
+func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructured) (time.Time, error) {
 	engine := *c.Engine
 	engine.AppNamespace = app.GetNamespace()
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	key := app.GetNamespace() + "/" + app.GetName()
+	var next time.Time
+	if e := st.Session.Expires; e != nil && time.Now().Before(*e) && len(st.Mismatch) == 0 {
+		next = *e
+	}
 	// RecordNotice acts on the log's open session, whatever the
 	// annotation says: an edit of it hides no notice.
 	if n := breakglass.NoticeOf(st); n != nil {
 		if err := c.notice(ctx, &engine, app, st, n, key); err != nil {
-			return err
+			return time.Time{}, err
 		}
+		next = earliest(next, c.told[st.Session.ID+" "+string(n.Event)].Add(c.remindEvery()))
 	}
 	if !st.Session.AutoRestore || len(st.Mismatch) > 0 || st.SyncReenabled {
-		return nil
+		return next, nil
 	}
 	every := c.RefreshEvery
 	if every == 0 {
 		every = time.Minute
 	}
+	// Until it is restored, an auto-restore session is looked at again
+	// when its next refresh is due.
+	nextRefresh := func() time.Time { return earliest(next, c.refreshed[key].Add(every)) }
 	due := time.Since(c.refreshed[key]) >= every
 	if !st.Ready && due {
 		// As of Argo CD's last reconcile Git has not caught up: ask it to
@@ -261,27 +298,58 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		// is itself a change of the Application, which comes back here).
 		c.refreshed[key] = time.Now()
 		if st, err = engine.CaughtUp(ctx, app, c.Argo, true); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
 	if !st.Ready {
-		return nil
+		return nextRefresh(), nil
 	}
 	if st.Stale && !due {
-		return nil // Restore refreshes: at most every RefreshEvery, lest its own refresh bring it back here at once
+		return nextRefresh(), nil // Restore refreshes: at most every RefreshEvery, lest its own refresh bring it back here at once
 	}
 	c.refreshed[key] = time.Now()
 	restored, err := engine.Restore(ctx, breakglass.RestoreRequest{App: app.GetName(), Argo: c.Argo, Session: st.Session.ID, AutoRestore: true})
 	if errors.Is(err, breakglass.ErrNotCaughtUp) {
-		return nil // not yet, after a fresh refresh: the next change of the Application says more
+		return nextRefresh(), nil // not yet, after a fresh refresh
 	}
 	if err != nil {
-		return fmt.Errorf("restoring session %s: %w", st.Session.ID, err)
+		return time.Time{}, fmt.Errorf("restoring session %s: %w", st.Session.ID, err)
 	}
 	c.Metrics.countAutoRestore()
 	c.logf("%s/%s: restored session %s: Git caught up (%s)", app.GetNamespace(), app.GetName(), restored.Session.ID, argocd.DescribeGit(restored.GitAt()))
 	for _, w := range restored.Warnings {
 		c.logf("%s/%s: warning: %s", app.GetNamespace(), app.GetName(), w)
 	}
-	return nil
+	return time.Time{}, nil
+}
+
+// earliest is the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func (c *Controller) remindEvery() time.Duration {
+	if c.RemindEvery == 0 {
+		return time.Hour
+	}
+	return c.RemindEvery
+}
+
+// stateOf is what app says, as a digest: everything but what changes with
+// every write (resourceVersion, managedFields, generation) and Argo CD's
+// periodic reconcile stamps (status.reconciledAt, status.observedAt), so
+// that a reconcile that found nothing new is no change.
+func stateOf(app *unstructured.Unstructured) string {
+	obj := app.DeepCopy().Object
+	unstructured.RemoveNestedField(obj, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(obj, "metadata", "managedFields")
+	unstructured.RemoveNestedField(obj, "metadata", "generation")
+	unstructured.RemoveNestedField(obj, "status", "reconciledAt")
+	unstructured.RemoveNestedField(obj, "status", "observedAt")
+	b, _ := json.Marshal(obj)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

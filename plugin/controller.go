@@ -62,7 +62,7 @@ leader acts. It serves /metrics, /healthz and /readyz on --address.`,
 	cmd.Flags().DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease holds: another replica takes over within it")
 	cmd.Flags().StringVar(&o.Identity, "identity", "", "this replica's name in the Lease (default: the host name, which is the pod's)")
 	cmd.Flags().StringVar(&o.Address, "address", ":8080", "where to serve /metrics, /healthz and /readyz")
-	cmd.Flags().DurationVar(&o.Resync, "resync", 5*time.Minute, "how often every session is looked at again without a change")
+	cmd.Flags().DurationVar(&o.Resync, "resync", 5*time.Minute, "how often the Applications are listed again; a session is looked at again only when its Application changes or its expiry, reminder or refresh is due")
 	cmd.Flags().DurationVar(&o.RemindEvery, "remind-every", time.Hour, "how often an expired session, or one whose sync was turned back on, is told again (Warning Event, ticket comment)")
 	cmd.Flags().DurationVar(&o.RefreshEvery, "refresh-every", time.Minute, "how often, at most, to ask Argo CD to refresh an auto-restore session's Application that has not caught up (a Git webhook makes it sooner)")
 	return cmd
