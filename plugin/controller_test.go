@@ -1,13 +1,24 @@
 package plugin
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/controller"
 )
 
 // TestControllerDeploymentRunsACommandTheBinaryTakes: the shipped
@@ -49,5 +60,89 @@ func TestControllerDeploymentRunsACommandTheBinaryTakes(t *testing.T) {
 	}
 	if ps := d.Spec.Template.Spec.SecurityContext; ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot {
 		t.Errorf("the pod may run as root: %+v", ps)
+	}
+}
+
+// countingLog counts the audit log reads of the store it wraps.
+type countingLog struct {
+	audit.Store
+	reads atomic.Int64
+}
+
+func (c *countingLog) Entries(ctx context.Context, filter audit.Filter) ([]audit.Entry, error) {
+	c.reads.Add(1)
+	return c.Store.Entries(ctx, filter)
+}
+
+// TestControllerOnFakes runs the controller over the fake cluster: while
+// nothing but Argo CD's periodic reconcile stamp changes (and resyncs
+// run) it reads nothing; once Git has caught up it restores the
+// auto-restore session it evaluated, as itself, recorded as restored.
+func TestControllerOnFakes(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--auto-restore", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	engine, err := newEngine(&engineFlags{AppNamespace: "argocd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &countingLog{Store: engine.Audit}
+	engine.Audit = log
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
+		LeaseDuration: 2 * time.Second, Resync: 50 * time.Millisecond, RefreshEvery: time.Hour, RemindEvery: time.Hour}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("the controller stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the controller did not lead within 10s")
+	}
+	// Its first look refreshes the Application (Git is behind); the fake
+	// Argo CD answers. Wait until its reads settle.
+	settled := func() int64 {
+		for last := int64(-1); ; time.Sleep(time.Second) {
+			if n := log.reads.Load(); n == last {
+				return n
+			} else {
+				last = n
+			}
+		}
+	}
+	before := settled()
+	if before == 0 {
+		t.Fatal("the controller never looked at the session")
+	}
+	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
+	for i := 0; i < 5; i++ {
+		stamp := fmt.Sprintf(`{"status":{"reconciledAt":"2026-12-03T10:0%d:00Z"}}`, i)
+		if _, err := apps.Patch(ctx, "web", types.MergePatchType, []byte(stamp), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after := settled(); after != before {
+		t.Errorf("the controller read the audit log %d times while only Argo CD's reconcile stamp changed", after-before)
+	}
+
+	// Git catches up; a webhook's refresh has Argo CD see it.
+	gitCatchesUp(t, f)
+	if _, err := apps.Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+argocd.RefreshAnnotation+`":"normal"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, open := f.app().GetAnnotations()[breakglass.SessionAnnotation]; open; _, open = f.app().GetAnnotations()[breakglass.SessionAnnotation] {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller did not restore the session once Git caught up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	last := records(t, f)
+	if r := last[len(last)-1]; r.Event != audit.EventRestored || r.Outcome.Status != audit.StatusSucceeded {
+		t.Errorf("last record %s/%s, want a succeeded breakglass.restored", r.Event, r.Outcome.Status)
 	}
 }
