@@ -33,7 +33,7 @@ import (
 // token of its own), given the shipped deploy/notifications triggers and
 // templates and a webhook service, posts once per session when a
 // break-glass opens, when its pause expires, when sync is turned back on
-// behind it, and when it is restored.
+// behind it, and when it is closed (here by a forced restore).
 func TestNotificationsTellOfSessions(t *testing.T) {
 	e := environment(t)
 	if e.Argo.Major() == 2 {
@@ -64,7 +64,7 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm.Data["service.webhook.kubectl-gitops"] = "url: " + sink.URL + "\n"
-	cm.Data["subscriptions"] = "- recipients: [kubectl-gitops]\n  triggers: [on-breakglass-opened, on-breakglass-expired, on-breakglass-reenabled, on-breakglass-restored]\n"
+	cm.Data["subscriptions"] = "- recipients: [kubectl-gitops]\n  triggers: [on-breakglass-opened, on-breakglass-expired, on-breakglass-reenabled, on-breakglass-closed]\n"
 	admin := kubeFor(t, env.Admin.Name)
 	if _, err := admin.CoreV1().ConfigMaps(e.ArgoNamespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -154,21 +154,21 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 		return strings.Contains(got, "reenabled"), got
 	})
 	mustRun(t, oncall, 0, "restore", "nt-web", "--force", "--reason", "test over", "-y")
-	waitFor(waitCtx, t, "the notification of the restore", func() (bool, string) {
+	waitFor(waitCtx, t, "the notification of the close", func() (bool, string) {
 		got := strings.Join(events(), ",")
-		return strings.Contains(got, "restored"), got
+		return strings.Contains(got, "closed"), got
 	})
 	time.Sleep(2 * time.Second) // more reconciles: each still once per session
 	got := events()
 	slices.Sort(got)
-	if want := []string{"expired", "opened", "reenabled", "restored"}; !slices.Equal(got, want) {
+	if want := []string{"closed", "expired", "opened", "reenabled"}; !slices.Equal(got, want) {
 		t.Errorf("notifications for session %s: %v, want %v once each", session, got, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, p := range posted {
-		if p["event"] == "restored" && p["session"] != `{"id":"`+session+`","closed":"forced"}` {
-			t.Errorf("the restore's notification names %v, want session %s closed forced", p["session"], session)
+		if p["event"] == "closed" && p["session"] != `{"id":"`+session+`","closed":"forced"}` {
+			t.Errorf("the close's notification names %v, want session %s closed forced", p["session"], session)
 		}
 	}
 }

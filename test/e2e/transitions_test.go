@@ -226,10 +226,10 @@ func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 }
 
 // TestTransitionLastSessionMarkOnlyWithItsClose: the last-session mark is
-// what Argo CD's notifications announce a restore by. Were it free, on-call
-// could announce a restore that never happened, or hide one by removing
-// it: it may only be set as a session closes, naming that session, in the
-// form the tool writes.
+// what Argo CD's notifications announce a close by. Were it free, on-call
+// could announce a close that never happened, or hide one by closing
+// without it or removing it: every close sets it, naming the session that
+// closes, in the form the tool writes, and nothing else changes it.
 func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
 	core(t)
 	e := environment(t)
@@ -246,6 +246,8 @@ func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
 	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tx-last", breakglass.SessionAnnotation+`={"id":"tx-last-1","state":"pausing"}`)
 	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a last-session mark beside the open session", refusedLast,
 		annotations(map[string]any{breakglass.LastSessionAnnotation: mark("tx-last-1", "restored")}))
+	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a close without the mark", refusedLast,
+		annotations(map[string]any{breakglass.SessionAnnotation: nil}))
 	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a close naming another session", refusedLast,
 		annotations(map[string]any{breakglass.SessionAnnotation: nil, breakglass.LastSessionAnnotation: mark("tx-last-9", "restored")}))
 	refusedApp(t, oncall, e.ArgoNamespace, "tx-last", "a close with a mark of another form", refusedLast,
@@ -291,7 +293,8 @@ func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 	// opened and closed on an unpaused (manual) policy.
 	oncall.kubectl("-n", ns, "annotate", "application", name, argocd.RefreshAnnotation+"=normal", "--overwrite")
 	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+`={"id":"tx-team-1","state":"pausing"}`)
-	oncall.kubectl("-n", ns, "annotate", "application", name, breakglass.SessionAnnotation+"-")
+	oncall.kubectl("-n", ns, "patch", "application", name, "--type=merge", "-p",
+		`{"metadata":{"annotations":{"`+breakglass.SessionAnnotation+`":null,"`+breakglass.LastSessionAnnotation+`":"{\"id\":\"tx-team-1\",\"closed\":\"aborted\"}"}}}`)
 }
 
 // auditNamespace starts an audit log of its own in a new namespace, as
