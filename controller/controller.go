@@ -197,6 +197,11 @@ func (c *Controller) lead(ctx context.Context) error {
 			app := obj.(*unstructured.Unstructured)
 			state := stateOf(app)
 			if last, ok := c.evaluated[key]; ok && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
+				if !last.due.IsZero() {
+					// The queue keeps one wait per key, the earliest: this
+					// one may have stood in for the due one.
+					queue.AddAfter(key, time.Until(last.due))
+				}
 				queue.Forget(key)
 				queue.Done(key)
 				continue // as evaluated, nothing due: no request
@@ -269,8 +274,10 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		return time.Time{}, err
 	}
 	key := app.GetNamespace() + "/" + app.GetName()
+	// The expiry is due whatever the annotation says (an edited one must
+	// not silence the notice): st.Session is the log's session.
 	var next time.Time
-	if e := st.Session.Expires; e != nil && time.Now().Before(*e) && len(st.Mismatch) == 0 {
+	if e := st.Session.Expires; e != nil && time.Now().Before(*e) {
 		next = *e
 	}
 	// RecordNotice acts on the log's open session, whatever the

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -83,25 +84,8 @@ func TestControllerOnFakes(t *testing.T) {
 	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--auto-restore", "-y"); code != ExitOK {
 		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
 	}
-	engine, err := newEngine(&engineFlags{AppNamespace: "argocd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &countingLog{Store: engine.Audit}
-	engine.Audit = log
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
-		LeaseDuration: 2 * time.Second, Resync: 50 * time.Millisecond, RefreshEvery: time.Hour, RemindEvery: time.Hour}
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("the controller stopped: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the controller did not lead within 10s")
-	}
+	log := runController(t)
+	ctx := context.Background()
 	// Its first look refreshes the Application (Git is behind); the fake
 	// Argo CD answers. Wait until its reads settle.
 	settled := func() int64 {
@@ -145,4 +129,74 @@ func TestControllerOnFakes(t *testing.T) {
 	if r := last[len(last)-1]; r.Event != audit.EventRestored || r.Outcome.Status != audit.StatusSucceeded {
 		t.Errorf("last record %s/%s, want a succeeded breakglass.restored", r.Event, r.Outcome.Status)
 	}
+}
+
+// runController runs the controller over the fake cluster (a resync every
+// second, refreshes and reminders hourly) until the test ends, once it
+// leads; it returns the audit log it reads, counting the reads.
+func runController(t *testing.T) *countingLog {
+	t.Helper()
+	engine, err := newEngine(&engineFlags{AppNamespace: "argocd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &countingLog{Store: engine.Audit}
+	engine.Audit = log
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
+		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: time.Hour}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("the controller stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the controller did not lead within 10s")
+	}
+	return log
+}
+
+// TestControllerNoticesExpiryBehindAnEditedAnnotation: on-call pushed the
+// annotation's expiry out by an hour, which the log does not match; the
+// expiry the controller waits for is the log's all the same, so the
+// expired notice comes when it is due, with nothing else changing.
+func TestControllerNoticesExpiryBehindAnEditedAnnotation(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--expires", "3s", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	session, err := breakglass.ParseSession(f.app().GetAnnotations()[breakglass.SessionAnnotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	session.Expires = &later
+	edited, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(mustMarshal(t, session))}}})
+	ctx := context.Background()
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(ctx, "web", types.MergePatchType, edited, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runController(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		last := records(t, f)
+		if r := last[len(last)-1]; r.Event == audit.EventExpired {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no breakglass.expired record 12s after the expiry")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
