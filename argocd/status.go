@@ -163,3 +163,39 @@ func Refreshed(app *unstructured.Unstructured) bool {
 	_, pending := app.GetAnnotations()[RefreshAnnotation]
 	return !pending
 }
+
+// RefreshSkew is how much older than a refresh request a reconcile may be
+// stamped and still count as its answer: the API server's clock and Argo
+// CD controller's differ a little. A state that old is as good as fresh.
+const RefreshSkew = 5 * time.Second
+
+// RefreshedSince is whether the controller has reconciled the Application
+// since a refresh requested at since: the request is gone, and
+// status.reconciledAt (which Argo CD stamps on a refresh, and which the
+// break-glass group cannot write: deploy/policy) is not older. Anyone who
+// may patch the Application can remove the request; that alone is not
+// taken for a refresh. A zero since asks only that the request is gone.
+func RefreshedSince(app *unstructured.Unstructured, since time.Time) bool {
+	if !Refreshed(app) {
+		return false
+	}
+	if since.IsZero() {
+		return true
+	}
+	stamp, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+	at, err := time.Parse(time.RFC3339, stamp)
+	return err == nil && !at.Before(since.Add(-RefreshSkew))
+}
+
+// WrittenAt is when the API server took this tool's newest write of obj,
+// as obj's managedFields say (whole seconds, the API server's clock);
+// zero when they do not say.
+func WrittenAt(obj *unstructured.Unstructured) time.Time {
+	var at time.Time
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == FieldManager && f.Time != nil && f.Time.After(at) {
+			at = f.Time.Time
+		}
+	}
+	return at
+}

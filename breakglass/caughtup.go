@@ -120,6 +120,9 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 	stale := make([]bool, len(apps))
 	if refresh.Request {
 		requested := make([]bool, len(apps))
+		// since is when the API server took each request: a reconcile
+		// stamped before it is no answer to it.
+		since := make([]time.Time, len(apps))
 		argocd.Parallel(len(apps), func(i int) {
 			app := apps[i]
 			session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
@@ -130,15 +133,19 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			// for a new dry commit now, not when the revision cache expires.
 			_, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator")
 			patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{}, hydrated)}}
-			if _, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(*unstructured.Unstructured) map[string]any { return patch }}); err != nil {
+			written, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(*unstructured.Unstructured) map[string]any { return patch }})
+			if err != nil {
 				notes[i] = append(notes[i], "could not request a refresh ("+argocd.Brief(err)+"): the state is as of Argo CD's last reconcile")
 				return
 			}
 			requested[i] = true
+			if since[i] = argocd.WrittenAt(written); since[i].IsZero() {
+				since[i] = time.Now() // an API server that keeps no managedFields
+			}
 		})
 		fresh := map[string]*unstructured.Unstructured{}
 		if refresh.Wait > 0 {
-			fresh = e.waitAllRefreshed(ctx, apps, requested, refresh.Wait)
+			fresh = e.waitAllRefreshed(ctx, apps, requested, since, refresh.Wait)
 		}
 		for i, app := range apps {
 			f, seen := fresh[app.GetNamespace()+"/"+app.GetName()]
@@ -157,6 +164,9 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 				stale[i] = true
 			case pending:
 				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
+				stale[i] = true
+			case !argocd.RefreshedSince(apps[i], since[i]):
+				notes[i] = append(notes[i], "the refresh request was removed before Argo CD's controller answered it (its status.reconciledAt is older than the request): the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
 				stale[i] = true
 			}
 		}
@@ -177,13 +187,16 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 }
 
 // waitAllRefreshed waits, at most the controller wait, until the controller
-// has refreshed every requested Application, and returns the newest
-// version of each it saw.
-func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool, wait time.Duration) map[string]*unstructured.Unstructured {
+// has refreshed every requested Application since its request, and
+// returns the newest version of each it saw.
+func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool, since []time.Time, wait time.Duration) map[string]*unstructured.Unstructured {
 	var keys []string
+	requestedAt := map[string]time.Time{}
 	for i, app := range apps {
 		if requested[i] {
-			keys = append(keys, app.GetNamespace()+"/"+app.GetName())
+			key := app.GetNamespace() + "/" + app.GetName()
+			keys = append(keys, key)
+			requestedAt[key] = since[i]
 		}
 	}
 	if len(keys) == 0 {
@@ -191,7 +204,9 @@ func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unst
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return e.WaitApps(ctx, keys, argocd.Refreshed)
+	return e.WaitApps(ctx, keys, func(app *unstructured.Unstructured) bool {
+		return argocd.RefreshedSince(app, requestedAt[app.GetNamespace()+"/"+app.GetName()])
+	})
 }
 
 // evaluate applies docs/design.md §5 to one Application as it is now.

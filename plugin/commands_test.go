@@ -102,6 +102,46 @@ func gitCatchesUp(_ *testing.T, f *fakeCluster) {
 	f.commit("2222222222222222222222222222222222222222", 3)
 }
 
+// argoReconciles has the fake Argo CD reconcile the Application now, as a
+// Git webhook's refresh does, and waits until it reports Git's revision
+// and has answered every request (nothing changes for half a second).
+func argoReconciles(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
+	if _, err := apps.Patch(context.Background(), "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+argocd.RefreshAnnotation+`":"normal"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	want := f.gitRevision
+	f.mu.Unlock()
+	reports := func() bool {
+		revision, _, _ := unstructured.NestedString(f.app().Object, "status", "sync", "revision")
+		return argocd.Refreshed(f.app()) && revision == want
+	}
+	for deadline := time.Now().Add(5 * time.Second); !reports(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fake Argo CD did not reconcile within 5s")
+		}
+	}
+	for version := ""; version != f.app().GetResourceVersion(); time.Sleep(500 * time.Millisecond) {
+		version = f.app().GetResourceVersion()
+	}
+}
+
+// aMinuteLater makes Argo CD's last reconcile a minute old.
+func aMinuteLater(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	stamp := `{"status":{"reconciledAt":"` + time.Now().Add(-time.Minute).UTC().Format(time.RFC3339) + `"}}`
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, []byte(stamp), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gitMovesAway is Git committing over the fix (replicas 2 again).
+func gitMovesAway(_ *testing.T, f *fakeCluster) {
+	f.commit("3333333333333333333333333333333333333333", 2)
+}
+
 // contract gives the target's namespace, demo, a live-state contract.
 func contract(annotations map[string]string) func(*testing.T, *fakeCluster) {
 	return func(t *testing.T, f *fakeCluster) {
@@ -293,6 +333,14 @@ func TestCommands(t *testing.T) {
 		// namespace. status took both and ignored -A.
 		{name: "status APP with all namespaces", args: []string{"status", "web", "-A"},
 			assert: assertError(ExitUsage, "APP and --all-namespaces cannot be combined")},
+		// Git caught up, Argo CD said so, then Git moved away from the
+		// fix; someone removes restore's refresh request before Argo CD
+		// answers it. Restore took the request's absence for a refresh and
+		// re-enabled sync on the stale "caught up".
+		{name: "restore refuses a refresh request removed unanswered",
+			setup:  then(given(breakglass), gitCatchesUp, argoReconciles, aMinuteLater, func(_ *testing.T, f *fakeCluster) { f.forgeRefreshes() }, gitMovesAway),
+			args:   []string{"restore", "web"},
+			assert: assertError(ExitFailure, "the refresh request was removed before Argo CD's controller answered it")},
 		{name: "restore while Git waits", setup: given(breakglass), args: []string{"restore", "web"}, assert: assertGolden("restore-waiting.golden", ExitFailure)},
 		{name: "restore", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"}, assert: assertGolden("restore.golden", ExitOK)},
 		{name: "restore puts the policy back", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"},

@@ -53,8 +53,9 @@ type fakeCluster struct {
 	gitReplicas int64
 	gitImage    string
 	// stalled stops the controller answering refresh requests, as a
-	// controller too busy to reach them does.
-	stalled bool
+	// controller too busy to reach them does; forged has someone remove
+	// each request before the controller gets to it.
+	stalled, forged bool
 }
 
 var (
@@ -148,9 +149,13 @@ func (f *fakeCluster) controller(ctx context.Context) {
 				continue
 			}
 			f.mu.Lock()
-			stalled := f.stalled
+			stalled, forged := f.stalled, f.forged
 			f.mu.Unlock()
-			if _, pending := app.GetAnnotations()[argocd.RefreshAnnotation]; pending && !stalled {
+			_, pending := app.GetAnnotations()[argocd.RefreshAnnotation]
+			switch {
+			case pending && forged:
+				_, _ = apps.Patch(ctx, app.GetName(), types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+argocd.RefreshAnnotation+`":null}}}`), metav1.PatchOptions{})
+			case pending && !stalled:
 				// The fake's watch cannot resume from a resourceVersion as the
 				// API server's does: give the waiter time to start watching.
 				time.Sleep(100 * time.Millisecond)
@@ -161,7 +166,7 @@ func (f *fakeCluster) controller(ctx context.Context) {
 }
 
 // reconciled is the patch a reconcile writes: the sync status of the live
-// Deployment against Git, and no refresh annotation.
+// Deployment against Git, stamped reconciledAt, and no refresh annotation.
 func (f *fakeCluster) reconciled(ctx context.Context) []byte {
 	f.mu.Lock()
 	revision, replicas, image := f.gitRevision, f.gitReplicas, f.gitImage
@@ -176,8 +181,9 @@ func (f *fakeCluster) reconciled(ctx context.Context) []byte {
 	body, _ := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{argocd.RefreshAnnotation: nil}},
 		"status": map[string]any{
-			"sync":      map[string]any{"status": status, "revision": revision},
-			"resources": []any{map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": status}},
+			"reconciledAt": time.Now().UTC().Format(time.RFC3339),
+			"sync":         map[string]any{"status": status, "revision": revision},
+			"resources":    []any{map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": status}},
 		},
 	})
 	return body
@@ -191,6 +197,14 @@ func (f *fakeCluster) app() *unstructured.Unstructured {
 		f.t.Fatal(err)
 	}
 	return app
+}
+
+// forgeRefreshes has each refresh request removed before the controller
+// answers it, as an on-call user with patch rights can.
+func (f *fakeCluster) forgeRefreshes() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forged = true
 }
 
 // stall stops the controller answering refresh requests.
