@@ -46,25 +46,27 @@ func NoticeOf(st *SessionStatus) *Notice {
 
 // RecordNotice writes n about app's open session (evaluated in st) once:
 // a record, unless the verified log holds that notice already, a Warning
-// Event and a comment on the session's ticket. It reports whether it wrote
-// the record; warnings are what could not be told (Event, ticket).
-func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, n *Notice) (bool, []string, error) {
+// Event and a comment on the session's ticket. It reports when the notice
+// was recorded (by it or before; zero when the log has no open session to
+// notice) and whether it wrote the record now; warnings are what could not
+// be told (Event, ticket).
+func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, n *Notice) (time.Time, bool, []string, error) {
 	ls, err := e.sessionFromLog(ctx, st.App, st.Session.ID)
 	if err != nil {
-		return false, nil, err
+		return time.Time{}, false, nil, err
 	}
 	if !ls.hasPlanned() || !ls.log.Open() {
-		return false, nil, nil
+		return time.Time{}, false, nil, nil
 	}
 	actor, err := e.Whoami(ctx)
 	if err != nil {
-		return false, nil, err
+		return time.Time{}, false, nil, err
 	}
 	// Only its own notice counts: one written in advance by someone else
 	// (the admission policy lets only the controller write them) must not
 	// silence it.
 	if prior := ls.log.Noticed(n.Event, actor.Username); prior != nil {
-		return false, nil, nil
+		return prior.Time, false, nil, nil
 	}
 	p := &Plan{Request: Request{App: st.App.Name, Reason: n.What, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
 	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
@@ -73,9 +75,9 @@ func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructure
 	}
 	rec, err := e.record(ctx, p, st.Session.ID, n.Event, audit.Outcome{Status: audit.StatusSucceeded}, nil)
 	if err != nil {
-		return false, nil, err
+		return time.Time{}, false, nil, err
 	}
-	return true, e.Remind(ctx, app, st, n, witness(rec)), nil
+	return rec.Time, true, e.Remind(ctx, app, st, n, witness(rec)), nil
 }
 
 // Remind tells of n again, with a Warning Event and a ticket comment, and

@@ -66,9 +66,9 @@ type Controller struct {
 
 	leading sync.Once
 	ready   chan struct{}
-	// refreshed is when each Application's refresh was last requested,
-	// told when each notice was last told.
-	refreshed, told map[string]time.Time
+	// refreshed is when each Application's refresh was last requested;
+	// noticed when each notice was recorded, told its reminder last told.
+	refreshed, noticed, told map[string]time.Time
 	// evaluated is each Application as last evaluated without error.
 	evaluated map[string]evaluation
 }
@@ -99,10 +99,7 @@ func (c *Controller) logf(format string, args ...any) {
 // ends or the lease is lost (the process should exit then: a replica that
 // lost its lease must not act on what it last saw).
 func (c *Controller) Run(ctx context.Context) error {
-	lease := c.LeaseDuration
-	if lease == 0 {
-		lease = 15 * time.Second
-	}
+	lease := c.leaseDuration()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.LeaseNamespace, Name: c.LeaseName},
 		Client:     c.Engine.Kube.CoordinationV1(),
@@ -182,7 +179,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		return fmt.Errorf("the Applications could not be listed and watched within a minute (its RBAC?): %w", syncing.Err())
 	}
 	c.Metrics.watch(informer.GetStore())
-	c.refreshed, c.told, c.evaluated = map[string]time.Time{}, map[string]time.Time{}, map[string]evaluation{}
+	c.refreshed, c.noticed, c.told, c.evaluated = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]evaluation{}
 	close(c.readyCh())
 	for {
 		key, quit := queue.Get()
@@ -232,32 +229,59 @@ func (c *Controller) lead(ctx context.Context) error {
 }
 
 // notice records n about app's session once, and tells it again every
-// RemindEvery. A replica that takes over tells it next after RemindEvery.
-func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, n *breakglass.Notice, key string) error {
-	every := c.remindEvery()
+// RemindEvery after the record: at the same times whichever replica leads,
+// since they count from the record's time. A replica that takes over tells
+// at once a reminder that fell due while none led. It returns when the
+// next reminder is due (zero: never, the log has no open session there).
+func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, n *breakglass.Notice, key string) (time.Time, error) {
+	every, now := c.remindEvery(), time.Now()
 	told := st.Session.ID + " " + string(n.Event)
-	last := c.told[told]
-	if !last.IsZero() && time.Since(last) < every {
-		return nil // told, and not due again: no need to read the log
+	var warnings []string
+	if at, known := c.noticed[told]; known {
+		// Recorded: no need to read the log again.
+		if slot := reminderDue(at, every, now); slot.After(c.told[told]) {
+			warnings = engine.Remind(ctx, app, st, n, audit.HeadState{})
+			c.told[told] = slot
+			c.logf("%s: reminded: %s", key, n.What)
+		}
+	} else {
+		at, wrote, recorded, err := engine.RecordNotice(ctx, app, st, n)
+		switch slot := reminderDue(at, every, now); {
+		case err != nil:
+			return time.Time{}, fmt.Errorf("recording %s: %w", n.Event, err)
+		case at.IsZero():
+			return time.Time{}, nil
+		case wrote:
+			warnings = recorded
+			c.Metrics.countNotice(n.Event)
+			c.logf("%s: %s %s", key, n.What, n.Todo)
+		case slot.After(at) && now.Sub(slot) < c.leaseDuration():
+			// Due while no replica led: the one that did is gone.
+			warnings = engine.Remind(ctx, app, st, n, audit.HeadState{})
+			c.logf("%s: reminded: %s", key, n.What)
+		}
+		c.noticed[told], c.told[told] = at, reminderDue(at, every, now)
 	}
-	wrote, warnings, err := engine.RecordNotice(ctx, app, st, n)
-	switch {
-	case err != nil:
-		return fmt.Errorf("recording %s: %w", n.Event, err)
-	case wrote:
-		c.Metrics.countNotice(n.Event)
-		c.logf("%s: %s %s", key, n.What, n.Todo)
-	case last.IsZero():
-		// Recorded before this replica led: told then.
-	default:
-		warnings = engine.Remind(ctx, app, st, n, audit.HeadState{})
-		c.logf("%s: reminded: %s", key, n.What)
-	}
-	c.told[told] = time.Now()
 	for _, w := range warnings {
 		c.logf("%s: warning: %s", key, w)
 	}
-	return nil
+	return c.told[told].Add(every), nil
+}
+
+// reminderDue is the newest of the times at, at+every, at+2·every… that
+// is not after now: the reminder a notice recorded at is due for.
+func reminderDue(at time.Time, every time.Duration, now time.Time) time.Time {
+	if now.Before(at) {
+		return at
+	}
+	return at.Add(now.Sub(at) / every * every)
+}
+
+func (c *Controller) leaseDuration() time.Duration {
+	if c.LeaseDuration == 0 {
+		return 15 * time.Second
+	}
+	return c.LeaseDuration
 }
 
 // reconcile acts on app's open session: a session marked auto-restore
@@ -283,10 +307,11 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 	// RecordNotice acts on the log's open session, whatever the
 	// annotation says: an edit of it hides no notice.
 	if n := breakglass.NoticeOf(st); n != nil {
-		if err := c.notice(ctx, &engine, app, st, n, key); err != nil {
+		reminder, err := c.notice(ctx, &engine, app, st, n, key)
+		if err != nil {
 			return time.Time{}, err
 		}
-		next = earliest(next, c.told[st.Session.ID+" "+string(n.Event)].Add(c.remindEvery()))
+		next = earliest(next, reminder)
 	}
 	if !st.Session.AutoRestore || len(st.Mismatch) > 0 || st.SyncReenabled {
 		return next, nil

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
@@ -84,7 +85,7 @@ func TestControllerOnFakes(t *testing.T) {
 	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--auto-restore", "-y"); code != ExitOK {
 		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
 	}
-	log := runController(t)
+	log := runController(t, time.Hour)
 	ctx := context.Background()
 	// Its first look refreshes the Application (Git is behind); the fake
 	// Argo CD answers. Wait until its reads settle.
@@ -132,9 +133,9 @@ func TestControllerOnFakes(t *testing.T) {
 }
 
 // runController runs the controller over the fake cluster (a resync every
-// second, refreshes and reminders hourly) until the test ends, once it
-// leads; it returns the audit log it reads, counting the reads.
-func runController(t *testing.T) *countingLog {
+// second, refreshes hourly, reminders every remind) until the test ends,
+// once it leads; it returns the audit log it reads, counting the reads.
+func runController(t *testing.T, remind time.Duration) *countingLog {
 	t.Helper()
 	engine, err := newEngine(&engineFlags{AppNamespace: "argocd"})
 	if err != nil {
@@ -144,7 +145,7 @@ func runController(t *testing.T) *countingLog {
 	engine.Audit = log
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
-		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: time.Hour}
+		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -178,7 +179,7 @@ func TestControllerNoticesExpiryBehindAnEditedAnnotation(t *testing.T) {
 	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(ctx, "web", types.MergePatchType, edited, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runController(t)
+	runController(t, time.Hour)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		last := records(t, f)
@@ -199,4 +200,48 @@ func mustMarshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestControllerRemindsEveryRemindEvery: an expired session whose Git has
+// not caught up is recorded once and told again every --remind-every, as
+// a Warning Event each time, with nothing else changing.
+func TestControllerRemindsEveryRemindEvery(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--expires", "1s", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	time.Sleep(time.Second)
+	runController(t, 2*time.Second)
+	expiredEvents := func() int {
+		list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ev := range list.Items {
+			if ev.Reason == breakglass.EventExpiredReason && ev.Type == "Warning" {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for expiredEvents() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Expired events within 15s, want the notice and two reminders 2s apart", expiredEvents())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	notices := 0
+	for _, r := range records(t, f) {
+		if r.Event == audit.EventExpired {
+			notices++
+		}
+	}
+	if notices != 1 {
+		t.Errorf("%d breakglass.expired records, want one: reminders are Events and comments", notices)
+	}
+	if enabled, _, _ := unstructured.NestedBool(f.app().Object, "spec", "syncPolicy", "automated", "enabled"); enabled {
+		t.Error("the expiry re-enabled sync")
+	}
 }
