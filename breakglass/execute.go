@@ -338,16 +338,22 @@ func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // dropSession removes the session annotation of an aborted session if it
 // is still session id's, leaving the sync policy alone.
 func (e *Engine) dropSession(ctx context.Context, name, id string) error {
-	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(*unstructured.Unstructured) map[string]any {
-		return map[string]any{"metadata": map[string]any{"annotations": closeSession(id, audit.EventAborted)}}
+	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(app *unstructured.Unstructured) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, audit.EventAborted)}}
 	}})
 	return err
 }
 
-// closeSession is the annotations of a close: the session goes, and the
-// LastSessionAnnotation says which one it was and how it ended.
-func closeSession(id string, closing audit.Event) map[string]any {
-	return map[string]any{SessionAnnotation: nil, LastSessionAnnotation: lastSession(id, closing)}
+// closeSession is the annotations of a close of app's session: the
+// session goes, and the LastSessionAnnotation says how it ended, naming
+// the session the annotation named (which the admission policy reads; a
+// forced restore of a repointed annotation closes the log's session).
+func closeSession(app *unstructured.Unstructured, closing audit.Event) map[string]any {
+	annotations := map[string]any{SessionAnnotation: nil}
+	if s, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+		annotations[LastSessionAnnotation] = lastSession(s.ID, closing)
+	}
+	return annotations
 }
 
 // abort handles a patch the API server rejected: a pause this command made

@@ -98,7 +98,7 @@ func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, clo
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
 	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
-		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(s.ID, closing), false)}}
+		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(app, closing), false)}}
 		if !argocd.SyncsAutomatically(app) {
 			patch["spec"] = map[string]any{"syncPolicy": policyPatch(app, saved)}
 		}

@@ -167,7 +167,7 @@ func TestNotificationsTellOfSessions(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, p := range posted {
-		if p["event"] == "closed" && p["session"] != `{"id":"`+session+`","closed":"forced"}` {
+		if p["application"] == e.ArgoNamespace+"/nt-web" && p["event"] == "closed" && p["session"] != `{"id":"`+session+`","closed":"forced"}` {
 			t.Errorf("the close's notification names %v, want session %s closed forced", p["session"], session)
 		}
 	}
