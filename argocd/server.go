@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -146,12 +148,33 @@ func (s Server) URL() string {
 	return "https://" + s.Addr
 }
 
-func (s Server) client() *http.Client {
+// The API server's HTTP clients, one per TLS setting, are shared by every
+// Server: a command about a thousand Applications then reuses its
+// connections (and TLS sessions) instead of dialling and handshaking for
+// each request.
+var (
+	verifyingClient = sync.OnceValue(func() *http.Client { return newClient(false) })
+	insecureClient  = sync.OnceValue(func() *http.Client { return newClient(true) })
+)
+
+func newClient(insecure bool) *http.Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if s.Insecure {
+	// Parallel's workers each keep a connection, and no more: the default
+	// of two idle connections per host would close the others after every
+	// request, and a request that starts before its worker's connection
+	// is back in the pool would dial another.
+	transport.MaxConnsPerHost, transport.MaxIdleConnsPerHost = workers, workers
+	if insecure {
 		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked for --insecure
 	}
 	return &http.Client{Transport: transport, Timeout: 15 * time.Second}
+}
+
+func (s Server) client() *http.Client {
+	if s.Insecure {
+		return insecureClient()
+	}
+	return verifyingClient()
 }
 
 // get fetches path from the API server and decodes the JSON answer into out.
@@ -167,7 +190,11 @@ func (s Server) get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("argo cd api server %s: %w", s.Addr, err)
 	}
-	defer resp.Body.Close()
+	defer func() {
+		// Read to the end, or the connection is closed rather than reused.
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("argo cd api server %s answered %s for %s", s.Addr, resp.Status, path)
 	}

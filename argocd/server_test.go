@@ -1,9 +1,16 @@
 package argocd
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -46,5 +53,32 @@ users:
 	}
 	if _, ok, err := ServerFromConfig(filepath.Join(t.TempDir(), "none"), ""); ok || err != nil {
 		t.Errorf("no configuration: %v %v", ok, err)
+	}
+}
+
+// TestServerReusesConnections: every request built a new client and
+// transport, so that drift -A over a thousand Applications dialled (and,
+// over TLS, handshook) a thousand times; the workers now keep theirs.
+func TestServerReusesConnections(t *testing.T) {
+	var dialled atomic.Int32
+	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `{"Version":"v3.6.1"}`)
+	}))
+	api.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	api.StartTLS()
+	defer api.Close()
+	s := Server{Addr: strings.TrimPrefix(api.URL, "https://"), Insecure: true}
+	const requests = 100
+	errs := make([]error, requests)
+	Parallel(requests, func(i int) { _, errs[i] = s.Version(context.Background()) })
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := dialled.Load(); n > workers {
+		t.Errorf("%d requests by %d workers opened %d connections, want at most %d", requests, workers, n, workers)
 	}
 }
