@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -156,11 +157,17 @@ type PatchedFields struct {
 // which the break-glass group may not change (deploy/policy).
 const OwnerLabel = audit.KeyPrefix + "owner"
 
-// Drift reports the drift of each Application.
+// Find reports the drift of each Application.
 func Find(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructured, opts Options) ([]*Report, error) {
+	// Many Applications share a destination and its namespaces: each
+	// cluster is resolved, and each namespace's contract read, once a run.
+	r := &run{client: *c}
+	if c.Clusters != nil {
+		r.client.Clusters = &onceClusters{Clusters: c.Clusters}
+	}
 	out := make([]*Report, len(apps))
 	errs := make([]error, len(apps))
-	argocd.Parallel(len(apps), func(i int) { out[i], errs[i] = find(ctx, c, apps[i], opts) })
+	argocd.Parallel(len(apps), func(i int) { out[i], errs[i] = find(ctx, r, apps[i], opts) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -169,7 +176,46 @@ func Find(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructur
 	return out, nil
 }
 
-func find(ctx context.Context, c *argocd.Client, app *unstructured.Unstructured, opts Options) (*Report, error) {
+// run is what the Applications of one Find share.
+type run struct {
+	client    argocd.Client
+	contracts once[Contract]
+}
+
+// once does each key's lookup once, however many workers ask for it.
+type once[V any] struct {
+	mu     sync.Mutex
+	lookup map[string]func() (V, error)
+}
+
+func (o *once[V]) do(key string, lookup func() (V, error)) (V, error) {
+	o.mu.Lock()
+	f, ok := o.lookup[key]
+	if !ok {
+		if o.lookup == nil {
+			o.lookup = map[string]func() (V, error){}
+		}
+		f = sync.OnceValues(lookup)
+		o.lookup[key] = f
+	}
+	o.mu.Unlock()
+	return f()
+}
+
+// onceClusters resolves each destination cluster once: its clients, and
+// the discovery cache behind its mapper, serve every Application there.
+type onceClusters struct {
+	argocd.Clusters
+	found once[*argocd.Cluster]
+}
+
+func (o *onceClusters) Destination(server, name, kubeContext string) (*argocd.Cluster, error) {
+	return o.found.do(server+"\x00"+name+"\x00"+kubeContext, func() (*argocd.Cluster, error) {
+		return o.Clusters.Destination(server, name, kubeContext)
+	})
+}
+
+func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Options) (*Report, error) {
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 	ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
 	rep := &Report{App: ref, Mode: "resource", Fields: []Field{}}
@@ -198,7 +244,7 @@ func find(ctx context.Context, c *argocd.Client, app *unstructured.Unstructured,
 	}
 	// The destination cluster, once for all the Application's resources.
 	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, clusterErr := c.Destination(app.GetName(), dest, "")
+	cluster, clusterErr := r.client.Destination(app.GetName(), dest, "")
 	contracts := map[string]Contract{}
 	contractOf := func(namespace string) Contract {
 		if c, ok := contracts[namespace]; ok {
@@ -207,7 +253,8 @@ func find(ctx context.Context, c *argocd.Client, app *unstructured.Unstructured,
 		c := Contract{Namespace: namespace}
 		if clusterErr == nil && namespace != "" {
 			var err error
-			if c, err = ContractOf(ctx, cluster.Kube, namespace); err != nil {
+			key := dest["server"] + "\x00" + dest["name"] + "\x00" + namespace
+			if c, err = r.contracts.do(key, func() (Contract, error) { return ContractOf(ctx, cluster.Kube, namespace) }); err != nil {
 				note("the live-state contract of namespace %s could not be read (%s)", namespace, argocd.Brief(err))
 			}
 		}

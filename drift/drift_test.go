@@ -1,11 +1,23 @@
 package drift
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 )
 
 func TestClassOfManagers(t *testing.T) {
@@ -57,5 +69,59 @@ func TestDriftAdvisesAsTheTicketDoes(t *testing.T) {
 	digest := response(Field{Class: Manual, Path: image, Git: "registry.example/web@sha256:abcd", Live: "registry.example/web:1.1", SelfHeal: true}, app("Kustomize"), "")
 	if !strings.Contains(digest, "`kustomize edit set image registry.example/web=registry.example/web:1.1`") {
 		t.Errorf("an image pinned by digest: %s", digest)
+	}
+}
+
+// countingClusters is a destination cluster reached through Clusters,
+// counting how often it is resolved.
+type countingClusters struct {
+	cluster  *argocd.Cluster
+	resolved atomic.Int32
+}
+
+func (c *countingClusters) Destination(string, string, string) (*argocd.Cluster, error) {
+	c.resolved.Add(1)
+	return c.cluster, nil
+}
+
+// TestFindReadsEachDestinationOnce: drift -A resolved the destination
+// cluster and read its namespace's contract once per Application, a
+// thousand of each over a thousand Applications in one namespace; a run
+// now does each once, and every report still carries the contract.
+func TestFindReadsEachDestinationOnce(t *testing.T) {
+	const apps = 20
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{ContractPatches: PatchesForbidden}}}
+	kube := kubefake.NewClientset(namespace)
+	deployment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{
+		"namespace": "demo", "name": "web", "managedFields": []any{map[string]any{"manager": "kubectl-edit", "operation": "Update"}}}}}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	remote := &countingClusters{cluster: &argocd.Cluster{Kube: kube, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), deployment), Mapper: mapper}}
+	var list []*unstructured.Unstructured
+	for i := range apps {
+		list = append(list, &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"namespace": "argocd", "name": fmt.Sprintf("app-%d", i)},
+			"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": "https://remote.example", "namespace": "demo"}},
+			"status": map[string]any{"resources": []any{map[string]any{
+				"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": "OutOfSync"}}},
+		}})
+	}
+	reports, err := Find(context.Background(), &argocd.Client{Clusters: remote}, list, Options{Managers: DefaultManagerClasses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		if len(r.Fields) != 1 || r.Fields[0].Contract == "" {
+			t.Fatalf("%s: %+v, want one field against the contract", r.App.Name, r.Fields)
+		}
+	}
+	reads := 0
+	for _, a := range kube.Actions() {
+		if a.Matches("get", "namespaces") {
+			reads++
+		}
+	}
+	if n := remote.resolved.Load(); n != 1 || reads != 1 {
+		t.Errorf("%d Applications resolved their destination %d times and read its namespace %d times, want once each", apps, n, reads)
 	}
 }
