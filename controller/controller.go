@@ -372,8 +372,11 @@ func (c *Controller) remindEvery() time.Duration {
 
 // stateOf is what app says, as a digest: everything but what changes with
 // every write (resourceVersion, managedFields, generation) and Argo CD's
-// periodic reconcile stamps (status.reconciledAt, status.observedAt), so
-// that a reconcile that found nothing new is no change.
+// periodic reconcile stamps (status.reconciledAt, status.observedAt, and
+// each condition's lastTransitionTime: Argo CD matches a condition to the
+// old one by type alone, so an Application with two conditions of a type,
+// such as two shared resources, has the second re-stamped on every
+// reconcile), so that a reconcile that found nothing new is no change.
 func stateOf(app *unstructured.Unstructured) string {
 	obj := app.DeepCopy().Object
 	unstructured.RemoveNestedField(obj, "metadata", "resourceVersion")
@@ -381,6 +384,14 @@ func stateOf(app *unstructured.Unstructured) string {
 	unstructured.RemoveNestedField(obj, "metadata", "generation")
 	unstructured.RemoveNestedField(obj, "status", "reconciledAt")
 	unstructured.RemoveNestedField(obj, "status", "observedAt")
+	if conditions, ok, _ := unstructured.NestedSlice(obj, "status", "conditions"); ok {
+		for _, c := range conditions {
+			if c, ok := c.(map[string]any); ok {
+				delete(c, "lastTransitionTime")
+			}
+		}
+		_ = unstructured.SetNestedSlice(obj, conditions, "status", "conditions")
+	}
 	b, _ := json.Marshal(obj)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

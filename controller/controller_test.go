@@ -16,8 +16,12 @@ func TestStateOfIgnoresReconcileStampsOnly(t *testing.T) {
 			"metadata": map[string]any{"name": "web", "namespace": "argocd", "resourceVersion": "1", "generation": int64(3),
 				"annotations":   map[string]any{"kubectl-gitops.io/session": `{"id":"s1"}`},
 				"managedFields": []any{map[string]any{"manager": "argocd-application-controller", "time": "2026-12-03T10:00:00Z"}}},
-			"spec":   map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}},
-			"status": map[string]any{"reconciledAt": "2026-12-03T10:00:00Z", "sync": map[string]any{"status": "OutOfSync", "revision": "a"}},
+			"spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}},
+			"status": map[string]any{"reconciledAt": "2026-12-03T10:00:00Z", "sync": map[string]any{"status": "OutOfSync", "revision": "a"},
+				"conditions": []any{
+					map[string]any{"type": "SharedResourceWarning", "message": "ConfigMap/web-config is part of applications argocd/web and other", "lastTransitionTime": "2026-12-03T10:00:00Z"},
+					map[string]any{"type": "SharedResourceWarning", "message": "Deployment/web is part of applications argocd/web and other", "lastTransitionTime": "2026-12-03T10:00:00Z"},
+				}},
 		}
 		if edit != nil {
 			edit(obj)
@@ -35,6 +39,12 @@ func TestStateOfIgnoresReconcileStampsOnly(t *testing.T) {
 			o["metadata"].(map[string]any)["resourceVersion"] = "2"
 			o["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": "argocd-application-controller", "time": "2026-12-03T10:03:00Z"}}
 		}, true},
+		{"Argo CD re-stamped the second condition of a type", func(o map[string]any) {
+			o["status"].(map[string]any)["conditions"].([]any)[1].(map[string]any)["lastTransitionTime"] = "2026-12-03T10:03:00Z"
+		}, true},
+		{"a condition's message changed", func(o map[string]any) {
+			o["status"].(map[string]any)["conditions"].([]any)[1].(map[string]any)["message"] = "ComparisonError: rpc error"
+		}, false},
 		{"Git moved", func(o map[string]any) { o["status"].(map[string]any)["sync"].(map[string]any)["revision"] = "b" }, false},
 		{"the session changed", func(o map[string]any) {
 			o["metadata"].(map[string]any)["annotations"] = map[string]any{"kubectl-gitops.io/session": `{"id":"s1","state":"patched"}`}
