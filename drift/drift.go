@@ -180,6 +180,10 @@ func Find(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructur
 type run struct {
 	client    argocd.Client
 	contracts once[Contract]
+	// objects are the live resources read, each once: Applications that
+	// share a resource (Argo CD's SharedResourceWarning) see it as one
+	// read saw it.
+	objects once[*unstructured.Unstructured]
 }
 
 // once does each key's lookup once, however many workers ask for it.
@@ -274,7 +278,8 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		target := audit.Target{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
 		live, err := (*unstructured.Unstructured)(nil), clusterErr
 		if clusterErr == nil {
-			live, err = cluster.Object(ctx, target)
+			key := dest["server"] + "\x00" + dest["name"] + "\x00" + target.Group + "/" + target.Kind + "/" + target.Namespace + "/" + target.Name
+			live, err = r.objects.do(key, func() (*unstructured.Unstructured, error) { return cluster.Object(ctx, target) })
 		}
 		if err != nil && !(d.Deleted() && apierrors.IsNotFound(err)) {
 			note("%s %s/%s: %s", d.Kind, d.Namespace, d.Name, argocd.Brief(err))

@@ -85,9 +85,10 @@ func (c *countingClusters) Destination(string, string, string) (*argocd.Cluster,
 }
 
 // TestFindReadsEachDestinationOnce: drift -A resolved the destination
-// cluster and read its namespace's contract once per Application, a
-// thousand of each over a thousand Applications in one namespace; a run
-// now does each once, and every report still carries the contract.
+// cluster, read its namespace's contract and read each live resource once
+// per Application, a thousand of each over a thousand Applications in one
+// namespace sharing a resource; a run now does each once, and every report
+// still carries the contract.
 func TestFindReadsEachDestinationOnce(t *testing.T) {
 	const apps = 20
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{ContractPatches: PatchesForbidden}}}
@@ -96,7 +97,8 @@ func TestFindReadsEachDestinationOnce(t *testing.T) {
 		"namespace": "demo", "name": "web", "managedFields": []any{map[string]any{"manager": "kubectl-edit", "operation": "Update"}}}}}
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-	remote := &countingClusters{cluster: &argocd.Cluster{Kube: kube, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), deployment), Mapper: mapper}}
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), deployment)
+	remote := &countingClusters{cluster: &argocd.Cluster{Kube: kube, Dynamic: dyn, Mapper: mapper}}
 	var list []*unstructured.Unstructured
 	for i := range apps {
 		list = append(list, &unstructured.Unstructured{Object: map[string]any{
@@ -121,7 +123,13 @@ func TestFindReadsEachDestinationOnce(t *testing.T) {
 			reads++
 		}
 	}
-	if n := remote.resolved.Load(); n != 1 || reads != 1 {
-		t.Errorf("%d Applications resolved their destination %d times and read its namespace %d times, want once each", apps, n, reads)
+	gets := 0
+	for _, a := range dyn.Actions() {
+		if a.Matches("get", "deployments") {
+			gets++
+		}
+	}
+	if n := remote.resolved.Load(); n != 1 || reads != 1 || gets != 1 {
+		t.Errorf("%d Applications resolved their destination %d times, read its namespace %d times and the Deployment they share %d times, want once each", apps, n, reads, gets)
 	}
 }
