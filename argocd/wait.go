@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -104,13 +105,20 @@ func (c *Client) WaitApplication(ctx context.Context, name string, done func(*un
 }
 
 // WaitRefreshed waits, at most the controller wait, until the controller
-// has reconciled the Application, and returns it as the controller left
-// it, so that the next step need not read it again.
-func (c *Client) WaitRefreshed(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+// has reconciled the Application since the refresh requested by written
+// (this tool's write, as the API server returned it), and returns it as
+// the controller left it, so that the next step need not read it again.
+// A request removed by hand is no answer: RefreshedSince.
+func (c *Client) WaitRefreshed(ctx context.Context, written *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.ControllerTimeout())
 	defer cancel()
-	key := namespace + "/" + name
-	if app := c.WaitApps(ctx, []string{key}, Refreshed)[key]; app != nil && Refreshed(app) {
+	since := WrittenAt(written)
+	if since.IsZero() {
+		since = time.Now() // an API server that keeps no managedFields
+	}
+	key := NamespaceOr(written.GetNamespace(), c.AppNamespace) + "/" + written.GetName()
+	done := func(app *unstructured.Unstructured) bool { return RefreshedSince(app, since) }
+	if app := c.WaitApps(ctx, []string{key}, done)[key]; app != nil && done(app) {
 		return app, nil
 	}
 	if ctx.Err() != nil {

@@ -97,7 +97,9 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
-	if written, _, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
+	// asked is the write that asked Argo CD to look at the patched state.
+	asked := e.known(p.App.Name)
+	if written, writtenApp, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
 		s.State = StatePatched
 		if sp := s.patchNamed(pending.ID); sp != nil {
 			sp.Pending, sp.Fields = false, p.fields
@@ -105,13 +107,13 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}); err != nil {
 		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
 	} else {
-		session = written
+		session, asked = written, writtenApp
 	}
 	res.Session = session
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
 	// added fields Git never set, and resource-level Synced will prove nothing.
 	var observed *bool
-	if app, err := e.WaitRefreshed(ctx, e.AppNamespace, p.App.Name); err != nil {
+	if app, err := e.WaitRefreshed(ctx, asked); err != nil {
 		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
 	} else {
 		app = e.sawPatch(ctx, app, p.Target)
@@ -270,7 +272,8 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
 			return nil, nil, e.abortPause(ctx, p, session, err)
 		}
-		if err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated); err != nil {
+		pausedParent, err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated)
+		if err != nil {
 			return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
 		}
 		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
@@ -281,14 +284,15 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 				return nil, nil, err
 			}
 		}
-		if _, err := e.WaitRefreshed(ctx, argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
+		if _, err := e.WaitRefreshed(ctx, pausedParent); err != nil {
 			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.ControllerTimeout()))
 		}
 	}
 	session.State = StatePaused
-	if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app *unstructured.Unstructured) map[string]any {
+	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app *unstructured.Unstructured) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
-	}}); err != nil {
+	}})
+	if err != nil {
 		return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
 	}
 	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
@@ -301,7 +305,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			return nil, nil, err
 		}
 	}
-	app, err := e.WaitRefreshed(ctx, e.AppNamespace, p.App.Name)
+	app, err := e.WaitRefreshed(ctx, paused)
 	if err != nil {
 		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.ControllerTimeout(), err))
 	}

@@ -34,10 +34,11 @@ func savedParent(parent *unstructured.Unstructured) PausedParent {
 }
 
 // pauseParent pauses parent for session, keeping its policy.
-func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) error {
+// It returns the parent as written.
+func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) (*unstructured.Unstructured, error) {
 	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
 	name := parent.GetName()
-	_, err := e.Write(ctx, argocd.Known(argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), name), argocd.Write{Check: func(app *unstructured.Unstructured) error {
+	return e.Write(ctx, argocd.Known(argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), name), argocd.Write{Check: func(app *unstructured.Unstructured) error {
 		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
 			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
 		}
@@ -51,7 +52,6 @@ func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructu
 			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy, disable))},
 		}
 	}})
-	return err
 }
 
 // restoreParents writes back the saved policy of every parent paused for

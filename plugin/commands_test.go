@@ -341,6 +341,21 @@ func TestCommands(t *testing.T) {
 			setup:  then(given(breakglass), gitCatchesUp, argoReconciles, aMinuteLater, func(_ *testing.T, f *fakeCluster) { f.forgeRefreshes() }, gitMovesAway),
 			args:   []string{"restore", "web"},
 			assert: assertError(ExitFailure, "the refresh request was removed before Argo CD's controller answered it")},
+		// Someone removes each refresh request before Argo CD answers it.
+		// Break-glass took the request's absence for Argo CD's look at the
+		// patch, and recorded the pre-patch "Synced" as what Argo CD saw.
+		{name: "breakglass does not take a removed refresh request for Argo CD's answer",
+			setup: func(_ *testing.T, f *fakeCluster) { f.forgeRefreshes() }, args: breakglass,
+			assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				if r.code != ExitOK || !strings.Contains(r.errs, "could not learn whether Argo CD sees the patch") {
+					t.Errorf("exit %d, stderr %q; want 0 and a warning that Argo CD's view of the patch is unknown", r.code, r.errs)
+				}
+				for _, rec := range records(t, f) {
+					if rec.Event == audit.EventPatched && rec.OutOfSync != nil {
+						t.Errorf("patched record says Argo CD saw the target out of sync: %v; want it unsaid", *rec.OutOfSync)
+					}
+				}
+			}},
 		{name: "restore while Git waits", setup: given(breakglass), args: []string{"restore", "web"}, assert: assertGolden("restore-waiting.golden", ExitFailure)},
 		{name: "restore", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"}, assert: assertGolden("restore.golden", ExitOK)},
 		{name: "restore puts the policy back", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"},
