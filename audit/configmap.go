@@ -365,6 +365,11 @@ func (s *ConfigMapStore) Walk(ctx context.Context, filter Filter, fn func(Entry)
 	if labelValueOK(string(filter.Event)) {
 		selector += "," + LabelEvent + "=" + string(filter.Event)
 	}
+	return s.walkSelected(ctx, selector, fn)
+}
+
+// walkSelected is Walk over the ConfigMaps selector selects ("" for all).
+func (s *ConfigMapStore) walkSelected(ctx context.Context, selector string, fn func(Entry) error) error {
 	limit := s.PageSize
 	if limit == 0 {
 		limit = 500

@@ -171,10 +171,25 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			}
 		}
 	}
+	// Each session is judged by its records and its Application's: read
+	// for all of them at once, not two listings a session.
+	var ids, names []string
+	for _, app := range apps {
+		if session, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+			ids = append(ids, session.ID)
+		}
+		names = append(names, app.GetName())
+	}
+	log, err := audit.Prefetch(ctx, e.Audit, ids, names)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit records of %d sessions: %w", len(apps), err)
+	}
+	read := *e
+	read.Audit = log
 	out := make([]*SessionStatus, len(apps))
 	errs := make([]error, len(apps))
 	argocd.Parallel(len(apps), func(i int) {
-		if out[i], errs[i] = e.evaluate(ctx, apps[i], argo, notes[i]); errs[i] == nil {
+		if out[i], errs[i] = read.evaluate(ctx, apps[i], argo, notes[i]); errs[i] == nil {
 			out[i].Stale = stale[i]
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -206,5 +207,32 @@ func TestPatchesOfOneTargetAreCheckedTogether(t *testing.T) {
 	desired := jsontest.Decode(t, `{"spec":{"replicas":5,"template":{"spec":{"containers":[{"name":"web","image":"w:1"}]}}}}`)
 	if state, _ := compareFields(got[0], desired, "OutOfSync"); state == GitCaughtUp {
 		t.Errorf("Git without the image fix counted as caught up")
+	}
+}
+
+// TestCaughtUpAllReadsTheLogOnce: many sessions' records are read in one
+// listing for the sessions and one for their Applications, not two
+// listings a session (status -A with fifty sessions sent a hundred).
+func TestCaughtUpAllReadsTheLogOnce(t *testing.T) {
+	client, apps := sessionApps(t, "a", "b", "c", "d")
+	kube := kubefake.NewSimpleClientset()
+	e := &Engine{Client: argocd.Client{Dynamic: client, AppNamespace: "argocd"}, Audit: audit.NewConfigMapStore(kube, "argocd")}
+	statuses, err := e.CaughtUpAll(context.Background(), apps, nil, Refresh{})
+	if err != nil || len(statuses) != len(apps) {
+		t.Fatalf("%v, %d statuses", err, len(statuses))
+	}
+	lists := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "configmaps" {
+			lists++
+		}
+	}
+	if lists != 2 {
+		t.Errorf("%d listings of the audit log for %d sessions; want 2", lists, len(apps))
+	}
+	for _, st := range statuses {
+		if st.trusted || len(st.Mismatch) == 0 {
+			t.Errorf("%s: trusted %v, mismatch %v; a session the log does not hold is not trusted", st.App.Name, st.trusted, st.Mismatch)
+		}
 	}
 }
