@@ -6,18 +6,21 @@ import (
 	"strings"
 )
 
-// prefetchChunk is how many label values one listing asks for at most, so
-// that its URL stays short.
-const prefetchChunk = 100
+// prefetchChunk is how long, in characters, the values one listing asks
+// for may be together, so that its URL stays short for every proxy on the
+// way (session ids are the annotation's, and anyone on-call can make them
+// long).
+const prefetchChunk = 2000
 
 // Prefetch reads the records of many sessions and many applications at
-// once, a listing per hundred values, and returns a Store that answers
-// Entries for one of them (Filter with only Session, or only App, set) from
-// what it read: the entries the store's own narrowed listing would have
-// given, in the same order. Everything else, and every value a label
-// cannot hold, goes to s. A store that cannot list by many values at once
-// (the file store) is returned as it is. Nothing read is trusted more for
-// it: callers decode and check records as before.
+// once, a listing per 2,000 characters of values, and returns a Store that
+// answers Entries for one of them (Filter with only Session, or only App,
+// set) from what it read: the entries the store's own narrowed listing
+// would have given, in the same order (a listing's: by name, which is
+// position order). Everything else, and every value a label cannot hold,
+// goes to s. A store that cannot list by many values at once (the file
+// store) is returned as it is. Nothing read is trusted more for it:
+// callers decode and check records as before.
 func Prefetch(ctx context.Context, s Store, sessions, apps []string) (Store, error) {
 	cm, ok := s.(*ConfigMapStore)
 	if !ok {
@@ -48,7 +51,7 @@ func (p *prefetched) read(ctx context.Context, cm *ConfigMapStore, label string,
 			wanted = append(wanted, v)
 		}
 	}
-	for chunk := range slices.Chunk(wanted, prefetchChunk) {
+	for _, chunk := range chunks(wanted, prefetchChunk) {
 		selector := RecordSelector + "," + label + " in (" + strings.Join(chunk, ",") + ")"
 		for _, v := range chunk {
 			p.by[label][v] = []Entry{}
@@ -63,6 +66,21 @@ func (p *prefetched) read(ctx context.Context, cm *ConfigMapStore, label string,
 		}
 	}
 	return nil
+}
+
+// chunks splits values into runs whose lengths add up to at most size
+// (a longer value alone).
+func chunks(values []string, size int) [][]string {
+	var out [][]string
+	length := size
+	for _, v := range values {
+		if length+len(v) > size {
+			out, length = append(out, nil), 0
+		}
+		out[len(out)-1] = append(out[len(out)-1], v)
+		length += len(v) + 1
+	}
+	return out
 }
 
 // Entries implements Store.

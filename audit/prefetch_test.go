@@ -90,3 +90,16 @@ func names(entries []Entry) []string {
 	}
 	return out
 }
+
+// TestChunksKeepSelectorsShort: values are split so that each listing's
+// values add up to at most the size, a longer value going alone.
+func TestChunksKeepSelectorsShort(t *testing.T) {
+	got := chunks([]string{"aaaa", "bb", "c", "dddddddddd", "e"}, 8)
+	want := [][]string{{"aaaa", "bb"}, {"c"}, {"dddddddddd"}, {"e"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chunks: %q, want %q", got, want)
+	}
+	if got := chunks(nil, 8); len(got) != 0 {
+		t.Errorf("chunks of nothing: %q", got)
+	}
+}

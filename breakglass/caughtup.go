@@ -176,13 +176,12 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 	var ids, names []string
 	for _, app := range apps {
 		if session, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
-			ids = append(ids, session.ID)
+			ids, names = append(ids, session.ID), append(names, app.GetName())
 		}
-		names = append(names, app.GetName())
 	}
 	log, err := audit.Prefetch(ctx, e.Audit, ids, names)
 	if err != nil {
-		return nil, fmt.Errorf("reading the audit records of %d sessions: %w", len(apps), err)
+		return nil, fmt.Errorf("reading the audit records of %d sessions: %w", len(ids), err)
 	}
 	read := *e
 	read.Audit = log
