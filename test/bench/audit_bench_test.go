@@ -101,22 +101,22 @@ func mustRSS(b *testing.B, cmd *exec.Cmd) int64 {
 			}
 			return peak
 		case <-time.After(20 * time.Millisecond):
-			if kb := vmHWM(status); kb > peak {
+			if kb := procMemory(status, "VmHWM"); kb > peak {
 				peak = kb
 			}
 		}
 	}
 }
 
-// vmHWM reads the VmHWM line of a /proc status file, in bytes (0 when
-// it cannot).
-func vmHWM(path string) int64 {
+// procMemory reads a memory line of a /proc status file (VmHWM, VmRSS),
+// in bytes (0 when it cannot).
+func procMemory(path, field string) int64 {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb << 10
 		}

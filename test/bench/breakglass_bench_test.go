@@ -35,22 +35,50 @@ type stage struct {
 
 func newStage(b *testing.B, opts env.Options) *stage {
 	b.Helper()
-	e, err := env.Start(context.Background(), opts)
+	s, err := startStage(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(e.Stop)
-	s := &stage{e: e, plugin: buildPlugin(b)}
+	b.Cleanup(s.stop)
+	return s
+}
+
+// startStage starts a stage that lives until stop: one benchmark's, or
+// one shared by several (the scale stage).
+func startStage(opts env.Options) (*stage, error) {
+	e, err := env.Start(context.Background(), opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &stage{e: e}
+	if s.plugin, err = build(); err != nil {
+		s.stop()
+		return nil, err
+	}
 	admin, _ := e.RESTConfig(env.Admin.Name)
 	admin.QPS, admin.Burst = 200, 400 // seeding a thousand Applications
 	s.kube = kubernetes.NewForConfigOrDie(admin)
 	s.apps = dynamic.NewForConfigOrDie(admin).Resource(argocd.ApplicationGVR).Namespace(e.ArgoNamespace)
 	app := e.Application("web", env.FixtureApp, env.DemoNamespace, map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}})
 	if _, err := s.apps.Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
+		s.stop()
+		return nil, err
 	}
-	s.waitImage(b, env.FixtureImage, 2*time.Minute)
-	return s
+	for deadline := time.Now().Add(2 * time.Minute); s.image() != env.FixtureImage; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("argo cd did not deploy %s within 2m (image %q)", env.FixtureImage, s.image())
+		}
+	}
+	return s, nil
+}
+
+// stop stops the environment and removes the plugin.
+func (s *stage) stop() {
+	s.e.Stop()
+	if s.plugin != "" {
+		os.RemoveAll(filepath.Dir(s.plugin))
+	}
 }
 
 func (s *stage) run(b *testing.B, name string, args ...string) {

@@ -3,14 +3,27 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -71,4 +84,168 @@ func BenchmarkAutoRestoreLatency(b *testing.B) {
 	med := median(took)
 	b.ReportMetric(med.Seconds(), "restore-after-caught-up-s(goal<=5)")
 	report("controller: auto-restore after Argo CD reports Git caught up, median of 5", fmt.Sprintf("%.2f s (%v)", med.Seconds(), took), "≤ 5 s", med <= 5*time.Second)
+}
+
+// BenchmarkControllerAtScale runs the controller, idle, on the scale
+// stage: once it leads, has synced its informer and has settled (30 s), it
+// counts for a minute the requests the controller sends to the API server,
+// through a counting proxy, and then reads its resident memory (goals: no
+// requests but the watch and the lease; at most 100 MiB).
+func BenchmarkControllerAtScale(b *testing.B) {
+	const settle, window = 30 * time.Second, time.Minute
+	s := scaleStage(b)
+	proxy := startCountingProxy(b, s.e)
+	address := freeAddress(b)
+	logs, err := os.Create(filepath.Join(b.TempDir(), "controller.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logs.Close()
+	ns := s.e.ArgoNamespace
+	controller := exec.Command(s.plugin, "controller", "--app-namespace", ns, "--audit-namespace", ns, "--lease-namespace", ns,
+		"--address", address, "--identity", "bench-scale")
+	controller.Env = append(os.Environ(), "KUBECONFIG="+proxy.kubeconfig(b), "HOME="+b.TempDir())
+	controller.Stdout, controller.Stderr = logs, logs
+	if err := controller.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = controller.Process.Signal(syscall.SIGTERM); _ = controller.Wait() })
+	for deadline := time.Now().Add(2 * time.Minute); !leading(address); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logs.Name())
+			b.Fatalf("the controller did not lead with a synced cache within 2m:\n%s", log)
+		}
+	}
+	time.Sleep(settle)
+	proxy.reset()
+	time.Sleep(window)
+	counts, others := proxy.read()
+	status := fmt.Sprintf("/proc/%d/status", controller.Process.Pid)
+	rss, peak := procMemory(status, "VmRSS"), procMemory(status, "VmHWM")
+	perMinute := func(n int) float64 { return float64(n) / window.Minutes() }
+	if len(others) > 0 {
+		b.Logf("requests other than watch and lease in %s: %s", window, strings.Join(others, ", "))
+	}
+	if log, _ := os.ReadFile(logs.Name()); len(log) > 0 {
+		b.Logf("controller log:\n%.4000s", log)
+	}
+	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
+	b.ReportMetric(mib(rss), "rss-MiB(goal<=100)")
+	b.ReportMetric(perMinute(counts["other"]), "other-requests/min(goal=0)")
+	report("controller idle, 1000 Applications, 50 sessions: resident memory (peak)", fmt.Sprintf("%.0f MiB (%.0f MiB)", mib(rss), mib(peak)), "≤ 100 MiB", rss > 0 && rss <= 100<<20)
+	report("controller idle, 1000 Applications, 50 sessions: API requests/min but watch and lease (lease, watch)",
+		fmt.Sprintf("%.0f (%.0f, %.0f)", perMinute(counts["other"]), perMinute(counts["lease"]), perMinute(counts["watch"])), "0", counts["other"] == 0)
+}
+
+// leading is whether the controller at address leads with its cache synced.
+func leading(address string) bool {
+	resp, err := http.Get("http://" + address + "/readyz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "leading")
+}
+
+// freeAddress is a loopback address nothing listens on.
+func freeAddress(b *testing.B) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// countingProxy forwards requests to the environment's API server as its
+// admin and counts them by kind: watch, lease (coordination.k8s.io) and
+// other, each other request also by method and path.
+type countingProxy struct {
+	server *httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+	others map[string]int
+}
+
+func startCountingProxy(b *testing.B, e *env.Env) *countingProxy {
+	b.Helper()
+	admin, err := e.RESTConfig(env.Admin.Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	transport, err := rest.TransportFor(admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	target, err := url.Parse(admin.Host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	forward := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream
+	}
+	p := &countingProxy{}
+	p.reset()
+	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.count(r)
+		forward.ServeHTTP(w, r)
+	}))
+	b.Cleanup(func() { p.server.CloseClientConnections(); p.server.Close() })
+	return p
+}
+
+func (p *countingProxy) count(r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch watch := r.URL.Query().Get("watch"); {
+	case watch == "true" || watch == "1":
+		p.counts["watch"]++
+	case strings.HasPrefix(r.URL.Path, "/apis/coordination.k8s.io/"):
+		p.counts["lease"]++
+	default:
+		p.counts["other"]++
+		p.others[r.Method+" "+r.URL.Path]++
+	}
+}
+
+func (p *countingProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts, p.others = map[string]int{}, map[string]int{}
+}
+
+// read returns the counts since the last reset, and the other requests
+// as "METHOD path ×n", most first.
+func (p *countingProxy) read() (map[string]int, []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := slices.Collect(maps.Keys(p.others))
+	sort.Slice(keys, func(i, j int) bool { return p.others[keys[i]] > p.others[keys[j]] })
+	others := make([]string, len(keys))
+	for i, k := range keys {
+		others[i] = fmt.Sprintf("%s ×%d", k, p.others[k])
+	}
+	return maps.Clone(p.counts), others
+}
+
+// kubeconfig writes a kubeconfig that reaches the API server through the
+// proxy, which adds the admin's credentials.
+func (p *countingProxy) kubeconfig(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "kubeconfig")
+	config := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: counted, cluster: {server: %q}}]
+users: [{name: counted, user: {}}]
+contexts: [{name: counted, context: {cluster: counted, user: counted}}]
+current-context: counted
+`, p.server.URL)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }

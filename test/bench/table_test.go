@@ -48,6 +48,7 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds())
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopScaleStage()
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
 	if len(rows) > 0 {
@@ -83,16 +84,32 @@ func BenchmarkColdStart(b *testing.B) {
 	report("cold start: ratio", fmt.Sprintf("%.2f", o.Seconds()/k.Seconds()), "", false)
 }
 
-// buildPlugin builds the plugin into a temporary directory.
+// buildPlugin builds the plugin into a temporary directory removed when
+// the benchmark ends.
 func buildPlugin(b *testing.B) string {
 	b.Helper()
-	plugin := filepath.Join(b.TempDir(), "kubectl-gitops")
-	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-gitops")
-	build.Dir = env.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("%v: %s", err, out)
+	plugin, err := build()
+	if err != nil {
+		b.Fatal(err)
 	}
+	b.Cleanup(func() { os.RemoveAll(filepath.Dir(plugin)) })
 	return plugin
+}
+
+// build builds the plugin into a new temporary directory.
+func build() (string, error) {
+	dir, err := os.MkdirTemp("", "kubectl-gitops-bench-")
+	if err != nil {
+		return "", err
+	}
+	plugin := filepath.Join(dir, "kubectl-gitops")
+	cmd := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-gitops")
+	cmd.Dir = env.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("building the plugin: %v: %s", err, out)
+	}
+	return plugin, nil
 }
 
 func mustExec(b *testing.B, name string, args ...string) {
