@@ -188,14 +188,17 @@ func RefreshedSince(app *unstructured.Unstructured, since time.Time) bool {
 }
 
 // WrittenAt is when the API server took this tool's newest write of obj,
-// as obj's managedFields say (whole seconds, the API server's clock);
-// zero when they do not say.
+// as obj's managedFields say (whole seconds, the API server's clock); now
+// when they do not say (an API server that keeps no managedFields).
 func WrittenAt(obj *unstructured.Unstructured) time.Time {
 	var at time.Time
 	for _, f := range obj.GetManagedFields() {
 		if f.Manager == FieldManager && f.Time != nil && f.Time.After(at) {
 			at = f.Time.Time
 		}
+	}
+	if at.IsZero() {
+		return time.Now()
 	}
 	return at
 }

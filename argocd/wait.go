@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,9 +112,6 @@ func (c *Client) WaitRefreshed(ctx context.Context, written *unstructured.Unstru
 	ctx, cancel := context.WithTimeout(ctx, c.ControllerTimeout())
 	defer cancel()
 	since := WrittenAt(written)
-	if since.IsZero() {
-		since = time.Now() // an API server that keeps no managedFields
-	}
 	key := NamespaceOr(written.GetNamespace(), c.AppNamespace) + "/" + written.GetName()
 	done := func(app *unstructured.Unstructured) bool { return RefreshedSince(app, since) }
 	if app := c.WaitApps(ctx, []string{key}, done)[key]; app != nil && done(app) {

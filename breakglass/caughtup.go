@@ -138,10 +138,7 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 				notes[i] = append(notes[i], "could not request a refresh ("+argocd.Brief(err)+"): the state is as of Argo CD's last reconcile")
 				return
 			}
-			requested[i] = true
-			if since[i] = argocd.WrittenAt(written); since[i].IsZero() {
-				since[i] = time.Now() // an API server that keeps no managedFields
-			}
+			requested[i], since[i] = true, argocd.WrittenAt(written)
 		})
 		fresh := map[string]*unstructured.Unstructured{}
 		if refresh.Wait > 0 {
