@@ -64,11 +64,9 @@ func startStage(opts env.Options) (*stage, error) {
 		s.stop()
 		return nil, err
 	}
-	for deadline := time.Now().Add(2 * time.Minute); s.image() != env.FixtureImage; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("argo cd did not deploy %s within 2m (image %q)", env.FixtureImage, s.image())
-		}
+	if err := s.imageWithin(env.DemoNamespace, env.FixtureImage, 2*time.Minute); err != nil {
+		s.stop()
+		return nil, err
 	}
 	return s, nil
 }
@@ -108,6 +106,14 @@ func (s *stage) waitImage(b *testing.B, want string, timeout time.Duration) {
 
 func (s *stage) waitImageIn(b *testing.B, namespace, want string, timeout time.Duration) {
 	b.Helper()
+	if err := s.imageWithin(namespace, want, timeout); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// imageWithin waits, at most timeout, for Deployment web in namespace to
+// run want; the error says what every Application was doing.
+func (s *stage) imageWithin(namespace, want string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for s.imageIn(namespace) != want {
 		if time.Now().After(deadline) {
@@ -120,10 +126,11 @@ func (s *stage) waitImageIn(b *testing.B, namespace, want string, timeout time.D
 					states = append(states, fmt.Sprintf("%s: policy %v, sync %v, operation %v", a.GetName(), policy, sync, op))
 				}
 			}
-			b.Fatalf("image %s in %s, want %s after %s; Applications:\n%s", s.imageIn(namespace), namespace, want, timeout, strings.Join(states, "\n"))
+			return fmt.Errorf("image %s in %s, want %s after %s; Applications:\n%s", s.imageIn(namespace), namespace, want, timeout, strings.Join(states, "\n"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return nil
 }
 
 // selfHealing is the automated sync policy of the self-healing
