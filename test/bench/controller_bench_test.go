@@ -7,9 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +20,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -104,7 +100,7 @@ func BenchmarkControllerAtScale(b *testing.B) {
 	ns := s.e.ArgoNamespace
 	controller := exec.Command(s.plugin, "controller", "--app-namespace", ns, "--audit-namespace", ns, "--lease-namespace", ns,
 		"--address", address, "--identity", "bench-scale")
-	controller.Env = append(os.Environ(), "KUBECONFIG="+proxy.kubeconfig(b), "HOME="+b.TempDir())
+	controller.Env = append(os.Environ(), "KUBECONFIG="+proxy.Kubeconfig, "HOME="+b.TempDir())
 	controller.Stdout, controller.Stderr = logs, logs
 	if err := controller.Start(); err != nil {
 		b.Fatal(err)
@@ -163,7 +159,7 @@ func freeAddress(b *testing.B) string {
 // admin and counts them by kind: watch, lease (coordination.k8s.io) and
 // other, each other request also by method and path.
 type countingProxy struct {
-	server *httptest.Server
+	*env.Proxy
 	mu     sync.Mutex
 	counts map[string]int
 	others map[string]int
@@ -171,30 +167,17 @@ type countingProxy struct {
 
 func startCountingProxy(b *testing.B, e *env.Env) *countingProxy {
 	b.Helper()
-	admin, err := e.RESTConfig(env.Admin.Name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	transport, err := rest.TransportFor(admin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	target, err := url.Parse(admin.Host)
-	if err != nil {
-		b.Fatal(err)
-	}
-	forward := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport:     transport,
-		FlushInterval: -1, // watches stream
-	}
 	p := &countingProxy{}
 	p.reset()
-	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy, err := e.Proxy(env.Admin.Name, func(w http.ResponseWriter, r *http.Request, forward http.Handler) {
 		p.count(r)
 		forward.ServeHTTP(w, r)
-	}))
-	b.Cleanup(func() { p.server.CloseClientConnections(); p.server.Close() })
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Proxy = proxy
+	b.Cleanup(func() { p.CloseClientConnections(); p.Close() })
 	return p
 }
 
@@ -230,22 +213,4 @@ func (p *countingProxy) read() (map[string]int, []string) {
 		others[i] = fmt.Sprintf("%s ×%d", k, p.others[k])
 	}
 	return maps.Clone(p.counts), others
-}
-
-// kubeconfig writes a kubeconfig that reaches the API server through the
-// proxy, which adds the admin's credentials.
-func (p *countingProxy) kubeconfig(b *testing.B) string {
-	b.Helper()
-	path := filepath.Join(b.TempDir(), "kubeconfig")
-	config := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: counted, cluster: {server: %q}}]
-users: [{name: counted, user: {}}]
-contexts: [{name: counted, context: {cluster: counted, user: counted}}]
-current-context: counted
-`, p.server.URL)
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return path
 }
