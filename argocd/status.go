@@ -187,6 +187,17 @@ func RefreshedSince(app *unstructured.Unstructured, since time.Time) bool {
 	return err == nil && !at.Before(since.Add(-RefreshSkew))
 }
 
+// ManagerWroteSince is whether manager wrote obj at or after since, as
+// obj's managedFields say (whole seconds, the API server's clock).
+func ManagerWroteSince(obj *unstructured.Unstructured, manager string, since time.Time) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == manager && f.Time != nil && !f.Time.Time.Before(since.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
 // WrittenAt is when the API server took this tool's newest write of obj,
 // as obj's managedFields say (whole seconds, the API server's clock); now
 // when they do not say (an API server that keeps no managedFields).

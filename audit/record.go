@@ -47,13 +47,19 @@ const (
 	// back on behind it. They change nothing in the cluster.
 	EventExpired   Event = "breakglass.expired"
 	EventReenabled Event = "breakglass.reenabled"
+	// EventAbandoned ends a patch whose run was interrupted (killed, its
+	// connection lost) before it recorded the outcome, when the live target
+	// shows the patch never landed. A patch that did land is recorded by
+	// the resolver as breakglass.patched. Both name the interrupted run's
+	// planned record (Resolves); the session goes on.
+	EventAbandoned Event = "breakglass.abandoned"
 	EventQueued    Event = "ticket.queued"
 	EventFiled     Event = "ticket.filed"
 	EventFailed    Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventQueued, EventFiled, EventFailed}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventAbandoned, EventQueued, EventFiled, EventFailed}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of
@@ -90,6 +96,10 @@ type Record struct {
 	Expires     *time.Time `json:"expires,omitempty"`
 	AutoRestore bool       `json:"autoRestore,omitempty"`
 	Outcome     Outcome    `json:"outcome"`
+	// Resolves is, on a breakglass.patched or breakglass.abandoned record
+	// written for an interrupted run, the id of that run's planned record:
+	// the session takes the patch from the planned record, not from this one.
+	Resolves string `json:"resolves,omitempty"`
 	// Review is a breakglass.reviewed record's verdict and note.
 	Review *Review `json:"review,omitempty"`
 	// HeadFound is set by the store when the chain head it found named a
@@ -111,6 +121,9 @@ type Actor struct {
 type Client struct {
 	Host string `json:"host,omitempty"`
 	User string `json:"user,omitempty"`
+	// PID is the process that wrote the record: a run whose process is
+	// gone from its host can no longer finish what it planned.
+	PID int `json:"pid,omitempty"`
 }
 
 // AppRef names an Argo CD Application.

@@ -65,9 +65,13 @@ type SessionLog struct {
 	Reviews []*Record
 	// Notices are its breakglass.expired and breakglass.reenabled records.
 	Notices []*Record
-	joins   int
-	patched bool
-	broken  bool
+	// InFlight are the planned records (the opening one and each join)
+	// whose run has not recorded how its patch ended: patched, aborted, or
+	// resolved for it after it was interrupted. Oldest first.
+	InFlight []*Record
+	joins    int
+	patched  bool
+	broken   bool
 }
 
 // Open says whether the session has no terminal record.
@@ -130,6 +134,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 		s.Application, s.Opener, s.Opened, s.Phase = appKey(*r.Application), r.Actor.Username, r, PhasePlanned
 		s.Members[r.Actor.Username] = true
+		s.InFlight = []*Record{r}
 		return true, nil
 	}
 	if s.broken {
@@ -142,6 +147,8 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	closing := r.Event == EventRestored || r.Event == EventForced
 	// A notice about the session is written by whoever noticed.
 	notice := r.Event == EventExpired || r.Event == EventReenabled
+	// So is the end of an interrupted run's patch, naming its plan.
+	resolving := r.Resolves != "" && (r.Event == EventPatched || r.Event == EventAbandoned)
 	own := r.Application == nil || appKey(*r.Application) == s.Application
 	if r.Event == EventReviewed {
 		switch {
@@ -159,7 +166,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		return true, nil
 	}
 	switch {
-	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice):
+	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice || resolving):
 		// A restore, a join or a notice that lost the race to the close:
 		// it changed nothing, and nothing acts on it.
 		return false, nil
@@ -171,7 +178,17 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	case r.Event == EventPlanned:
 		s.Members[r.Actor.Username] = true
 		s.joins++
+		s.InFlight = append(s.InFlight, r)
 		return true, nil
+	case resolving:
+		// Two resolvers may race for one interrupted run (status, restore,
+		// the controller): the first one counts, the others changed nothing.
+		if s.takeInFlight(func(p *Record) bool { return p.ID == r.Resolves }) == nil {
+			return false, nil
+		}
+		return true, nil
+	case r.Event == EventAbandoned || r.Resolves != "":
+		return broke(BreakOutOfOrder, "%s by %s resolves no interrupted run of the session", r.Event, r.Actor.Username)
 	case !ticketWork && !closing && !notice && !s.Members[r.Actor.Username]:
 		return broke(BreakForeignActor, "%s by %s, who neither opened (%s) nor joined the session", r.Event, r.Actor.Username, s.Opener)
 	}
@@ -199,6 +216,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 	case EventPatched:
 		s.patched = s.patched || ok
+		s.takeInFlight(func(p *Record) bool { return p.Actor.Username == r.Actor.Username })
 	case EventExpired, EventReenabled:
 		s.Notices = append(s.Notices, r)
 	case EventTicketed, EventFiled:
@@ -206,6 +224,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 			s.Tickets[r.Ticket.Key] = true
 		}
 	case EventAborted:
+		s.takeInFlight(func(p *Record) bool { return p.Actor.Username == r.Actor.Username })
 		// A joined patch that fails leaves the session as it was; the
 		// opening break-glass failing before any patch ends it.
 		if s.joins == 0 && !s.patched && !strings.Contains(r.Outcome.Error, PauseNotUndone) {
@@ -226,6 +245,19 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 	}
 	return true, nil
+}
+
+// takeInFlight removes the oldest in-flight plan that matches and returns
+// it, nil when none does. A run's own outcome ends its plan (the oldest of
+// its actor's: one run plans, then patches or aborts); a resolver names it.
+func (s *SessionLog) takeInFlight(match func(*Record) bool) *Record {
+	for i, p := range s.InFlight {
+		if match(p) {
+			s.InFlight = append(s.InFlight[:i:i], s.InFlight[i+1:]...)
+			return p
+		}
+	}
+	return nil
 }
 
 func (ss *Sessions) close(s *SessionLog, r *Record) {

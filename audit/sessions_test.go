@@ -157,3 +157,59 @@ func TestSessionHolder(t *testing.T) {
 		t.Errorf("session s: phase %s, open %v", s.Phase, s.Open())
 	}
 }
+
+// TestInFlightPlans: a run's plan stays in flight until its own patched or
+// aborted record, or until a resolver (anyone) names it; a resolver that
+// names no plan in flight is refused, a second one for the same plan
+// changed nothing.
+func TestInFlightPlans(t *testing.T) {
+	rec := func(seq int, event Event, actor, resolves string) *Record {
+		r := step{event, "s", actor, "web", "", ""}.record(seq)
+		r.ID, r.Resolves = "r"+strconv.Itoa(seq), resolves
+		return r
+	}
+	story := []*Record{
+		rec(1, EventPlanned, "alice", ""),
+		rec(2, EventPaused, "alice", ""),
+		rec(3, EventPatched, "alice", ""),
+		rec(4, EventPlanned, "bob", ""), // bob joins, and his run is killed
+		rec(5, EventPlanned, "alice", ""),
+	}
+	ss := NewSessions()
+	for _, r := range story {
+		if ok, b := ss.Add(r); !ok {
+			t.Fatalf("record %d refused: %+v", r.Seq, b)
+		}
+	}
+	inFlight := func() (ids []string) {
+		for _, p := range ss.Session("s").InFlight {
+			ids = append(ids, p.ID)
+		}
+		return ids
+	}
+	if got := strings.Join(inFlight(), ","); got != "r4,r5" {
+		t.Fatalf("in flight %s, want r4,r5", got)
+	}
+	// carol, no member, resolves bob's run: accepted, and only that plan ends.
+	if ok, b := ss.Add(rec(6, EventAbandoned, "carol", "r4")); !ok {
+		t.Fatalf("a resolver's record refused: %+v", b)
+	}
+	if got := strings.Join(inFlight(), ","); got != "r5" {
+		t.Errorf("in flight %s after resolving r4, want r5", got)
+	}
+	if ok, b := ss.Add(rec(7, EventPatched, "dave", "r4")); ok || b != nil {
+		t.Errorf("a second resolver of r4: accepted %v, break %+v; want ignored", ok, b)
+	}
+	if ok, b := ss.Add(rec(8, EventAbandoned, "dave", "")); ok || b == nil || b.Kind != BreakOutOfOrder {
+		t.Errorf("an abandoned record naming no plan: accepted %v, break %+v", ok, b)
+	}
+	if ok, b := ss.Add(rec(9, EventPatched, "alice", "")); !ok {
+		t.Fatalf("alice's own patched record refused: %+v", b)
+	}
+	if n := len(inFlight()); n != 0 {
+		t.Errorf("%d plans still in flight after alice's patched record", n)
+	}
+	if s := ss.Session("s"); !s.Open() {
+		t.Errorf("resolving closed the session: %+v", s.Closed)
+	}
+}

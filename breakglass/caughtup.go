@@ -67,6 +67,11 @@ type SessionStatus struct {
 	// until the disagreement is resolved (restore refuses, --force
 	// restores what the log says).
 	Mismatch []string `json:"mismatch,omitempty"`
+	// InFlight are the session's break-glass runs that have not recorded
+	// how their patch ended, as the audit log has them: still running, or
+	// interrupted (Gone says why), which status, restore and the
+	// controller resolve from the live target.
+	InFlight []InFlight `json:"inFlight,omitempty"`
 	// annotated is the session as the annotation had it, which restore's
 	// write is conditional on.
 	annotated *Session
@@ -185,9 +190,20 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 	out := make([]*SessionStatus, len(apps))
 	errs := make([]error, len(apps))
 	argocd.Parallel(len(apps), func(i int) {
-		if out[i], errs[i] = read.evaluate(ctx, apps[i], argo, notes[i]); errs[i] == nil {
-			out[i].Stale = stale[i]
+		if out[i], errs[i] = read.evaluate(ctx, apps[i], argo, notes[i]); errs[i] != nil {
+			return
 		}
+		// A run interrupted before it recorded its patch is resolved
+		// now, by whoever looks, and the session evaluated again.
+		if refresh.Request && out[i].Interrupted() {
+			app, resolved, err := e.Resolve(ctx, apps[i], out[i], false)
+			if err != nil {
+				out[i].Notes = append(out[i].Notes, "could not resolve the interrupted run: "+argocd.Brief(err))
+			} else if out[i], errs[i] = e.evaluate(ctx, app, argo, append(notes[i], resolved...)); errs[i] != nil {
+				return
+			}
+		}
+		out[i].Stale = stale[i]
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -229,7 +245,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 	// The annotation is a pointer anyone may edit: what is evaluated is the
 	// session as its verified audit records have it.
-	session, mismatch, err := e.trustedSession(ctx, ref, annotated)
+	session, mismatch, ls, err := e.loggedSessionOf(ctx, ref, annotated)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +253,8 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	if session == nil {
 		st.Session = annotated
 		session = annotated
+	} else {
+		st.InFlight = ls.inFlight(time.Now())
 	}
 	st.Expired = session.Expired(time.Now())
 	// Still pausing (parents first) is what the log says too: no patch
@@ -253,6 +271,11 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	pending := session.pending()
 	if pending != nil {
 		st.Notes = append(st.Notes, fmt.Sprintf("a patch of %s is being applied in session %s (since %s): not ready until it is done", pending.Target, session.ID, pending.At.Format(time.RFC3339)))
+	}
+	for _, run := range st.InFlight {
+		if run.Gone != "" {
+			st.Notes = append(st.Notes, fmt.Sprintf("the break-glass run of %s by %s, planned %s, was interrupted (%s): status and restore resolve it from the live target", run.Target, run.Actor, run.Planned.Format(time.RFC3339), run.Gone))
+		}
 	}
 	defer func() {
 		// A pending patch is the annotation's word alone: it must not
@@ -412,6 +435,17 @@ func equalJSON(a, b any) bool {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// Interrupted is whether a run of the session in flight has been
+// interrupted, so that the next look resolves it (Resolve).
+func (st *SessionStatus) Interrupted() bool {
+	for _, run := range st.InFlight {
+		if run.Gone != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Restorable is the one caught-up decision, which status' READY,

@@ -77,7 +77,7 @@ type Request struct {
 
 func clientInfo() audit.Client {
 	host, _ := os.Hostname()
-	c := audit.Client{Host: host}
+	c := audit.Client{Host: host, PID: os.Getpid()}
 	if u, err := user.Current(); err == nil {
 		c.User = u.Username
 	}

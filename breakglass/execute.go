@@ -56,7 +56,8 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			r.Expires, r.AutoRestore = session.Expires, session.AutoRestore
 		}
 	}
-	if _, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned); err != nil {
+	plannedRecord, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
+	if err != nil {
 		return nil, err
 	}
 	res := &Result{Session: session}
@@ -80,7 +81,9 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	// The session learns of the patch before it is sent: a restore that
 	// read the session before then refuses to remove it, and one that
 	// removed it already makes this write fail, before anything is patched.
-	pending := SessionPatch{ID: rand.String(6), Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
+	// It is named by the planned record, so that whoever resolves this run
+	// if it is interrupted finds its mark (pendingFor).
+	pending := SessionPatch{ID: plannedRecord.ID, Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
 	p.pendingPatch = pending.ID
 	terminated := session.TerminatedSync
 	marked, app, err := e.writeSession(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {

@@ -80,8 +80,19 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 	if ls.log.Opened.SyncPolicy != nil {
 		ls.savedPolicy = ls.log.Opened.SyncPolicy.Before
 	}
+	plans := map[string]*audit.Record{}
 	for _, r := range legal {
 		switch {
+		case r.Event == audit.EventPlanned:
+			plans[r.ID] = r
+		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded && r.Resolves != "":
+			// A resolver found an interrupted run's patch live: what it
+			// changed is what that run planned, not what the resolver says.
+			if plan := plans[r.Resolves]; plan != nil && plan.Patch != nil {
+				landed := *plan
+				landed.ID, landed.Time, landed.OutOfSync = r.ID, r.Time, r.OutOfSync
+				ls.patches = append(ls.patches, &landed)
+			}
 		case r.Event == audit.EventPaused && r.Application != nil && (r.Application.Name != app.Name || r.Application.Namespace != app.Namespace) && r.SyncPolicy != nil:
 			// Started is enough: the record is written before the pause.
 			ls.parents[r.Application.Name] = r.SyncPolicy.Before
@@ -154,6 +165,9 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 	if !sameParents(parents, ls.parents, s.State == StatePausing) {
 		out = append(out, fmt.Sprintf("pausedParents (annotation %s, audit log %s)", names(parents), names(ls.parents)))
 	}
+	if annotated, inFlight := len(s.Patches)-len(s.donePatches()), len(logged.Patches)-len(ls.patches); annotated != inFlight {
+		out = append(out, fmt.Sprintf("pending patches (annotation %d, audit log %d runs in flight)", annotated, inFlight))
+	}
 	done := s.donePatches()
 	if len(done) != len(ls.patches) {
 		out = append(out, fmt.Sprintf("patches (annotation %d, audit log %d)", len(done), len(ls.patches)))
@@ -178,8 +192,8 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 
 // session is the session as the audit log has it: what restore, --join,
 // status and ticket sync act on. Only what the log cannot know comes from
-// the annotation s: patches still being sent, the Jira work still queued,
-// the sync operation terminated.
+// the annotation s: which of the runs in flight marked their patch as
+// being sent, the Jira work still queued, the sync operation terminated.
 func (ls *loggedSession) session(s *Session) *Session {
 	opened := ls.log.Opened
 	c := &Session{
@@ -213,9 +227,11 @@ func (ls *loggedSession) session(s *Session) *Session {
 		}
 		c.Patches = append(c.Patches, p)
 	}
-	for _, p := range s.Patches {
-		if p.Pending {
-			c.Patches = append(c.Patches, p)
+	// A patch still being sent is the annotation's word, believed only for
+	// a run the log has in flight.
+	for _, run := range ls.log.InFlight {
+		if p := pendingFor(s, run); p != nil {
+			c.Patches = append(c.Patches, *p)
 		}
 	}
 	if s.Ticket != "" && ls.log.Tickets[s.Ticket] {
@@ -299,23 +315,30 @@ func names(m map[string]any) string {
 // annotation gets wrong. It is nil when the log has no open session on
 // app at all (the annotation was written by hand).
 func (e *Engine) trustedSession(ctx context.Context, app audit.AppRef, annotated *Session) (*Session, []string, error) {
+	session, mismatch, _, err := e.loggedSessionOf(ctx, app, annotated)
+	return session, mismatch, err
+}
+
+// loggedSessionOf is trustedSession with the session's log, nil when the
+// log has no open session on app.
+func (e *Engine) loggedSessionOf(ctx context.Context, app audit.AppRef, annotated *Session) (*Session, []string, *loggedSession, error) {
 	ls, err := e.sessionFromLog(ctx, app, annotated.ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	why := ls.untrusted(app, annotated.ID)
 	switch {
 	case why == "":
 		logged := ls.session(annotated)
-		return logged, ls.differences(annotated, logged), nil
+		return logged, ls.differences(annotated, logged), ls, nil
 	case ls.holder != "" && ls.holder != annotated.ID:
 		held, err := e.sessionFromLog(ctx, app, ls.holder)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if held.untrusted(app, ls.holder) == "" {
-			return held.session(&Session{}), []string{why}, nil
+			return held.session(&Session{}), []string{why}, held, nil
 		}
 	}
-	return nil, []string{why}, nil
+	return nil, []string{why}, nil, nil
 }

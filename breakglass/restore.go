@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +73,23 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	}
 	if req.DryRun {
 		st.Notes = append(st.Notes, "dry run: no refresh was requested, so the state is as of Argo CD's last reconcile")
+	}
+	if run := st.sending(); run != nil && !req.DryRun {
+		// A run still sending its patch: a restore now could re-enable
+		// sync under it. Forcing ends it from the live target, recorded.
+		if !req.Force {
+			return st, fmt.Errorf("%w: %s is patching %s in session %s (planned %s, still running): run restore again once it is done, or after %s; --force ends it now, recording what it overrode",
+				ErrRunInFlight, run.Actor, run.Target, st.Session.ID, run.Planned.Format(time.RFC3339), run.Planned.Add(RunBound).Format(time.RFC3339))
+		}
+		resolvedApp, resolved, err := e.Resolve(ctx, app, st, true)
+		if err != nil {
+			return st, err
+		}
+		stale := st.Stale
+		if st, err = e.evaluate(ctx, resolvedApp, req.Argo, resolved); err != nil {
+			return nil, err
+		}
+		st.Stale, app = stale, resolvedApp
 	}
 	if st.Stale && !req.Force && !req.DryRun {
 		// Whether Git caught up is as of a reconcile that may predate the
@@ -144,7 +162,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	// The write is conditional on the annotation as evaluated: a patch
 	// that landed meanwhile must not be reverted by a restore that never
 	// saw it.
-	if err := e.undoPause(ctx, req.App, st.Session, event, unchangedSession(req.App, st.annotated)); err != nil {
+	if err := e.undoPause(ctx, req.App, st.Session, event, unchangedSession(req.App, st.annotated, st.Session)); err != nil {
 		_, _ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}

@@ -207,19 +207,28 @@ func sessionPatch(session *Session, policy any) map[string]any {
 }
 
 // unchangedSession accepts an Application whose session is s as restore
-// evaluated it: the same patches, none of them still being sent. A patch
-// that landed meanwhile must not be reverted by a restore that never saw it.
-func unchangedSession(name string, s *Session) func(*unstructured.Unstructured) error {
+// evaluated it: no patch it did not see, and none being sent by a run the
+// log has in flight (logged, the session as the log has it). A patch that
+// landed meanwhile must not be reverted by a restore that never saw it; a
+// pending mark the log has no run for is the annotation's word alone, and
+// does not hold a restore.
+func unchangedSession(name string, s, logged *Session) func(*unstructured.Unstructured) error {
+	seen := map[string]bool{}
+	for _, p := range s.Patches {
+		seen[p.ID] = true
+	}
 	return func(app *unstructured.Unstructured) error {
 		if err := ownSession(name, s.ID)(app); err != nil {
 			return err
 		}
 		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
-		if pending := current.pending(); pending != nil {
-			return fmt.Errorf("%w: a patch of %s is being applied in session %s (since %s): run restore again once it is done", argocd.ErrConflict, pending.Target, s.ID, pending.At.Format(time.RFC3339))
-		}
-		if len(current.Patches) != len(s.Patches) {
-			return fmt.Errorf("%w: session %s on %s gained a patch while restore ran: run restore again, it must check that patch too", argocd.ErrConflict, s.ID, name)
+		for _, p := range current.Patches {
+			if !seen[p.ID] {
+				return fmt.Errorf("%w: session %s on %s gained a patch of %s while restore ran: run restore again, it must check that patch too", argocd.ErrConflict, s.ID, name, p.Target)
+			}
+			if p.Pending && logged.patchNamed(p.ID) != nil && logged.patchNamed(p.ID).Pending {
+				return fmt.Errorf("%w: a patch of %s is being applied in session %s (since %s): run restore again once it is done", argocd.ErrConflict, p.Target, s.ID, p.At.Format(time.RFC3339))
+			}
 		}
 		return nil
 	}

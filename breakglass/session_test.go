@@ -17,10 +17,17 @@ func TestUnchangedSessionGuardsRestore(t *testing.T) {
 		u.SetAnnotations(map[string]string{SessionAnnotation: string(v)})
 		return u
 	}
-	evaluated := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}}}
-	check := unchangedSession("web", evaluated)
+	evaluated := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "forged", Pending: true}}}
+	// The log has no run in flight for the forged pending mark: it does
+	// not hold the restore (it used to, for good).
+	logged := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}}}
+	check := unchangedSession("web", evaluated, logged)
 	if err := check(app(evaluated)); err != nil {
 		t.Errorf("the session restore evaluated: %v", err)
+	}
+	inFlight := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "forged", Pending: true}}}
+	if err := unchangedSession("web", evaluated, inFlight)(app(evaluated)); !errors.Is(err, argocd.ErrConflict) {
+		t.Errorf("a patch being sent by a run the log has in flight: %v", err)
 	}
 	for name, s := range map[string]*Session{
 		"a patch landed":         {ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "b"}}},

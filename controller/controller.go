@@ -298,11 +298,27 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		return time.Time{}, err
 	}
 	key := app.GetNamespace() + "/" + app.GetName()
+	// A break-glass run interrupted before it recorded its patch is
+	// resolved from the live target; the write brings the session back.
+	if st.Interrupted() {
+		_, resolved, err := engine.Resolve(ctx, app, st, false)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("resolving an interrupted run of session %s: %w", st.Session.ID, err)
+		}
+		for _, r := range resolved {
+			c.logf("%s: %s", key, r)
+		}
+		return time.Time{}, nil
+	}
 	// The expiry is due whatever the annotation says (an edited one must
 	// not silence the notice): st.Session is the log's session.
 	var next time.Time
 	if e := st.Session.Expires; e != nil && time.Now().Before(*e) {
 		next = *e
+	}
+	// A run still in flight is resolved once it can no longer finish.
+	for _, run := range st.InFlight {
+		next = earliest(next, run.Planned.Add(breakglass.RunBound+time.Second))
 	}
 	// RecordNotice acts on the log's open session, whatever the
 	// annotation says: an edit of it hides no notice.

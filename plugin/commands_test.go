@@ -2,11 +2,15 @@ package plugin
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -213,6 +217,90 @@ func pendingPatchForged(t *testing.T, f *fakeCluster) {
 	}
 }
 
+// interruptedJoin is a --join by the session's opener whose run was
+// stopped after it marked its patch (replicas 5) as being sent: its
+// planned record says it ran as process pid on this host. With lands, the
+// patch reached the Deployment before the run died.
+func interruptedJoin(pid int, lands bool) func(*testing.T, *fakeCluster) {
+	return func(t *testing.T, f *fakeCluster) {
+		t.Helper()
+		ctx := context.Background()
+		s, err := breakglass.ParseSession(f.app().GetAnnotations()[breakglass.SessionAnnotation])
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := opened(t, f)
+		host, _ := os.Hostname()
+		target := *open.Target
+		plan := &audit.Record{Event: audit.EventPlanned, Session: s.ID, Actor: open.Actor, Client: audit.Client{Host: host, PID: pid},
+			Reason: "more", Application: open.Application, Cluster: open.Cluster, Target: &target, Git: open.Git,
+			Patch: &audit.Patch{Type: "merge", Body: `{"spec":{"replicas":5}}`}, Changes: []audit.Change{{Path: "/spec/replicas", Before: int64(3), After: int64(5)}},
+			Outcome: audit.Outcome{Status: audit.StatusStarted}}
+		if err := f.audit.Append(ctx, plan); err != nil {
+			t.Fatal(err)
+		}
+		s.Patches = append(s.Patches, breakglass.SessionPatch{ID: plan.ID, Target: target, Type: "merge", At: time.Now(), Pending: true,
+			Fields: []breakglass.PatchedField{{Path: "/spec/replicas", Before: jsonDigest(3), After: jsonDigest(5)}}})
+		value, _ := json.Marshal(s)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
+		if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if lands {
+			if _, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{FieldManager: argocd.FieldManager}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// sessionOn is the session annotation on web, nil when there is none.
+func sessionOn(t *testing.T, f *fakeCluster) *breakglass.Session {
+	t.Helper()
+	value, open := f.app().GetAnnotations()[breakglass.SessionAnnotation]
+	if !open {
+		return nil
+	}
+	s, err := breakglass.ParseSession(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// endedProcess is the pid of a process of this host that has ended.
+func endedProcess(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("no `true` to run:", err)
+	}
+	return cmd.Process.Pid
+}
+
+// jsonDigest is the session's digest of v, as breakglass computes it.
+func jsonDigest(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// lastEvents are the last n records' events, with the resolved plan
+// marked: "breakglass.patched<resolves>".
+func lastEvents(t *testing.T, f *fakeCluster, n int) string {
+	t.Helper()
+	all := records(t, f)
+	var out []string
+	for _, r := range all[max(0, len(all)-n):] {
+		e := string(r.Event) + "/" + r.Outcome.Status
+		if r.Resolves != "" {
+			e += "<resolves>"
+		}
+		out = append(out, e)
+	}
+	return strings.Join(out, ",")
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -304,9 +392,44 @@ func TestCommands(t *testing.T) {
 		{name: "forced restore emits a warning", setup: given(breakglass), args: []string{"restore", "web", "--force", "--reason", "abandoned", "-y"},
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Warning/Forced")},
 		// A pending patch is the annotation's word alone: it used to
-		// override the logged patch in the catch-up check.
-		{name: "status is not ready while a patch is pending", setup: then(given(breakglass), gitCatchesUp, pendingPatchForged), args: []string{"status", "web", "--exit-code"},
-			assert: assertError(ExitFailure, "is being applied in session")},
+		// override the logged patch in the catch-up check, and to hold
+		// every restore, forced or not, for good.
+		{name: "status names a pending patch no run of the log sends", setup: then(given(breakglass), gitCatchesUp, pendingPatchForged), args: []string{"status", "web", "--exit-code"},
+			assert: assertError(ExitFailure, "pending patches (annotation 1, audit log 0 runs in flight)")},
+		{name: "forced restore ends a session with a forged pending patch", setup: then(given(breakglass), pendingPatchForged),
+			args: []string{"restore", "web", "--force", "--reason", "stuck", "-y"}, assert: assertLastSession("forced")},
+		// A run killed after it marked its patch as being sent: the next
+		// look resolves it from the live target, in the looker's name, and
+		// the session goes on. Restore refused it for good before.
+		{name: "status resolves an interrupted run whose patch landed", setup: then(given(breakglass), func(t *testing.T, f *fakeCluster) { interruptedJoin(endedProcess(t), true)(t, f) }),
+			args: []string{"status", "web"}, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if got := lastEvents(t, f, 1); got != "breakglass.patched/succeeded<resolves>" {
+					t.Errorf("last record %s; want the resolver's breakglass.patched", got)
+				}
+				if s := sessionOn(t, f); len(s.Patches) != 2 || s.Patches[1].Pending {
+					t.Errorf("session patches after the resolve: %+v", s.Patches)
+				}
+			})},
+		{name: "restore resolves an interrupted run whose patch never landed, then restores", setup: then(given(breakglass), gitCatchesUp, func(t *testing.T, f *fakeCluster) { interruptedJoin(endedProcess(t), false)(t, f) }),
+			args: []string{"restore", "web"}, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if got := lastEvents(t, f, 3); got != "breakglass.abandoned/failed<resolves>,breakglass.restored/started,breakglass.restored/succeeded" {
+					t.Errorf("last records %s", got)
+				}
+				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
+					t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
+				}
+			})},
+		{name: "restore waits for a run still sending its patch", setup: then(given(breakglass), gitCatchesUp, interruptedJoin(os.Getpid(), false)),
+			args: []string{"restore", "web"}, assert: assertError(ExitFailure, "is patching deployment.apps/web in session")},
+		{name: "forced restore ends a run still sending its patch, recording it", setup: then(given(breakglass), interruptedJoin(os.Getpid(), true)),
+			args: []string{"restore", "web", "--force", "--reason", "stuck", "-y"}, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if got := lastEvents(t, f, 3); got != "breakglass.patched/succeeded<resolves>,breakglass.forced/started,breakglass.forced/succeeded" {
+					t.Errorf("last records %s", got)
+				}
+				if s := sessionOn(t, f); s != nil {
+					t.Errorf("session %s is still open", s.ID)
+				}
+			})},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
 		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),
