@@ -53,13 +53,17 @@ const (
 	// the resolver as breakglass.patched. Both name the interrupted run's
 	// planned record (Resolves); the session goes on.
 	EventAbandoned Event = "breakglass.abandoned"
-	EventQueued    Event = "ticket.queued"
-	EventFiled     Event = "ticket.filed"
-	EventFailed    Event = "ticket.failed"
+	// EventRetargeted is a notice: the Application's sources, destination
+	// or project no longer are those its open session was opened against
+	// (Pinned), so whether Git caught up cannot be judged from it.
+	EventRetargeted Event = "breakglass.retargeted"
+	EventQueued     Event = "ticket.queued"
+	EventFiled      Event = "ticket.filed"
+	EventFailed     Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventAbandoned, EventQueued, EventFiled, EventFailed}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventAbandoned, EventQueued, EventFiled, EventFailed}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of
@@ -95,7 +99,11 @@ type Record struct {
 	// these, as the log has them.
 	Expires     *time.Time `json:"expires,omitempty"`
 	AutoRestore bool       `json:"autoRestore,omitempty"`
-	Outcome     Outcome    `json:"outcome"`
+	// Pinned is, on the planned record that opens a session, what the
+	// Application rendered from when the session opened: its sources,
+	// destination and project. Caught-up is judged against it alone.
+	Pinned  *Pin    `json:"pinned,omitempty"`
+	Outcome Outcome `json:"outcome"`
 	// Resolves is, on a breakglass.patched or breakglass.abandoned record
 	// written for an interrupted run, the id of that run's planned record:
 	// the session takes the patch from the planned record, not from this one.
@@ -108,6 +116,38 @@ type Record struct {
 	HeadFound *HeadState `json:"headFound,omitempty"`
 	Prev      string     `json:"prev"`
 	Hash      string     `json:"hash"`
+}
+
+// Pin is what an Application renders from and where: the parts of its
+// spec a session is opened against. Digest covers them whole (every Helm,
+// Kustomize and plugin option, fields of newer Argo CD versions too), as
+// the SHA-256 of their canonical JSON; the rest says which in words, with
+// credentials taken out of repository URLs. Values such as Helm parameters
+// are never kept: only the digest sees them.
+type Pin struct {
+	Digest      string         `json:"digest"`
+	Sources     []PinnedSource `json:"sources,omitempty"`
+	Destination PinnedCluster  `json:"destination"`
+	Project     string         `json:"project,omitempty"`
+}
+
+// PinnedSource is one source (or the source hydrator's dry source) as
+// people name it.
+type PinnedSource struct {
+	RepoURL        string `json:"repoURL,omitempty"`
+	Path           string `json:"path,omitempty"`
+	Chart          string `json:"chart,omitempty"`
+	TargetRevision string `json:"targetRevision,omitempty"`
+	// Hydrated is the branch the source hydrator writes to, for the
+	// hydrator's dry source; "" otherwise.
+	Hydrated string `json:"hydrated,omitempty"`
+}
+
+// PinnedCluster is an Application's destination.
+type PinnedCluster struct {
+	Server    string `json:"server,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Actor is the identity the API server reported for the caller.

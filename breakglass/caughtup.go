@@ -72,6 +72,12 @@ type SessionStatus struct {
 	// interrupted (Gone says why), which status, restore and the
 	// controller resolve from the live target.
 	InFlight []InFlight `json:"inFlight,omitempty"`
+	// Retargeted names how the Application's sources, destination or
+	// project changed since the session was opened against them (the
+	// planned record pins them): caught-up is judged only against the
+	// pinned sources, so the session is never ready then; restore needs
+	// --force.
+	Retargeted []string `json:"retargeted,omitempty"`
 	// annotated is the session as the annotation had it, which restore's
 	// write is conditional on.
 	annotated *Session
@@ -255,6 +261,9 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		session = annotated
 	} else {
 		st.InFlight = ls.inFlight(time.Now())
+		if pinned := ls.log.Opened.Pinned; pinned != nil {
+			st.Retargeted = argocd.PinChanges(*pinned, argocd.Pin(app, redact.Text))
+		}
 	}
 	st.Expired = session.Expired(time.Now())
 	// Still pausing (parents first) is what the log says too: no patch
@@ -268,6 +277,10 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	if len(mismatch) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
 	}
+	if len(st.Retargeted) > 0 {
+		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s --force --reason …`",
+			ErrRetargeted, strings.Join(st.Retargeted, "; "), RestoreCommand(ref)))
+	}
 	pending := session.pending()
 	if pending != nil {
 		st.Notes = append(st.Notes, fmt.Sprintf("a patch of %s is being applied in session %s (since %s): not ready until it is done", pending.Target, session.ID, pending.At.Format(time.RFC3339)))
@@ -280,7 +293,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	defer func() {
 		// A pending patch is the annotation's word alone: it must not
 		// count as caught up (nor override a logged one).
-		if len(st.Mismatch) > 0 || st.SyncReenabled || pending != nil {
+		if len(st.Mismatch) > 0 || st.SyncReenabled || pending != nil || len(st.Retargeted) > 0 {
 			st.Ready = false
 		}
 	}()

@@ -25,6 +25,10 @@ var (
 	// Application syncs automatically again: the pause was undone behind
 	// the session.
 	ErrSyncReenabled = errors.New("automated sync was re-enabled behind the session")
+	// ErrRetargeted is a restore of a session whose Application renders
+	// from other sources (or to another destination or project) than the
+	// session was opened against: Git caught up there proves nothing.
+	ErrRetargeted = errors.New("the application was repointed behind the session")
 
 	// ErrSessionMismatch is a session annotation that disagrees with the
 	// session's own audit records. The annotation can be edited by anyone who

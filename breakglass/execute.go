@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // Result is what Execute did.
@@ -54,6 +55,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		planned = func(r *audit.Record) {
 			withPatch(r)
 			r.Expires, r.AutoRestore = session.Expires, session.AutoRestore
+			if p.app != nil {
+				pin := argocd.Pin(p.app, redact.Text)
+				r.Pinned = &pin
+			}
 		}
 	}
 	plannedRecord, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)

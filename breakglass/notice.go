@@ -3,6 +3,7 @@ package breakglass
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,7 @@ import (
 const (
 	EventExpiredReason = "Expired"
 	EventReenabled     = "SyncReenabled"
+	EventRetargeted    = "Retargeted"
 )
 
 // Notice is something noticed about an open session that a person must
@@ -32,6 +34,10 @@ type Notice struct {
 func NoticeOf(st *SessionStatus) *Notice {
 	restore := RestoreCommand(st.App)
 	switch {
+	case len(st.Retargeted) > 0:
+		return &Notice{Event: audit.EventRetargeted, Reason: EventRetargeted,
+			What: fmt.Sprintf("%s was repointed behind break-glass session %s (%s): Git catching up there would not keep the live fix once it is pointed back.", st.App.Name, st.Session.ID, strings.Join(st.Retargeted, "; ")),
+			Todo: fmt.Sprintf("Point it back at the sources the session was opened against, or close the session with `%s --force --reason …` once the fix is safe.", restore)}
 	case st.SyncReenabled:
 		return &Notice{Event: audit.EventReenabled, Reason: EventReenabled,
 			What: fmt.Sprintf("Automated sync of %s was turned back on behind break-glass session %s: Argo CD may have reverted the live fix.", st.App.Name, st.Session.ID),

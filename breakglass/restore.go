@@ -116,6 +116,9 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	case req.AutoRestore && !st.Session.AutoRestore:
 		return st, fmt.Errorf("%w: session %s on %s is not marked auto-restore: nothing was changed", argocd.ErrConflict, st.Session.ID, req.App)
 	}
+	if len(st.Retargeted) > 0 && !req.Force {
+		return st, fmt.Errorf("%w: %s; nothing was changed", ErrRetargeted, strings.Join(st.Retargeted, "; "))
+	}
 	if st.SyncReenabled && !req.Force {
 		return st, fmt.Errorf("%w: automated sync of %s is on again, behind session %s, so Argo CD may have reverted the fix; nothing was changed", ErrSyncReenabled, req.App, st.Session.ID)
 	}

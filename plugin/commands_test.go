@@ -301,6 +301,16 @@ func lastEvents(t *testing.T, f *fakeCluster, n int) string {
 	return strings.Join(out, ",")
 }
 
+// repointed is the Application's source moved to a side branch, as
+// argocd-server writes it for anyone with Argo CD's applications, update.
+func repointed(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	patch := []byte(`{"spec":{"source":{"targetRevision":"side-branch-with-the-fix"}}}`)
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -430,6 +440,21 @@ func TestCommands(t *testing.T) {
 					t.Errorf("session %s is still open", s.ID)
 				}
 			})},
+		// A source repointed at a side branch that holds the fix: Git
+		// "caught up" there, and a plain restore re-enabled sync, which
+		// reverted the fix once the source was pointed back.
+		{name: "status names a repointed source and is not ready", setup: then(given(breakglass), gitCatchesUp, repointed), args: []string{"status", "web", "--exit-code"},
+			assert: assertError(ExitFailure, `the application was repointed behind the session (the source's targetRevision changed from "HEAD" to "side-branch-with-the-fix")`)},
+		{name: "restore refuses a repointed source", setup: then(given(breakglass), gitCatchesUp, repointed), args: []string{"restore", "web"},
+			assert: assertError(ExitFailure, "the application was repointed behind the session")},
+		{name: "forced restore of a repointed source", setup: then(given(breakglass), gitCatchesUp, repointed), args: []string{"restore", "web", "--force", "--reason", "repointed on purpose", "-y"},
+			assert: assertLastSession("forced")},
+		{name: "the planned record pins the sources", args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+			pin := opened(t, f).Pinned
+			if pin == nil || len(pin.Sources) != 1 || pin.Sources[0].Path != "apps/web" || pin.Sources[0].TargetRevision != "HEAD" || pin.Destination.Namespace != "demo" || pin.Project != "default" || pin.Digest == "" {
+				t.Errorf("pinned %+v", pin)
+			}
+		})},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
 		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),

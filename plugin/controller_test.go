@@ -245,3 +245,52 @@ func TestControllerRemindsEveryRemindEvery(t *testing.T) {
 		t.Error("the expiry re-enabled sync")
 	}
 }
+
+// TestControllerNoticesRetargetingAndResolvesInterruptedRuns: a session
+// whose Application was repointed gets one breakglass.retargeted notice
+// and a Warning Event and is not auto-restored though Git "caught up"
+// there; a run of it interrupted after marking its patch is resolved from
+// the live target with no person.
+func TestControllerNoticesRetargetingAndResolvesInterruptedRuns(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--auto-restore", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	interruptedJoin(endedProcess(t), true)(t, f)
+	gitCatchesUp(t, f)
+	repointed(t, f)
+	runController(t, time.Hour)
+	count := func(event audit.Event) (n int) {
+		for _, r := range records(t, f) {
+			if r.Event == event {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for count(audit.EventRetargeted) == 0 || count(audit.EventPatched) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("within 15s: %d retargeted notices, %d patched records (want 1, 2)", count(audit.EventRetargeted), count(audit.EventPatched))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // a few resyncs
+	if n := count(audit.EventRetargeted); n != 1 {
+		t.Errorf("%d retargeted notices, want 1", n)
+	}
+	if s := sessionOn(t, f); s == nil {
+		t.Fatal("the controller restored a repointed session")
+	}
+	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, ev := range list.Items {
+		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventRetargeted
+	}
+	if !warned {
+		t.Error("no Warning Event Retargeted")
+	}
+}

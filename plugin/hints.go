@@ -62,6 +62,8 @@ func explain(err error, command string, app audit.AppRef) error {
 		hint = "Argo CD does not sync it, so it does not revert a live patch; find who turned sync off with `kubectl get application " + app.Name + " -n " + app.Namespace + " -o yaml` before patching"
 	case errors.Is(err, breakglass.ErrSyncReenabled):
 		hint = "check that the fix is still live, then close the session with `" + restore + " --force --reason …`, and break-glass again if it is gone"
+	case errors.Is(err, breakglass.ErrRetargeted):
+		hint = "point the Application back at the sources the session was opened against (`kubectl gitops audit show` of its breakglass.planned record names them), or `" + restore + " --force --reason …`"
 	case errors.Is(err, breakglass.ErrSyncRunning):
 		hint = "wait for it, or drop --no-terminate to terminate it before patching"
 	case errors.Is(err, breakglass.ErrNotCaughtUp):
