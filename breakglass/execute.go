@@ -40,6 +40,9 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions, AutoRestore: p.AutoRestore,
 		}
+		if p.app != nil {
+			session.SavedNotice = savedNotice(p.app)
+		}
 		if p.PauseFor > 0 {
 			expires := now.Add(p.PauseFor).Truncate(time.Second)
 			session.Expires = &expires
@@ -362,8 +365,17 @@ func (e *Engine) dropSession(ctx context.Context, name, id string) error {
 // forced restore of a repointed annotation closes the log's session).
 func closeSession(app *unstructured.Unstructured, closing audit.Event) map[string]any {
 	annotations := map[string]any{SessionAnnotation: nil}
-	if s, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+	s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	switch {
+	case err == nil:
 		annotations[LastSessionAnnotation] = lastSession(s.ID, closing)
+	case strings.HasPrefix(app.GetAnnotations()[NoticeContent], noticePrefix):
+		s = &Session{} // the banner is a session's; what it replaced is not known
+	default:
+		return annotations // the notice, if any, is not a session's
+	}
+	for k, v := range restoredNotice(s) {
+		annotations[k] = v
 	}
 	return annotations
 }

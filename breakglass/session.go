@@ -72,6 +72,9 @@ type Session struct {
 	// holds both; this is a copy.
 	Expires     *time.Time `json:"expires,omitempty"`
 	AutoRestore bool       `json:"autoRestore,omitempty"`
+	// SavedNotice is the Application's own Argo CD notice annotations,
+	// which the session's banner replaces until the close puts them back.
+	SavedNotice map[string]string `json:"savedNotice,omitempty"`
 }
 
 // Expired is whether the session's pause has expired at now.
@@ -193,12 +196,15 @@ func ownSession(name, id string) func(*unstructured.Unstructured) error {
 	}
 }
 
-// sessionPatch sets the session annotation, requests a refresh and, when
-// policy is not nil, patches spec.syncPolicy.
+// sessionPatch sets the session annotation and Argo CD's notice banner
+// for it, requests a refresh and, when policy is not nil, patches
+// spec.syncPolicy.
 func sessionPatch(session *Session, policy any) map[string]any {
 	value, _ := json.Marshal(session)
+	annotations := uiNotice(session)
+	annotations[SessionAnnotation] = string(value)
 	patch := map[string]any{"metadata": map[string]any{
-		"annotations": argocd.RefreshRequest(map[string]any{SessionAnnotation: string(value)}, false),
+		"annotations": argocd.RefreshRequest(annotations, false),
 	}}
 	if policy != nil {
 		patch["spec"] = map[string]any{"syncPolicy": policy}

@@ -311,6 +311,28 @@ func repointed(t *testing.T, f *fakeCluster) {
 	}
 }
 
+// ownNotice is the Application's own Argo CD notice, set by its team.
+func ownNotice(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"annotations":{"notice.argocd.argoproj.io/content":"Owned by team-payments","notice.argocd.argoproj.io/scope":"icon"}}}`)
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noticeOf is the Application's notice annotations, KEY=VALUE sorted.
+func noticeOf(t *testing.T, f *fakeCluster) string {
+	t.Helper()
+	var out []string
+	for k, v := range f.app().GetAnnotations() {
+		if strings.HasPrefix(k, "notice.argocd.argoproj.io/") {
+			out = append(out, strings.TrimPrefix(k, "notice.argocd.argoproj.io/")+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -455,6 +477,22 @@ func TestCommands(t *testing.T) {
 				t.Errorf("pinned %+v", pin)
 			}
 		})},
+		// Argo CD's UI tells whoever is about to press Sync not to.
+		{name: "breakglass sets Argo CD's notice banner", setup: ownNotice, args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+			got := noticeOf(t, f)
+			for _, want := range []string{"content=BREAK-GLASS: do not sync. Session ", " by oncall holds the live fix of deployment.apps/web (/spec/replicas). Reason: 5xx spike, scale out. Incident INC-7.",
+				"permanent=true", "scope=icon", "severity=critical"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("notice annotations\n%s\nlack %q", got, want)
+				}
+			}
+		})},
+		{name: "restore puts the Application's own notice back", setup: then(ownNotice, given(breakglass), gitCatchesUp), args: []string{"restore", "web"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if got := noticeOf(t, f); got != "content=Owned by team-payments\nscope=icon" {
+					t.Errorf("notice annotations after restore:\n%s", got)
+				}
+			})},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
 		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),
