@@ -123,7 +123,10 @@ func lowerFirst(s string) string {
 func NewCmdRoot(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
-		Use:   "kubectl gitops",
+		// The command's name is the binary's: completion scripts are
+		// generated for it, and one generated for "kubectl" would replace
+		// kubectl's own. Help shows the display name below.
+		Use:   "kubectl-gitops",
 		Short: "Audited break-glass for Argo CD Applications",
 		Long: `kubectl gitops pauses an Argo CD Application's automated sync without losing its
 policy, applies an emergency patch to a live resource, records who did what and
