@@ -22,6 +22,9 @@ var inputFlags = map[argocd.Input]string{
 	breakglass.InputTicket:      "--ticket",
 	breakglass.InputExpires:     "--expires",
 	breakglass.InputAutoRestore: "--auto-restore",
+	breakglass.InputSession:     "SESSION",
+	breakglass.InputVerdict:     "--approve/--reject",
+	breakglass.InputNote:        "--note",
 	argocd.InputTargetContext:   "--target-context",
 	argocd.InputArgoContext:     "--argocd-context",
 	drift.InputDebtNote:         "--owner/--reason/--review",
@@ -82,7 +85,12 @@ func spellInput(err error) error {
 	if !errors.As(err, &input) || errors.As(err, &done) {
 		return err
 	}
-	msg := inputFlags[input.Input]
+	msg, spelt := inputFlags[input.Input]
+	if !spelt {
+		// An input added to the engine before its flag is named here:
+		// its own name beats an empty one ("error: : …").
+		msg = string(input.Input)
+	}
 	if input.Value != "" {
 		msg += fmt.Sprintf(" %q", input.Value)
 	}

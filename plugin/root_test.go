@@ -36,6 +36,10 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"breakglass endless patch file", []string{"breakglass", "web", "deploy/web", "--patch-file", "/dev/zero", "--reason", "r", "-y"}, ExitUsage, "error: --patch-file /dev/zero: the patch is over the 1 MiB limit"},
 		{"breakglass oversized patch", []string{"breakglass", "web", "deploy/web", "--patch", `{"metadata":{"annotations":{"x":"` + strings.Repeat("a", 1<<20) + `"}}}`, "--reason", "r", "-y"}, ExitUsage, "error: the patch is over the 1 MiB limit"},
 		{"error text is redacted and printable", []string{"breakglass", "web", "deploy/web", "--replicas", "2", "--reason", "r", "--ticket", "x --password=hunter22\x1b]0;t\a", "-y"}, ExitUsage, `error: --ticket "x --password=[REDACTED]`},
+		// The verdict's flags were not spelt: "error: : give exactly one".
+		{"audit review without a verdict", []string{"audit", "review", "s1", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one: approve or reject"},
+		{"audit review with both verdicts", []string{"audit", "review", "s1", "--approve", "--reject", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one"},
+		{"audit review without a note", []string{"audit", "review", "s1", "--approve"}, ExitUsage, "error: --note: required"},
 		{"client version", []string{"version", "--client"}, ExitOK, ""},
 		{"help", []string{"--help"}, ExitOK, ""},
 		{"bash completion", []string{"completion", "bash"}, ExitOK, ""},
@@ -84,7 +88,8 @@ func TestClientVersionJSON(t *testing.T) {
 // the next step, keeping the error's identity.
 func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 	for _, in := range []argocd.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
-		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
+		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore,
+		breakglass.InputSession, breakglass.InputVerdict, breakglass.InputNote, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
 		if inputFlags[in] == "" {
 			t.Errorf("input %q has no flag to spell it", in)
 		}
