@@ -112,7 +112,8 @@ delay) and a summary (per application and month, median time to restore, share
 forced, share reviewed within 48 h, unreviewed). The report states the result of
 verifying the log it was read from and the newest record's hash, so the file an
 auditor keeps is bound to the log. Exit 0 with an intact log, 1 when verify found
-tampering (the report says so), >1 on error.`,
+tampering (the report says so), 2 on a usage error, 3 when the log could not be
+read.`,
 		Example: `  kubectl gitops audit report --since 90d > emergency-changes.md
   kubectl gitops audit report -o csv > emergency-changes.csv
   kubectl gitops audit report --file audit.jsonl -o json`,
@@ -157,7 +158,8 @@ type EvidenceLog struct {
 }
 
 // Run builds and prints the report.
-func (o *AuditReportOptions) Run(ctx context.Context) error {
+func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
+	defer cannotTell(&err, true)
 	store, err := o.source.store()
 	if err != nil {
 		return err

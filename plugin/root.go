@@ -34,8 +34,9 @@ const (
 	// ExitUsage is a command line the command cannot take as written.
 	ExitUsage = 2
 	// ExitCannotTell is a check that could not give its answer: audit
-	// verify could not read the log, drift or contract check --exit-code
-	// could not read all they check. Scripts tell it from 1.
+	// verify or audit report could not read the log, drift, contract
+	// check, debt or status with --exit-code (or status --wait) could not
+	// read all they check (cannotTell). Scripts tell it from 1.
 	ExitCannotTell = 3
 )
 
@@ -55,6 +56,18 @@ func (e *ExitError) Error() string {
 }
 
 func (e *ExitError) Unwrap() error { return e.Err }
+
+// cannotTell is the deferred end of a check whose exit 1 is an answer
+// (drift, contract check, debt and status with --exit-code, status --wait,
+// audit report): when answers, an error of the command's own exits
+// ExitCannotTell, so that a script never reads "could not look" as "no".
+// Usage errors and answers keep their codes.
+func cannotTell(err *error, answers bool) {
+	var exit *ExitError
+	if *err != nil && answers && !errors.As(*err, &exit) {
+		*err = &ExitError{Code: ExitCannotTell, Err: *err}
+	}
+}
 
 // usageErrorf returns an error that exits 2: the user asked for something the
 // command cannot take as written.
@@ -80,7 +93,7 @@ func Main(args []string) int {
 
 // Execute runs cmd and maps its error to an exit code, printing the error.
 func Execute(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStreams) int {
-	err := spellInput(cmd.ExecuteContext(ctx))
+	err := reach(spellInput(cmd.ExecuteContext(ctx)))
 	if err == nil {
 		return ExitOK
 	}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -132,6 +135,67 @@ func TestStructuredOutputListsNothingAsEmpty(t *testing.T) {
 		var b strings.Builder
 		if err := printStructured(&b, format, nothing); err != nil || b.String() != want {
 			t.Errorf("%s: %q %v, want %q", format, b.String(), err, want)
+		}
+	}
+}
+
+// closedPortKubeconfig is a kubeconfig whose cluster is a loopback port
+// nothing listens on, with no argocd CLI login or Jira beside it.
+func closedPortKubeconfig(t *testing.T) string {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, k := range []string{"KUBECONFIG", "ARGOCD_SERVER", "ARGOCD_AUTH_TOKEN", "JIRA_URL", "JIRA_PROJECT", "JIRA_USER", "JIRA_API_TOKEN", "JIRA_PAT"} {
+		t.Setenv(k, "")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := "http://" + l.Addr().String()
+	l.Close()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	config := `apiVersion: v1
+kind: Config
+clusters: [{name: closed, cluster: {server: "` + server + `"}}]
+users: [{name: nobody, user: {token: t}}]
+contexts: [{name: closed, context: {cluster: closed, user: nobody}}]
+current-context: closed
+`
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUnreachableClusterSaysWhatToDo: a cluster that is not there is one
+// line naming the server and the flags to check, not client-go's chain;
+// a check whose exit 1 is an answer exits 3 (could not tell) instead:
+// contract check --exit-code exited 1, "contradiction", and audit report
+// exited 1 though its help says >1 on error.
+func TestUnreachableClusterSaysWhatToDo(t *testing.T) {
+	kubeconfig := closedPortKubeconfig(t)
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"status"}, ExitFailure},
+		{[]string{"status", "--exit-code"}, ExitCannotTell},
+		{[]string{"contract", "check", "-A", "--exit-code"}, ExitCannotTell},
+		{[]string{"debt", "-A", "--exit-code"}, ExitCannotTell},
+		{[]string{"audit", "report"}, ExitCannotTell},
+		{[]string{"audit", "verify"}, ExitCannotTell},
+		{[]string{"audit", "log"}, ExitFailure},
+		{[]string{"restore", "web"}, ExitFailure},
+		{[]string{"breakglass", "web", "deploy/web", "--replicas", "3", "--reason", "r", "--dry-run"}, ExitFailure},
+	} {
+		code, _, stderr := runPlugin(t, append(tt.args, "--kubeconfig", kubeconfig)...)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d (%s)", strings.Join(tt.args, " "), code, tt.code, stderr)
+		}
+		if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, `Get "`) ||
+			!strings.Contains(stderr, "cannot reach the Kubernetes API server at http://127.0.0.1:") || !strings.Contains(stderr, "(connection refused): check that --context") {
+			t.Errorf("%s: stderr %q; want one line saying the server cannot be reached and what to check", strings.Join(tt.args, " "), stderr)
 		}
 	}
 }

@@ -69,8 +69,8 @@ Argo CD to refresh, so the next look is fresh. --refresh-timeout sets either.`,
 	o.addEngineFlags(cmd)
 	addAllNamespaces(cmd, &o.AllNamespaces, "sessions")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "refresh the view every few seconds until Ctrl-C")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
-	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not, 3 when it could not tell")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout, 3 when it could not tell)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", 0, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
 	outputFlag(cmd, &o.Output, statusFormats...)
@@ -120,7 +120,8 @@ func (o *StatusOptions) refresh() breakglass.Refresh {
 }
 
 // Run evaluates and prints the sessions.
-func (o *StatusOptions) Run(ctx context.Context) error {
+func (o *StatusOptions) Run(ctx context.Context) (err error) {
+	defer cannotTell(&err, o.ExitCode || o.Wait)
 	engine, err := o.engine()
 	if err != nil {
 		return err
