@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -775,4 +776,22 @@ func assertLastSession(want string) func(*testing.T, *fakeCluster, cmdResult) {
 			t.Errorf("last-session mark %q; want %q", got, wantMark)
 		}
 	})
+}
+
+// TestStatusWatchEndsQuietlyOnCtrlC: Ctrl-C, the documented way to stop
+// --watch, cancels the context; it printed "error: context canceled" and
+// exited 1. It exits 0 with nothing on stderr.
+func TestStatusWatchEndsQuietlyOnCtrlC(t *testing.T) {
+	f := newFakeCluster(t)
+	given([]string{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"})(t, f)
+	for _, after := range []time.Duration{50 * time.Millisecond, 4 * time.Second} { // during the first look, and between looks
+		streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+		cmd := NewCmdRoot(streams)
+		cmd.SetArgs([]string{"status", "--watch"})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(after, cancel)
+		if code := Execute(ctx, cmd, streams); code != ExitOK || errOut.Len() != 0 {
+			t.Errorf("Ctrl-C after %s: exit %d, stderr %q; want 0 and nothing", after, code, errOut)
+		}
+	}
 }
