@@ -179,15 +179,18 @@ func readPatchFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-func isTerminal(stream any) bool {
+// isTerminal is whether stream is a terminal; tests replace it to answer
+// prompts from a buffer.
+var isTerminal = func(stream any) bool {
 	f, ok := stream.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// interactive is whether breakglass may ask: both ends are a terminal and
-// --yes was not given.
+// interactive is whether breakglass may ask: stdin and stdout are a
+// terminal, and so is stderr, where the forms are drawn; --yes was not
+// given.
 func (o *BreakglassOptions) interactive() bool {
-	return !o.Yes && isTerminal(o.In) && isTerminal(o.Out)
+	return !o.Yes && isTerminal(o.In) && isTerminal(o.Out) && isTerminal(o.ErrOut)
 }
 
 // Run plans, confirms and executes.

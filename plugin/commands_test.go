@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -793,5 +794,45 @@ func TestStatusWatchEndsQuietlyOnCtrlC(t *testing.T) {
 		if code := Execute(ctx, cmd, streams); code != ExitOK || errOut.Len() != 0 {
 			t.Errorf("Ctrl-C after %s: exit %d, stderr %q; want 0 and nothing", after, code, errOut)
 		}
+	}
+}
+
+// TestPromptsGoToStderr: a confirmation is asked on stderr, so that
+// `restore web --force --reason x -o json > f` shows its prompt and f
+// holds only JSON. The prompt went to stdout: the command looked hung and
+// the prompt landed in the file.
+func TestPromptsGoToStderr(t *testing.T) {
+	for _, args := range [][]string{
+		{"restore", "web", "--force", "--reason", "abandoned", "-o", "json"},
+		{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-o", "json"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			f := newFakeCluster(t)
+			if args[0] == "restore" {
+				given([]string{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"})(t, f)
+			}
+			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+			typed, typing := io.Pipe()
+			streams.In = typed
+			previous := isTerminal
+			isTerminal = func(stream any) bool { return stream == streams.In } // typed at a terminal, output redirected
+			t.Cleanup(func() { isTerminal = previous })
+			go func() {
+				time.Sleep(500 * time.Millisecond) // once the prompt is drawn
+				_, _ = typing.Write([]byte("web\r"))
+			}()
+			cmd := NewCmdRoot(streams)
+			cmd.SetArgs(args)
+			if code := Execute(context.Background(), cmd, streams); code != ExitOK {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+			var v any
+			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+				t.Errorf("stdout is not only JSON (%v):\n%s", err, out)
+			}
+			if !strings.Contains(errOut.String(), "Type the Application name (web) to go ahead") {
+				t.Errorf("the prompt is not on stderr:\n%s", errOut)
+			}
+		})
 	}
 }
