@@ -140,27 +140,33 @@ func TestStructuredOutputListsNothingAsEmpty(t *testing.T) {
 }
 
 // closedPortKubeconfig is a kubeconfig whose cluster is a loopback port
-// nothing listens on, with no argocd CLI login or Jira beside it.
+// nothing listens on.
 func closedPortKubeconfig(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	return kubeconfigFor(t, "http://"+l.Addr().String())
+}
+
+// kubeconfigFor is a kubeconfig whose one context is the API server at
+// server, with no argocd CLI login or Jira beside it.
+func kubeconfigFor(t *testing.T, server string) string {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	for _, k := range []string{"KUBECONFIG", "ARGOCD_SERVER", "ARGOCD_AUTH_TOKEN", "JIRA_URL", "JIRA_PROJECT", "JIRA_USER", "JIRA_API_TOKEN", "JIRA_PAT"} {
 		t.Setenv(k, "")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := "http://" + l.Addr().String()
-	l.Close()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	config := `apiVersion: v1
 kind: Config
-clusters: [{name: closed, cluster: {server: "` + server + `"}}]
-users: [{name: nobody, user: {token: t}}]
-contexts: [{name: closed, context: {cluster: closed, user: nobody}}]
-current-context: closed
+clusters: [{name: c, cluster: {server: "` + server + `"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
 `
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
