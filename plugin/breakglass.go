@@ -76,6 +76,7 @@ pick them from the Applications and their managed resources.`,
   # In a terminal: pick the Application and resource, answer the rest
   kubectl gitops breakglass`,
 		Args:              positional(0, "APP", "TARGET"),
+		Annotations:       map[string]string{takesNamespace: "TARGET's namespace"},
 		ValidArgsFunction: o.completeBreakglass,
 		RunE:              run(o),
 	}

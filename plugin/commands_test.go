@@ -246,6 +246,9 @@ func TestCommands(t *testing.T) {
 				}
 			})},
 		{name: "breakglass", args: breakglass, assert: assertGolden("breakglass.golden", ExitOK)},
+		// -n is TARGET's namespace, the one command that takes it.
+		{name: "breakglass -n", args: slices.Concat(breakglass, []string{"-n", "other"}),
+			assert: assertError(ExitFailure, "deployment.apps/web in namespace other is not one of application")},
 		{name: "breakglass patches the target", args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
 			if replicas, _, _ := unstructured.NestedInt64(liveDeployment(t, f).Object, "spec", "replicas"); replicas != 3 {
 				t.Errorf("replicas %d after the break-glass, want 3", replicas)

@@ -132,6 +132,27 @@ func lowerFirst(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
 
+// takesNamespace marks, in a command's Annotations, the commands that read
+// -n/--namespace, with what it means to them.
+const takesNamespace = "kubectl-gitops.io/namespace"
+
+// refuseNamespace refuses -n/--namespace where it means nothing: every
+// command registers kubeconfig's flags, but only breakglass reads -n (its
+// TARGET's namespace), and the others ignored it silently. The error names
+// the flag the command takes instead.
+func refuseNamespace(cmd *cobra.Command, _ []string) error {
+	if !cmd.Flags().Changed("namespace") || cmd.Annotations[takesNamespace] != "" {
+		return nil
+	}
+	msg := fmt.Sprintf("%s takes no -n/--namespace (it is breakglass's TARGET namespace)", cmd.CommandPath())
+	for _, instead := range []string{"app-namespace", "audit-namespace"} {
+		if f := cmd.Flags().Lookup(instead); f != nil {
+			return usageErrorf("%s: use --%s, the %s", msg, instead, f.Usage)
+		}
+	}
+	return usageErrorf("%s", msg)
+}
+
 // NewCmdRoot returns the kubectl gitops command with every subcommand.
 func NewCmdRoot(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
@@ -150,6 +171,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 		// print the binary name.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gitops"},
 	}
+	cmd.PersistentPreRunE = refuseNamespace
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -43,6 +43,11 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"audit review without a verdict", []string{"audit", "review", "s1", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one: approve or reject"},
 		{"audit review with both verdicts", []string{"audit", "review", "s1", "--approve", "--reject", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one"},
 		{"audit review without a note", []string{"audit", "review", "s1", "--approve"}, ExitUsage, "error: --note: required"},
+		// -n is breakglass's TARGET namespace; elsewhere it was ignored.
+		{"status -n", []string{"status", "-n", "team-a"}, ExitUsage, "error: kubectl gitops status takes no -n/--namespace (it is breakglass's TARGET namespace): use --app-namespace, the namespace where Applications live"},
+		{"restore --namespace", []string{"restore", "web", "--namespace=team-a"}, ExitUsage, "error: kubectl gitops restore takes no -n/--namespace (it is breakglass's TARGET namespace): use --app-namespace"},
+		{"audit verify -n", []string{"audit", "verify", "-n", "argocd"}, ExitUsage, "error: kubectl gitops audit verify takes no -n/--namespace (it is breakglass's TARGET namespace): use --audit-namespace, the namespace holding the audit log"},
+		{"completion -n", []string{"completion", "bash", "-n", "x"}, ExitUsage, "error: kubectl gitops completion takes no -n/--namespace (it is breakglass's TARGET namespace)\n"},
 		{"client version", []string{"version", "--client"}, ExitOK, ""},
 		{"help", []string{"--help"}, ExitOK, ""},
 		{"bash completion", []string{"completion", "bash"}, ExitOK, ""},
