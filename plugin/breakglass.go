@@ -85,7 +85,7 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.PatchFile, "patch-file", "", "read the patch from this file")
 	f.StringVar(&o.Request.Patch.Type, "type", "strategic", "patch type: strategic, merge or json")
 	f.StringArrayVar(&o.Images, "image", nil, "set a container's image: CONTAINER=IMAGE (repeatable)")
-	f.Int32Var(&o.Replicas, "replicas", -1, "set spec.replicas")
+	f.Int32Var(&o.Replicas, "replicas", 0, "set spec.replicas")
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
 	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log and put on the ticket")
 	f.StringVar(&o.Request.Ticket, "ticket", "", "attach to this existing Jira issue (KEY-123) instead of filing a new one")
