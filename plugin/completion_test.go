@@ -39,25 +39,10 @@ func TestCompletionScriptsAreForTheBinary(t *testing.T) {
 // TestBashCompletionLeavesKubectlsAlone sources kubectl's completion, then
 // ours, in a real bash: both must be registered afterwards.
 func TestBashCompletionLeavesKubectlsAlone(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("no kubectl, whose completion must survive")
-	}
-	_, script, _ := runPlugin(t, "completion", "bash")
-	path := filepath.Join(t.TempDir(), "kubectl-gitops.bash")
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bash, "--norc", "--noprofile", "-c",
-		`source <(kubectl completion bash) && source "$1" && complete -p kubectl-gitops && complete -p kubectl`, "bash", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("bash: %v\n%s", err, out)
-	}
+	out := sourceBoth(t, "bash", "kubectl-gitops.bash", "--norc", "--noprofile", "-c",
+		`source <(kubectl completion bash) && source "$1" && complete -p kubectl-gitops && complete -p kubectl`)
 	for _, want := range []string{"__start_kubectl-gitops kubectl-gitops", "__start_kubectl kubectl"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("complete -p lacks %q:\n%s", want, out)
 		}
 	}
@@ -66,24 +51,34 @@ func TestBashCompletionLeavesKubectlsAlone(t *testing.T) {
 // TestZshCompletionLeavesKubectlsAlone is the same in zsh, whose script
 // registers with compdef.
 func TestZshCompletionLeavesKubectlsAlone(t *testing.T) {
-	zsh, err := exec.LookPath("zsh")
+	out := sourceBoth(t, "zsh", "_kubectl-gitops", "-f", "-c",
+		`autoload -U compinit && compinit -u -D && source <(kubectl completion zsh) && source "$1" && print -r -- "gitops=$_comps[kubectl-gitops] kubectl=$_comps[kubectl]"`)
+	if !strings.Contains(out, "gitops=_kubectl-gitops kubectl=_kubectl") {
+		t.Errorf("zsh registrations: %s; want kubectl-gitops and kubectl each with its own function", out)
+	}
+}
+
+// sourceBoth writes our completion script for shell as file and runs shell
+// with args, the script's path as $1, returning what it printed. It skips
+// the test where the shell, or kubectl whose completion must survive, is
+// not installed.
+func sourceBoth(t *testing.T, shell, file string, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath(shell)
 	if err != nil {
-		t.Skip("no zsh")
+		t.Skipf("no %s", shell)
 	}
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("no kubectl, whose completion must survive")
 	}
-	_, script, _ := runPlugin(t, "completion", "zsh")
-	path := filepath.Join(t.TempDir(), "_kubectl-gitops")
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+	_, script, _ := runPlugin(t, "completion", shell)
+	file = filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(zsh, "-f", "-c",
-		`autoload -U compinit && compinit -u -D && source <(kubectl completion zsh) && source "$1" && print -r -- "gitops=$_comps[kubectl-gitops] kubectl=$_comps[kubectl]"`, "zsh", path).CombinedOutput()
+	out, err := exec.Command(path, append(args, shell, file)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("zsh: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", shell, err, out)
 	}
-	if !strings.Contains(string(out), "gitops=_kubectl-gitops kubectl=_kubectl") {
-		t.Errorf("zsh registrations: %s; want kubectl-gitops and kubectl each with its own function", out)
-	}
+	return string(out)
 }
