@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -207,6 +211,32 @@ func TestUnreachableClusterSaysWhatToDo(t *testing.T) {
 		if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, `Get "`) ||
 			!strings.Contains(stderr, "cannot reach the Kubernetes API server at http://127.0.0.1:") || !strings.Contains(stderr, "(connection refused): check that --context") {
 			t.Errorf("%s: stderr %q; want one line saying the server cannot be reached and what to check", strings.Join(tt.args, " "), stderr)
+		}
+	}
+}
+
+// TestReachSaysWhatToCheck: an unknown host, a timeout and refused
+// credentials from the Kubernetes API each say what to check; the same
+// failure from another server (Argo CD's API, Jira) is left as it is, since
+// the kubeconfig is not what to fix there.
+func TestReachSaysWhatToCheck(t *testing.T) {
+	kube := "https://k8s.example:6443/api/v1/namespaces/argocd/configmaps?limit=500"
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("listing audit records: %w", &url.Error{Op: "Get", URL: kube, Err: &net.DNSError{Name: "k8s.example", Err: "no such host", IsNotFound: true}}),
+			"listing audit records: cannot reach the Kubernetes API server at https://k8s.example:6443 (no such host k8s.example): check that --context"},
+		{&url.Error{Op: "Get", URL: kube, Err: os.ErrDeadlineExceeded},
+			"cannot reach the Kubernetes API server at https://k8s.example:6443 (timed out): check that --context"},
+		{fmt.Errorf("listing applications: %w", apierrors.NewUnauthorized("Unauthorized")),
+			"listing applications: the Kubernetes API server refused your credentials (Unauthorized): log in again, or check that --context"},
+		{fmt.Errorf("asking Argo CD: %w", &url.Error{Op: "Get", URL: "https://argocd.example/api/v1/applications/web/managed-resources", Err: syscall.ECONNREFUSED}),
+			`asking Argo CD: Get "https://argocd.example/api/v1/applications/web/managed-resources": connection refused`},
+	} {
+		got := reach(tt.err)
+		if !strings.HasPrefix(got.Error(), tt.want) || !errors.Is(got, tt.err) {
+			t.Errorf("reach(%v) = %v; want it to start %q and keep the error", tt.err, got, tt.want)
 		}
 	}
 }
