@@ -45,8 +45,13 @@ func (s *auditSource) store() (audit.Store, error) {
 	return audit.NewConfigMapStore(client, s.Namespace), nil
 }
 
-// empty says where no audit record was found, and what to check.
-func (s *auditSource) empty() error {
+// empty is, for a verify report of no record and no head, where nothing
+// was found and what to check; nil for a log. Nothing is not an intact
+// log: an auditor pointed at the wrong place must not be told all is well.
+func (s *auditSource) empty(rep audit.Report) error {
+	if rep.Records > 0 || rep.Head != nil || !rep.Intact() {
+		return nil
+	}
 	if s.File != "" {
 		return fmt.Errorf("no audit records found in file %s (is it an export from `kubectl gitops audit log -o jsonl`?)", s.File)
 	}
@@ -552,15 +557,13 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return &ExitError{Code: ExitCannotTell, Err: o.source.explain(err)}
 	}
-	if rep.Records == 0 && rep.Head == nil && rep.Intact() {
-		// Nothing is not "intact": an auditor pointed at the wrong place
-		// must not be told all is well.
+	if empty := o.source.empty(rep); empty != nil {
 		if o.Output != "text" {
 			if err := printStructured(o.Out, o.Output, rep); err != nil {
 				return err
 			}
 		}
-		return &ExitError{Code: ExitCannotTell, Err: o.source.empty()}
+		return &ExitError{Code: ExitCannotTell, Err: empty}
 	}
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {

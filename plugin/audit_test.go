@@ -239,8 +239,8 @@ func TestAuditLogStreamsWhatWholeListPrints(t *testing.T) {
 // TestAuditVerifyOfNothingIsNotIntact: an empty export, or a namespace
 // holding no record and no head (a mistyped --audit-namespace), said
 // "chain intact: 0 records" and exited 0, telling an auditor pointed at
-// the wrong place that all was well. It cannot tell: exit 3, naming where
-// it looked.
+// the wrong place that all was well; audit report's evidence said the
+// same. They cannot tell: exit 3, naming where they looked.
 func TestAuditVerifyOfNothingIsNotIntact(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "audit.jsonl")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
@@ -251,13 +251,15 @@ func TestAuditVerifyOfNothingIsNotIntact(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--file", "/dev/null"}, "error: no audit records found in file /dev/null (is it an export from `kubectl gitops audit log -o jsonl`?)"},
-		{[]string{"--file", empty, "-o", "json"}, "error: no audit records found in file "},
-		{[]string{"--kubeconfig", kubeconfig, "--audit-namespace", "argcd"}, "error: no audit records found in namespace argcd (is --audit-namespace right?)"},
+		{[]string{"verify", "--file", "/dev/null"}, "error: no audit records found in file /dev/null (is it an export from `kubectl gitops audit log -o jsonl`?)"},
+		{[]string{"verify", "--file", empty, "-o", "json"}, "error: no audit records found in file "},
+		{[]string{"verify", "--kubeconfig", kubeconfig, "--audit-namespace", "argcd"}, "error: no audit records found in namespace argcd (is --audit-namespace right?)"},
+		// The auditor's evidence would have said "chain intact" as well.
+		{[]string{"report", "--kubeconfig", kubeconfig, "--audit-namespace", "argcd"}, "error: no audit records found in namespace argcd (is --audit-namespace right?)"},
 	} {
-		code, out, errOut := runPlugin(t, append([]string{"audit", "verify"}, tt.args...)...)
+		code, out, errOut := runPlugin(t, append([]string{"audit"}, tt.args...)...)
 		if code != ExitCannotTell || !strings.HasPrefix(errOut, tt.want) || strings.Contains(out, "intact") {
-			t.Errorf("audit verify %s: exit %d, stdout %q, stderr %q; want exit 3 and %q", strings.Join(tt.args, " "), code, out, errOut, tt.want)
+			t.Errorf("audit %s: exit %d, stdout %q, stderr %q; want exit 3 and %q", strings.Join(tt.args, " "), code, out, errOut, tt.want)
 		}
 	}
 }
