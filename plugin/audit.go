@@ -45,6 +45,19 @@ func (s *auditSource) store() (audit.Store, error) {
 	return audit.NewConfigMapStore(client, s.Namespace), nil
 }
 
+// empty is, for a verify report of no record and no head, where nothing
+// was found and what to check; nil for a log. Nothing is not an intact
+// log: an auditor pointed at the wrong place must not be told all is well.
+func (s *auditSource) empty(rep audit.Report) error {
+	if rep.Records > 0 || rep.Head != nil || !rep.Intact() {
+		return nil
+	}
+	if s.File != "" {
+		return fmt.Errorf("no audit records found in file %s (is it an export from `kubectl gitops audit log -o jsonl`?)", s.File)
+	}
+	return fmt.Errorf("no audit records found in namespace %s (is --audit-namespace right?)", s.Namespace)
+}
+
 // explain turns API errors into what the user should do about them.
 func (s *auditSource) explain(err error) error {
 	if apierrors.IsForbidden(err) {
@@ -475,7 +488,8 @@ mutable (a record that could be edited in place) or relabelled (labels that
 disagree with the record).
 
 Exit status: 0 the chain is intact; 1 tampering found; 2 usage error; 3 the log
-could not be read.`,
+could not be read, or holds no record at all (no records and no head: most
+likely the wrong --audit-namespace or --file).`,
 		Example: `  kubectl gitops audit verify
   kubectl gitops audit verify -o json
   kubectl gitops audit verify --file audit.jsonl
@@ -542,6 +556,14 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 	rep, err := audit.VerifyStore(ctx, store, ws)
 	if err != nil {
 		return &ExitError{Code: ExitCannotTell, Err: o.source.explain(err)}
+	}
+	if empty := o.source.empty(rep); empty != nil {
+		if o.Output != "text" {
+			if err := printStructured(o.Out, o.Output, rep); err != nil {
+				return err
+			}
+		}
+		return &ExitError{Code: ExitCannotTell, Err: empty}
 	}
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {

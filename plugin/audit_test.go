@@ -3,6 +3,9 @@ package plugin
 import (
 	"context"
 	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,4 +234,49 @@ func TestAuditLogStreamsWhatWholeListPrints(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAuditVerifyOfNothingIsNotIntact: an empty export, or a namespace
+// holding no record and no head (a mistyped --audit-namespace), said
+// "chain intact: 0 records" and exited 0, telling an auditor pointed at
+// the wrong place that all was well; audit report's evidence said the
+// same. They cannot tell: exit 3, naming where they looked.
+func TestAuditVerifyOfNothingIsNotIntact(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := emptyClusterKubeconfig(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", "--file", "/dev/null"}, "error: no audit records found in file /dev/null (is it an export from `kubectl gitops audit log -o jsonl`?)"},
+		{[]string{"verify", "--file", empty, "-o", "json"}, "error: no audit records found in file "},
+		{[]string{"verify", "--kubeconfig", kubeconfig, "--audit-namespace", "argcd"}, "error: no audit records found in namespace argcd (is --audit-namespace right?)"},
+		// The auditor's evidence would have said "chain intact" as well.
+		{[]string{"report", "--kubeconfig", kubeconfig, "--audit-namespace", "argcd"}, "error: no audit records found in namespace argcd (is --audit-namespace right?)"},
+	} {
+		code, out, errOut := runPlugin(t, append([]string{"audit"}, tt.args...)...)
+		if code != ExitCannotTell || !strings.HasPrefix(errOut, tt.want) || strings.Contains(out, "intact") {
+			t.Errorf("audit %s: exit %d, stdout %q, stderr %q; want exit 3 and %q", strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		}
+	}
+}
+
+// emptyClusterKubeconfig is a kubeconfig for an API server that holds no
+// ConfigMap: every list is empty, every get is NotFound.
+func emptyClusterKubeconfig(t *testing.T) string {
+	t.Helper()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/configmaps") {
+			fmt.Fprint(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[]}`)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+	}))
+	t.Cleanup(api.Close)
+	return kubeconfigFor(t, api.URL)
 }

@@ -76,6 +76,7 @@ pick them from the Applications and their managed resources.`,
   # In a terminal: pick the Application and resource, answer the rest
   kubectl gitops breakglass`,
 		Args:              positional(0, "APP", "TARGET"),
+		Annotations:       map[string]string{takesNamespace: "TARGET's namespace"},
 		ValidArgsFunction: o.completeBreakglass,
 		RunE:              run(o),
 	}
@@ -84,7 +85,7 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.PatchFile, "patch-file", "", "read the patch from this file")
 	f.StringVar(&o.Request.Patch.Type, "type", "strategic", "patch type: strategic, merge or json")
 	f.StringArrayVar(&o.Images, "image", nil, "set a container's image: CONTAINER=IMAGE (repeatable)")
-	f.Int32Var(&o.Replicas, "replicas", -1, "set spec.replicas")
+	f.Int32Var(&o.Replicas, "replicas", 0, "set spec.replicas")
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
 	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log and put on the ticket")
 	f.StringVar(&o.Request.Ticket, "ticket", "", "attach to this existing Jira issue (KEY-123) instead of filing a new one")
@@ -179,15 +180,18 @@ func readPatchFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-func isTerminal(stream any) bool {
+// isTerminal is whether stream is a terminal; tests replace it to answer
+// prompts from a buffer.
+var isTerminal = func(stream any) bool {
 	f, ok := stream.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// interactive is whether breakglass may ask: both ends are a terminal and
-// --yes was not given.
+// interactive is whether breakglass may ask: stdin and stdout are a
+// terminal, and so is stderr, where the forms are drawn; --yes was not
+// given.
 func (o *BreakglassOptions) interactive() bool {
-	return !o.Yes && isTerminal(o.In) && isTerminal(o.Out)
+	return !o.Yes && isTerminal(o.In) && isTerminal(o.Out) && isTerminal(o.ErrOut)
 }
 
 // Run plans, confirms and executes.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -364,6 +366,9 @@ func TestCommands(t *testing.T) {
 				}
 			})},
 		{name: "breakglass", args: breakglass, assert: assertGolden("breakglass.golden", ExitOK)},
+		// -n is TARGET's namespace, the one command that takes it.
+		{name: "breakglass -n", args: slices.Concat(breakglass, []string{"-n", "other"}),
+			assert: assertError(ExitFailure, "deployment.apps/web in namespace other is not one of application")},
 		{name: "breakglass patches the target", args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
 			if replicas, _, _ := unstructured.NestedInt64(liveDeployment(t, f).Object, "spec", "replicas"); replicas != 3 {
 				t.Errorf("replicas %d after the break-glass, want 3", replicas)
@@ -961,4 +966,62 @@ func assertLastSession(want string) func(*testing.T, *fakeCluster, cmdResult) {
 			t.Errorf("last-session mark %q; want %q", got, wantMark)
 		}
 	})
+}
+
+// TestStatusWatchEndsQuietlyOnCtrlC: Ctrl-C, the documented way to stop
+// --watch, cancels the context; it printed "error: context canceled" and
+// exited 1. It exits 0 with nothing on stderr.
+func TestStatusWatchEndsQuietlyOnCtrlC(t *testing.T) {
+	f := newFakeCluster(t)
+	given([]string{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"})(t, f)
+	for _, after := range []time.Duration{50 * time.Millisecond, 4 * time.Second} { // during the first look, and between looks
+		streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+		cmd := NewCmdRoot(streams)
+		cmd.SetArgs([]string{"status", "--watch"})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(after, cancel)
+		if code := Execute(ctx, cmd, streams); code != ExitOK || errOut.Len() != 0 {
+			t.Errorf("Ctrl-C after %s: exit %d, stderr %q; want 0 and nothing", after, code, errOut)
+		}
+	}
+}
+
+// TestPromptsGoToStderr: a confirmation is asked on stderr, so that
+// `restore web --force --reason x -o json > f` shows its prompt and f
+// holds only JSON. The prompt went to stdout: the command looked hung and
+// the prompt landed in the file.
+func TestPromptsGoToStderr(t *testing.T) {
+	for _, args := range [][]string{
+		{"restore", "web", "--force", "--reason", "abandoned", "-o", "json"},
+		{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-o", "json"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			f := newFakeCluster(t)
+			if args[0] == "restore" {
+				given([]string{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"})(t, f)
+			}
+			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+			typed, typing := io.Pipe()
+			streams.In = typed
+			previous := isTerminal
+			isTerminal = func(stream any) bool { return stream == streams.In } // typed at a terminal, output redirected
+			t.Cleanup(func() { isTerminal = previous })
+			go func() {
+				time.Sleep(500 * time.Millisecond) // once the prompt is drawn
+				_, _ = typing.Write([]byte("web\r"))
+			}()
+			cmd := NewCmdRoot(streams)
+			cmd.SetArgs(args)
+			if code := Execute(context.Background(), cmd, streams); code != ExitOK {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+			var v any
+			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+				t.Errorf("stdout is not only JSON (%v):\n%s", err, out)
+			}
+			if !strings.Contains(errOut.String(), "Type the Application name (web) to go ahead") {
+				t.Errorf("the prompt is not on stderr:\n%s", errOut)
+			}
+		})
+	}
 }

@@ -17,7 +17,8 @@ func NewCmdCompletion(streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print a shell completion script",
-		Long: `Print a completion script for the named shell. Under kubectl (1.26 or newer)
+		Long: `Print a completion script for the kubectl-gitops binary in the named shell;
+it leaves kubectl's own completion alone. Under kubectl (1.26 or newer)
 completion of "kubectl gitops …" instead uses the kubectl_complete-gitops script
 shipped beside the binary: put it on your PATH.`,
 		Example: `  # bash, for the current shell

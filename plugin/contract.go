@@ -79,7 +79,8 @@ func (o *ContractCheckOptions) Validate() error {
 }
 
 // Run checks and prints the findings.
-func (o *ContractCheckOptions) Run(ctx context.Context) error {
+func (o *ContractCheckOptions) Run(ctx context.Context) (err error) {
+	defer cannotTell(&err, o.ExitCode)
 	engine, err := o.engine()
 	if err != nil {
 		return err

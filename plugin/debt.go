@@ -56,7 +56,7 @@ Record an entry's owner with kubectl gitops debt record.`,
 	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
 	cmd.Flags().IntVar(&o.MaxPerApp, "max-per-app", 5, "flag Applications with more entries than this (0: no cap)")
 	cmd.Flags().BoolVar(&o.System, "system", false, "also list argocd-cm's system-level entries")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged, 3 when the entries could not be read")
 	outputFlag(cmd, &o.Output, "table", "json", "yaml")
 	cmd.AddCommand(newCmdDebtRecord(flags, streams))
 	return cmd
@@ -80,7 +80,8 @@ func (o *DebtOptions) Validate() error {
 }
 
 // Run lists the entries.
-func (o *DebtOptions) Run(ctx context.Context) error {
+func (o *DebtOptions) Run(ctx context.Context) (err error) {
+	defer cannotTell(&err, o.ExitCode)
 	engine, err := o.engine()
 	if err != nil {
 		return err

@@ -111,13 +111,7 @@ func (o *DriftOptions) managers() ([]drift.ManagerClass, error) {
 
 // Run reads the Applications, their drift, and prints it.
 func (o *DriftOptions) Run(ctx context.Context) (err error) {
-	defer func() {
-		// With --exit-code, 1 says "drift": a run that failed cannot tell.
-		var exit *ExitError
-		if err != nil && o.ExitCode && !errors.As(err, &exit) {
-			err = &ExitError{Code: ExitCannotTell, Err: err}
-		}
-	}()
+	defer cannotTell(&err, o.ExitCode)
 	engine, err := o.engine()
 	if err != nil {
 		return err

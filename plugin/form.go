@@ -74,7 +74,7 @@ func (o *BreakglassOptions) pickTarget(ctx context.Context, engine *breakglass.E
 }
 
 func (o *BreakglassOptions) runForm(fields ...huh.Field) error {
-	if err := huh.NewForm(huh.NewGroup(fields...)).WithInput(o.In).WithOutput(o.Out).Run(); err != nil {
+	if err := huh.NewForm(huh.NewGroup(fields...)).WithInput(o.In).WithOutput(o.ErrOut).Run(); err != nil {
 		return fmt.Errorf("the form was not completed (%v): nothing was changed", err)
 	}
 	return nil
@@ -154,5 +154,5 @@ func changeFrom(kind, value string) (breakglass.PatchSpec, error) {
 
 // confirm asks for the Application's name before anything changes.
 func (o *BreakglassOptions) confirm(app string) error {
-	return confirmApp(o.In, o.Out, "The plan above pauses its automated sync and patches the live resource.", app)
+	return confirmApp(o.In, o.ErrOut, "The plan above pauses its automated sync and patches the live resource.", app)
 }

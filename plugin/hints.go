@@ -3,6 +3,12 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -22,6 +28,9 @@ var inputFlags = map[argocd.Input]string{
 	breakglass.InputTicket:      "--ticket",
 	breakglass.InputExpires:     "--expires",
 	breakglass.InputAutoRestore: "--auto-restore",
+	breakglass.InputSession:     "SESSION",
+	breakglass.InputVerdict:     "--approve/--reject",
+	breakglass.InputNote:        "--note",
 	argocd.InputTargetContext:   "--target-context",
 	argocd.InputArgoContext:     "--argocd-context",
 	drift.InputDebtNote:         "--owner/--reason/--review",
@@ -84,7 +93,12 @@ func spellInput(err error) error {
 	if !errors.As(err, &input) || errors.As(err, &done) {
 		return err
 	}
-	msg := inputFlags[input.Input]
+	msg, spelt := inputFlags[input.Input]
+	if !spelt {
+		// An input added to the engine before its flag is named here:
+		// its own name beats an empty one ("error: : …").
+		msg = string(input.Input)
+	}
 	if input.Value != "" {
 		msg += fmt.Sprintf(" %q", input.Value)
 	}
@@ -107,3 +121,62 @@ type hinted struct {
 }
 
 func (h *hinted) Unwrap() []error { return []error{h.error, h.original} }
+
+// reach says what to do about a request to the Kubernetes API server that
+// never got there, or whose credentials it refused: client-go's chain
+// (`Get "https://…": dial tcp …: connect: connection refused`) names no
+// next step. What the command was doing stays in front. Every command's
+// error goes through it (Execute).
+func reach(err error) error {
+	var done *hinted
+	if err == nil || errors.As(err, &done) {
+		return err
+	}
+	const next = "check that --context (or --kubeconfig, KUBECONFIG) names the right cluster"
+	var urlErr *url.Error
+	var status *apierrors.StatusError
+	var dns *net.DNSError
+	var problem string
+	switch {
+	case errors.As(err, &status) && apierrors.IsUnauthorized(status):
+		return withHint(err, fmt.Errorf("%sthe Kubernetes API server refused your credentials (Unauthorized): log in again, or %s and user", doing(err, status), next))
+	case !errors.As(err, &urlErr) || !kubernetesPath(urlErr.URL):
+		return err
+	case errors.Is(err, syscall.ECONNREFUSED):
+		problem = "connection refused"
+	case errors.As(err, &dns):
+		problem = "no such host " + dns.Name
+	case urlErr.Timeout():
+		problem = "timed out"
+	default:
+		return err
+	}
+	server := urlErr.URL
+	if u, perr := url.Parse(urlErr.URL); perr == nil {
+		server = u.Scheme + "://" + u.Host
+	}
+	return withHint(err, fmt.Errorf("%scannot reach the Kubernetes API server at %s (%s): %s, and that it is reachable from here", doing(err, urlErr), server, problem, next))
+}
+
+// doing is what the command was doing when the request failed, the words
+// its error put in front of client-go's ("listing applications: "), or "".
+func doing(err, cause error) string {
+	prefix, found := strings.CutSuffix(err.Error(), cause.Error())
+	if !found {
+		return ""
+	}
+	return prefix
+}
+
+// kubernetesPath is whether a request URL is the Kubernetes API's (Argo CD's
+// API server answers under /api/v1/applications and the like, Jira under
+// /rest/): only those get the kubeconfig's next step.
+func kubernetesPath(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	p := u.Path
+	return p == "/api" || p == "/apis" || p == "/version" || strings.HasPrefix(p, "/apis/") || strings.HasPrefix(p, "/openapi/") ||
+		strings.HasPrefix(p, "/api/v1/namespaces") || strings.HasPrefix(p, "/api/v1/nodes")
+}

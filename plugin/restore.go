@@ -86,7 +86,7 @@ func (o *RestoreOptions) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if o.Request.Force && !o.Request.DryRun && !o.Yes {
-		if err := confirmApp(o.In, o.Out, "Forcing the restore may revert the live fix.", o.Request.App); err != nil {
+		if err := confirmApp(o.In, o.ErrOut, "Forcing the restore may revert the live fix.", o.Request.App); err != nil {
 			return err
 		}
 	}

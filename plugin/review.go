@@ -112,7 +112,9 @@ delay) and a summary (per application and month, median time to restore, share
 forced, share reviewed within 48 h, unreviewed). The report states the result of
 verifying the log it was read from and the newest record's hash, so the file an
 auditor keeps is bound to the log. Exit 0 with an intact log, 1 when verify found
-tampering (the report says so), >1 on error.`,
+tampering (the report says so), 2 on a usage error, 3 when the log could not be
+read or holds no record at all (the wrong --audit-namespace or --file, most
+likely).`,
 		Example: `  kubectl gitops audit report --since 90d > emergency-changes.md
   kubectl gitops audit report -o csv > emergency-changes.csv
   kubectl gitops audit report --file audit.jsonl -o json`,
@@ -157,7 +159,8 @@ type EvidenceLog struct {
 }
 
 // Run builds and prints the report.
-func (o *AuditReportOptions) Run(ctx context.Context) error {
+func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
+	defer cannotTell(&err, true)
 	store, err := o.source.store()
 	if err != nil {
 		return err
@@ -173,6 +176,9 @@ func (o *AuditReportOptions) Run(ctx context.Context) error {
 	rep, err := audit.VerifyStore(ctx, store, ws)
 	if err != nil {
 		return o.source.explain(err)
+	}
+	if err := o.source.empty(rep); err != nil {
+		return err // cannotTell: exit 3, no evidence of nothing
 	}
 	entries, err := store.Entries(ctx, audit.Filter{})
 	if err != nil {

@@ -34,8 +34,9 @@ const (
 	// ExitUsage is a command line the command cannot take as written.
 	ExitUsage = 2
 	// ExitCannotTell is a check that could not give its answer: audit
-	// verify could not read the log, drift or contract check --exit-code
-	// could not read all they check. Scripts tell it from 1.
+	// verify or audit report could not read the log, drift, contract
+	// check, debt or status with --exit-code (or status --wait) could not
+	// read all they check (cannotTell). Scripts tell it from 1.
 	ExitCannotTell = 3
 )
 
@@ -55,6 +56,18 @@ func (e *ExitError) Error() string {
 }
 
 func (e *ExitError) Unwrap() error { return e.Err }
+
+// cannotTell is the deferred end of a check whose exit 1 is an answer
+// (drift, contract check, debt and status with --exit-code, status --wait,
+// audit report): when answers, an error of the command's own exits
+// ExitCannotTell, so that a script never reads "could not look" as "no".
+// Usage errors and answers keep their codes.
+func cannotTell(err *error, answers bool) {
+	var exit *ExitError
+	if *err != nil && answers && !errors.As(*err, &exit) {
+		*err = &ExitError{Code: ExitCannotTell, Err: *err}
+	}
+}
 
 // usageErrorf returns an error that exits 2: the user asked for something the
 // command cannot take as written.
@@ -80,7 +93,7 @@ func Main(args []string) int {
 
 // Execute runs cmd and maps its error to an exit code, printing the error.
 func Execute(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStreams) int {
-	err := spellInput(cmd.ExecuteContext(ctx))
+	err := reach(spellInput(cmd.ExecuteContext(ctx)))
 	if err == nil {
 		return ExitOK
 	}
@@ -119,11 +132,35 @@ func lowerFirst(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
 
+// takesNamespace marks, in a command's Annotations, the commands that read
+// -n/--namespace, with what it means to them.
+const takesNamespace = "kubectl-gitops.io/namespace"
+
+// refuseNamespace refuses -n/--namespace where it means nothing: every
+// command registers kubeconfig's flags, but only breakglass reads -n (its
+// TARGET's namespace), and the others ignored it silently. The error names
+// the flag the command takes instead.
+func refuseNamespace(cmd *cobra.Command, _ []string) error {
+	if !cmd.Flags().Changed("namespace") || cmd.Annotations[takesNamespace] != "" {
+		return nil
+	}
+	msg := fmt.Sprintf("%s takes no -n/--namespace (it is breakglass's TARGET namespace)", cmd.CommandPath())
+	for _, instead := range []string{"app-namespace", "audit-namespace"} {
+		if f := cmd.Flags().Lookup(instead); f != nil {
+			return usageErrorf("%s: use --%s, the %s", msg, instead, f.Usage)
+		}
+	}
+	return usageErrorf("%s", msg)
+}
+
 // NewCmdRoot returns the kubectl gitops command with every subcommand.
 func NewCmdRoot(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
-		Use:   "kubectl gitops",
+		// The command's name is the binary's: completion scripts are
+		// generated for it, and one generated for "kubectl" would replace
+		// kubectl's own. Help shows the display name below.
+		Use:   "kubectl-gitops",
 		Short: "Audited break-glass for Argo CD Applications",
 		Long: `kubectl gitops pauses an Argo CD Application's automated sync without losing its
 policy, applies an emergency patch to a live resource, records who did what and
@@ -134,6 +171,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 		// print the binary name.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gitops"},
 	}
+	cmd.PersistentPreRunE = refuseNamespace
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

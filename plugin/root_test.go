@@ -4,8 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -36,6 +43,15 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"breakglass endless patch file", []string{"breakglass", "web", "deploy/web", "--patch-file", "/dev/zero", "--reason", "r", "-y"}, ExitUsage, "error: --patch-file /dev/zero: the patch is over the 1 MiB limit"},
 		{"breakglass oversized patch", []string{"breakglass", "web", "deploy/web", "--patch", `{"metadata":{"annotations":{"x":"` + strings.Repeat("a", 1<<20) + `"}}}`, "--reason", "r", "-y"}, ExitUsage, "error: the patch is over the 1 MiB limit"},
 		{"error text is redacted and printable", []string{"breakglass", "web", "deploy/web", "--replicas", "2", "--reason", "r", "--ticket", "x --password=hunter22\x1b]0;t\a", "-y"}, ExitUsage, `error: --ticket "x --password=[REDACTED]`},
+		// The verdict's flags were not spelt: "error: : give exactly one".
+		{"audit review without a verdict", []string{"audit", "review", "s1", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one: approve or reject"},
+		{"audit review with both verdicts", []string{"audit", "review", "s1", "--approve", "--reject", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one"},
+		{"audit review without a note", []string{"audit", "review", "s1", "--approve"}, ExitUsage, "error: --note: required"},
+		// -n is breakglass's TARGET namespace; elsewhere it was ignored.
+		{"status -n", []string{"status", "-n", "team-a"}, ExitUsage, "error: kubectl gitops status takes no -n/--namespace (it is breakglass's TARGET namespace): use --app-namespace, the namespace where Applications live"},
+		{"restore --namespace", []string{"restore", "web", "--namespace=team-a"}, ExitUsage, "error: kubectl gitops restore takes no -n/--namespace (it is breakglass's TARGET namespace): use --app-namespace"},
+		{"audit verify -n", []string{"audit", "verify", "-n", "argocd"}, ExitUsage, "error: kubectl gitops audit verify takes no -n/--namespace (it is breakglass's TARGET namespace): use --audit-namespace, the namespace holding the audit log"},
+		{"completion -n", []string{"completion", "bash", "-n", "x"}, ExitUsage, "error: kubectl gitops completion takes no -n/--namespace (it is breakglass's TARGET namespace)\n"},
 		{"client version", []string{"version", "--client"}, ExitOK, ""},
 		{"help", []string{"--help"}, ExitOK, ""},
 		{"bash completion", []string{"completion", "bash"}, ExitOK, ""},
@@ -84,7 +100,8 @@ func TestClientVersionJSON(t *testing.T) {
 // the next step, keeping the error's identity.
 func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 	for _, in := range []argocd.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
-		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
+		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore,
+		breakglass.InputSession, breakglass.InputVerdict, breakglass.InputNote, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
 		if inputFlags[in] == "" {
 			t.Errorf("input %q has no flag to spell it", in)
 		}
@@ -127,6 +144,99 @@ func TestStructuredOutputListsNothingAsEmpty(t *testing.T) {
 		var b strings.Builder
 		if err := printStructured(&b, format, nothing); err != nil || b.String() != want {
 			t.Errorf("%s: %q %v, want %q", format, b.String(), err, want)
+		}
+	}
+}
+
+// closedPortKubeconfig is a kubeconfig whose cluster is a loopback port
+// nothing listens on.
+func closedPortKubeconfig(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	return kubeconfigFor(t, "http://"+l.Addr().String())
+}
+
+// kubeconfigFor is a kubeconfig whose one context is the API server at
+// server, with no argocd CLI login or Jira beside it.
+func kubeconfigFor(t *testing.T, server string) string {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, k := range []string{"KUBECONFIG", "ARGOCD_SERVER", "ARGOCD_AUTH_TOKEN", "JIRA_URL", "JIRA_PROJECT", "JIRA_USER", "JIRA_API_TOKEN", "JIRA_PAT"} {
+		t.Setenv(k, "")
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	config := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "` + server + `"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUnreachableClusterSaysWhatToDo: a cluster that is not there is one
+// line naming the server and the flags to check, not client-go's chain;
+// a check whose exit 1 is an answer exits 3 (could not tell) instead:
+// contract check --exit-code exited 1, "contradiction", and audit report
+// exited 1 though its help says >1 on error.
+func TestUnreachableClusterSaysWhatToDo(t *testing.T) {
+	kubeconfig := closedPortKubeconfig(t)
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"status"}, ExitFailure},
+		{[]string{"status", "--exit-code"}, ExitCannotTell},
+		{[]string{"contract", "check", "-A", "--exit-code"}, ExitCannotTell},
+		{[]string{"debt", "-A", "--exit-code"}, ExitCannotTell},
+		{[]string{"audit", "report"}, ExitCannotTell},
+		{[]string{"audit", "verify"}, ExitCannotTell},
+		{[]string{"audit", "log"}, ExitFailure},
+		{[]string{"restore", "web"}, ExitFailure},
+		{[]string{"breakglass", "web", "deploy/web", "--replicas", "3", "--reason", "r", "--dry-run"}, ExitFailure},
+	} {
+		code, _, stderr := runPlugin(t, append(tt.args, "--kubeconfig", kubeconfig)...)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d (%s)", strings.Join(tt.args, " "), code, tt.code, stderr)
+		}
+		if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, `Get "`) ||
+			!strings.Contains(stderr, "cannot reach the Kubernetes API server at http://127.0.0.1:") || !strings.Contains(stderr, "(connection refused): check that --context") {
+			t.Errorf("%s: stderr %q; want one line saying the server cannot be reached and what to check", strings.Join(tt.args, " "), stderr)
+		}
+	}
+}
+
+// TestReachSaysWhatToCheck: an unknown host, a timeout and refused
+// credentials from the Kubernetes API each say what to check; the same
+// failure from another server (Argo CD's API, Jira) is left as it is, since
+// the kubeconfig is not what to fix there.
+func TestReachSaysWhatToCheck(t *testing.T) {
+	kube := "https://k8s.example:6443/api/v1/namespaces/argocd/configmaps?limit=500"
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("listing audit records: %w", &url.Error{Op: "Get", URL: kube, Err: &net.DNSError{Name: "k8s.example", Err: "no such host", IsNotFound: true}}),
+			"listing audit records: cannot reach the Kubernetes API server at https://k8s.example:6443 (no such host k8s.example): check that --context"},
+		{&url.Error{Op: "Get", URL: kube, Err: os.ErrDeadlineExceeded},
+			"cannot reach the Kubernetes API server at https://k8s.example:6443 (timed out): check that --context"},
+		{fmt.Errorf("listing applications: %w", apierrors.NewUnauthorized("Unauthorized")),
+			"listing applications: the Kubernetes API server refused your credentials (Unauthorized): log in again, or check that --context"},
+		{fmt.Errorf("asking Argo CD: %w", &url.Error{Op: "Get", URL: "https://argocd.example/api/v1/applications/web/managed-resources", Err: syscall.ECONNREFUSED}),
+			`asking Argo CD: Get "https://argocd.example/api/v1/applications/web/managed-resources": connection refused`},
+	} {
+		got := reach(tt.err)
+		if !strings.HasPrefix(got.Error(), tt.want) || !errors.Is(got, tt.err) {
+			t.Errorf("reach(%v) = %v; want it to start %q and keep the error", tt.err, got, tt.want)
 		}
 	}
 }

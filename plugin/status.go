@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -68,9 +69,9 @@ Argo CD to refresh, so the next look is fresh. --refresh-timeout sets either.`,
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
 	addAllNamespaces(cmd, &o.AllNamespaces, "sessions")
-	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "refresh the view every few seconds until Ctrl-C")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not")
-	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout)")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "refresh the view every few seconds until Ctrl-C (which exits 0)")
+	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not, 3 when it could not tell")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout, 3 when it could not tell)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", 0, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
 	outputFlag(cmd, &o.Output, statusFormats...)
@@ -120,7 +121,8 @@ func (o *StatusOptions) refresh() breakglass.Refresh {
 }
 
 // Run evaluates and prints the sessions.
-func (o *StatusOptions) Run(ctx context.Context) error {
+func (o *StatusOptions) Run(ctx context.Context) (err error) {
+	defer cannotTell(&err, o.ExitCode || o.Wait)
 	engine, err := o.engine()
 	if err != nil {
 		return err
@@ -132,6 +134,10 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	deadline := time.Now().Add(o.Timeout)
 	for {
 		statuses, err := o.evaluate(ctx, engine, namespace)
+		if o.stopped(ctx) {
+			// A look cut short by Ctrl-C is not shown, nor its notes.
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -162,10 +168,19 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			if o.stopped(ctx) {
+				return nil
+			}
 			return ctx.Err()
 		case <-time.After(3 * time.Second):
 		}
 	}
+}
+
+// stopped is whether --watch was stopped the documented way, Ctrl-C
+// (the context cancelled): that is its end, not an error.
+func (o *StatusOptions) stopped(ctx context.Context) bool {
+	return o.Watch && errors.Is(ctx.Err(), context.Canceled)
 }
 
 func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine, namespace string) ([]*breakglass.SessionStatus, error) {

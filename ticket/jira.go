@@ -356,7 +356,9 @@ type TicketWitness struct {
 
 // Witnesses reads every break-glass ticket of the project (label
 // breakglass), description and comments, page by page, and returns the
-// audit records they witness.
+// audit records they witness. A search carries a page of each issue's
+// comments with their total; the rest are read with the issue's comments
+// call.
 func (j *Jira) Witnesses(ctx context.Context) ([]TicketWitness, error) {
 	jql := fmt.Sprintf(`project = "%s" AND labels = "breakglass" ORDER BY created ASC`, jqlString(j.cfg.Project))
 	var out []TicketWitness
@@ -379,6 +381,7 @@ func (j *Jira) Witnesses(ctx context.Context) ([]TicketWitness, error) {
 						Comments []struct {
 							Body string `json:"body"`
 						} `json:"comments"`
+						Total int `json:"total"`
 					} `json:"comment"`
 				} `json:"fields"`
 			} `json:"issues"`
@@ -395,6 +398,13 @@ func (j *Jira) Witnesses(ctx context.Context) ([]TicketWitness, error) {
 			for _, c := range issue.Fields.Comment.Comments {
 				text += "\n" + c.Body
 			}
+			if read := len(issue.Fields.Comment.Comments); issue.Fields.Comment.Total > read {
+				more, err := j.comments(ctx, issue.Key, read)
+				if err != nil {
+					return nil, err
+				}
+				text += "\n" + strings.Join(more, "\n")
+			}
 			for _, w := range Witnesses(text) {
 				out = append(out, TicketWitness{Key: issue.Key, HeadState: w})
 			}
@@ -405,4 +415,35 @@ func (j *Jira) Witnesses(ctx context.Context) ([]TicketWitness, error) {
 		token = res.NextPageToken
 	}
 	return out, nil
+}
+
+// comments reads key's comments from startAt on, oldest first, page by
+// page until Jira's total.
+func (j *Jira) comments(ctx context.Context, key string, startAt int) ([]string, error) {
+	var out []string
+	for {
+		q := url.Values{"startAt": {strconv.Itoa(startAt)}, "maxResults": {"100"}, "orderBy": {"created"}}
+		req, err := j.client.NewRequestWithContext(ctx, http.MethodGet, "rest/api/2/issue/"+url.PathEscape(key)+"/comment?"+q.Encode(), nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Comments []struct {
+				Body string `json:"body"`
+			} `json:"comments"`
+			Total int `json:"total"`
+		}
+		resp, err := j.client.Do(req, &page)
+		if err != nil {
+			return nil, j.explain("reading the comments of "+key, resp, err)
+		}
+		resp.Body.Close()
+		for _, c := range page.Comments {
+			out = append(out, c.Body)
+		}
+		startAt += len(page.Comments)
+		if len(page.Comments) == 0 || startAt >= page.Total {
+			return out, nil
+		}
+	}
 }

@@ -3,8 +3,10 @@ package ticket
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -409,5 +411,64 @@ func TestGitSectionNamesTheSourceToChange(t *testing.T) {
 	several := gitSection(argocd.Source{RepoURL: "a", Path: "base", Position: 1, Others: []argocd.Source{{RepoURL: "b", Path: "extra", Position: 2}}}, []*audit.Record{image})
 	if !strings.Contains(several, "one of the Application's sources") || !strings.Contains(several, "* Source 2: repository b\n* Path: extra") {
 		t.Errorf("several rendering sources:\n%s", several)
+	}
+}
+
+// TestWitnessesReadsEveryPage: with more tickets than a search page holds,
+// and more comments on a ticket than its search result carries, every
+// witnessed record is found. The double answered every search as its
+// last page, so paging was never exercised, and Witnesses read only the
+// comments a search carries.
+func TestWitnessesReadsEveryPage(t *testing.T) {
+	d := newDouble(t, jiradouble.Options{PageSize: 2, InlineComments: 1})
+	j, _ := client(t, d, nil)
+	ctx := context.Background()
+	witness := func(seq uint64) audit.HeadState {
+		return audit.HeadState{Seq: seq, Hash: fmt.Sprintf("%064x", seq)}
+	}
+	var want []string
+	var first Issue
+	for n := uint64(1); n <= 5; n++ {
+		rc := reconcile()
+		rc.Witness = witness(n)
+		issue, err := j.Create(ctx, rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			first = issue
+		}
+		want = append(want, fmt.Sprintf("%s@%d", issue.Key, n))
+	}
+	for n := uint64(6); n <= 8; n++ {
+		if err := j.Comment(ctx, first.Key, RestoreComment("86a717c0d2e4f6a8", "oncall", false, "", witness(n))); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%s@%d", first.Key, n))
+	}
+	found, err := j.Witnesses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range found {
+		if w.HeadState != witness(w.Seq) {
+			t.Errorf("witness %+v", w)
+		}
+		got = append(got, fmt.Sprintf("%s@%d", w.Key, w.Seq))
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("witnesses\n %v\nwant\n %v", got, want)
+	}
+	pages := 0
+	for _, r := range d.Requests() {
+		if r.Path == "/rest/api/2/search/jql" {
+			pages++
+		}
+	}
+	if pages != 3 {
+		t.Errorf("%d search pages for 5 tickets 2 a page, want 3", pages)
 	}
 }

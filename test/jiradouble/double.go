@@ -1,8 +1,8 @@
 // Package jiradouble is a Jira REST test double that keeps to Atlassian's
 // documented contract for the calls kubectl gitops makes: create and get an
-// issue, comment, transitions, search (the /rest/api/2/search/jql call; the
-// legacy /rest/api/2/search answers 410 as Jira Cloud now does), remote
-// links, basic and bearer authentication, Jira's error body
+// issue, add and page through comments, transitions, search (the
+// /rest/api/2/search/jql call, paged by nextPageToken; the legacy
+// /rest/api/2/search answers 410 as Jira Cloud now does), remote links, basic and bearer authentication, Jira's error body
 // {"errorMessages":[],"errors":{}}, and injected faults (429 with
 // Retry-After, 5xx, a hang). It records every request for assertions and
 // fails the test on any request it does not implement. Tests and the demo
@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,15 @@ type Options struct {
 	// DoneTransition names the workflow's transition to Done (default
 	// "Done"), so a test can offer a workflow without the configured one.
 	DoneTransition string
+	// PageSize is the most issues a search page, or comments a page of
+	// comments, holds, whatever maxResults asks: Jira may return fewer
+	// than asked, and a client must follow nextPageToken (or startAt)
+	// until the last page. Default 100.
+	PageSize int
+	// InlineComments is the most comments an issue's comment field holds
+	// in a search or a get: a page of them with its total, as Jira
+	// documents it; the rest are read with GET …/comment. 0: all.
+	InlineComments int
 }
 
 // Issue is an issue as the double stores it.
@@ -105,6 +115,9 @@ func Start(tb TB, opts Options) *Server {
 	}
 	if opts.DoneTransition == "" {
 		opts.DoneTransition = "Done"
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 100
 	}
 	s := &Server{opts: opts, tb: tb, stop: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -294,6 +307,8 @@ func (s *Server) route(r *http.Request, body []byte) answer {
 		return s.getIssue(issuePath.FindStringSubmatch(p)[1], r.URL.Query())
 	case r.Method == http.MethodPost && commentPath.MatchString(p):
 		return s.addComment(commentPath.FindStringSubmatch(p)[1], body)
+	case r.Method == http.MethodGet && commentPath.MatchString(p):
+		return s.getComments(commentPath.FindStringSubmatch(p)[1], r.URL.Query())
 	case r.Method == http.MethodGet && transitionsPath.MatchString(p):
 		return s.getTransitions(transitionsPath.FindStringSubmatch(p)[1])
 	case r.Method == http.MethodPost && transitionsPath.MatchString(p):
@@ -447,11 +462,11 @@ func (s *Server) issueJSON(i *Issue, fields ...string) map[string]any {
 		case "description":
 			f["description"] = i.Description
 		case "comment":
-			comments := []map[string]any{}
-			for n, body := range i.Comments {
-				comments = append(comments, map[string]any{"id": strconv.Itoa(20001 + n), "body": body})
+			inline := len(i.Comments)
+			if s.opts.InlineComments > 0 {
+				inline = min(inline, s.opts.InlineComments)
 			}
-			f["comment"] = map[string]any{"comments": comments, "total": len(comments), "startAt": 0, "maxResults": len(comments)}
+			f["comment"] = s.commentPage(i, i.Comments[:inline], 0, inline)
 		}
 	}
 	return map[string]any{"id": i.ID, "key": i.Key, "self": s.URL + "/rest/api/2/issue/" + i.ID, "fields": f}
@@ -488,6 +503,64 @@ func (s *Server) addComment(key string, body []byte) answer {
 	i.Comments = append(i.Comments, in.Body)
 	id := strconv.Itoa(20000 + len(i.Comments))
 	return answer{status: http.StatusCreated, body: map[string]any{"id": id, "self": s.URL + "/rest/api/2/issue/" + i.ID + "/comment/" + id, "body": in.Body}}
+}
+
+// commentPage is a page of i's comments as Jira answers it: the comments
+// from startAt, the most a page could hold, and the total.
+func (s *Server) commentPage(i *Issue, page []string, startAt, maxResults int) map[string]any {
+	comments := []map[string]any{}
+	for n, body := range page {
+		id := strconv.Itoa(20001 + startAt + n)
+		comments = append(comments, map[string]any{"id": id, "self": s.URL + "/rest/api/2/issue/" + i.ID + "/comment/" + id, "body": body})
+	}
+	return map[string]any{"comments": comments, "total": len(i.Comments), "startAt": startAt, "maxResults": maxResults}
+}
+
+// getComments implements GET /rest/api/2/issue/KEY/comment: the comments
+// from startAt (default 0), at most maxResults (default 100, and never more
+// than PageSize), oldest first unless orderBy is -created.
+func (s *Server) getComments(key string, q url.Values) answer {
+	for k := range q {
+		switch k {
+		case "startAt", "maxResults", "orderBy":
+		default:
+			s.tb.Helper()
+			s.tb.Errorf("jira double: get comments with unknown parameter %q", k)
+			return fail(http.StatusBadRequest, "unsupported parameter "+k)
+		}
+	}
+	i := s.find(key)
+	if i == nil {
+		return notFound()
+	}
+	startAt, limit := 0, 100
+	if v := q.Get("startAt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fail(http.StatusBadRequest, "startAt must be a non-negative integer")
+		}
+		startAt = n
+	}
+	if v := q.Get("maxResults"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fail(http.StatusBadRequest, "maxResults must be a non-negative integer")
+		}
+		limit = n
+	}
+	limit = min(limit, s.opts.PageSize)
+	ordered := i.Comments
+	switch q.Get("orderBy") {
+	case "", "created", "+created":
+	case "-created":
+		ordered = slices.Clone(i.Comments)
+		slices.Reverse(ordered)
+	default:
+		return fail(http.StatusBadRequest, "orderBy accepts created, +created or -created")
+	}
+	start := min(startAt, len(ordered))
+	page := s.commentPage(i, ordered[start:min(start+limit, len(ordered))], startAt, limit)
+	return answer{status: http.StatusOK, body: page}
 }
 
 type transition struct {
@@ -630,22 +703,48 @@ func (s *Server) search(q url.Values) answer {
 		}
 	}
 	if desc {
-		for l, r := 0, len(hits)-1; l < r; l, r = l+1, r-1 {
-			hits[l], hits[r] = hits[r], hits[l]
+		slices.Reverse(hits)
+	}
+	start := 0
+	if token := q.Get("nextPageToken"); token != "" {
+		n, ok := pageStart(token, q.Get("jql"))
+		if !ok || n > len(hits) {
+			return fail(http.StatusBadRequest, "The provided next page token is invalid or expired.")
 		}
+		start = n
 	}
-	max := 50
+	limit := 50
 	if m, err := strconv.Atoi(q.Get("maxResults")); err == nil && m > 0 {
-		max = m
+		limit = m
 	}
-	if len(hits) > max {
-		hits = hits[:max]
-	}
+	end := min(start+min(limit, s.opts.PageSize), len(hits))
 	issues := []map[string]any{}
-	for _, i := range hits {
+	for _, i := range hits[start:end] {
 		issues = append(issues, s.issueJSON(i, strings.Split(q.Get("fields"), ",")...))
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"issues": issues, "isLast": true}}
+	body := map[string]any{"issues": issues, "isLast": end == len(hits)}
+	if end < len(hits) {
+		// As Jira Cloud does, the last page has no nextPageToken at all.
+		body["nextPageToken"] = pageToken(q.Get("jql"), end)
+	}
+	return answer{status: http.StatusOK, body: body}
+}
+
+// pageToken is the opaque nextPageToken of the page of jql's results that
+// starts at start; a token is good for its own query only.
+func pageToken(jql string, start int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(start) + "\x00" + jql))
+}
+
+// pageStart reads a pageToken for jql.
+func pageStart(token, jql string) (int, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return 0, false
+	}
+	start, query, ok := strings.Cut(string(raw), "\x00")
+	n, err := strconv.Atoi(start)
+	return n, ok && err == nil && n >= 0 && query == jql
 }
 
 func contains(list []string, s string) bool {

@@ -79,3 +79,72 @@ func TestTheDoubleKeepsJirasContract(t *testing.T) {
 		t.Errorf("the double did not fail the test: %q", rec.errors)
 	}
 }
+
+// TestSearchAndCommentsPage: search/jql returns at most PageSize issues a
+// page with a nextPageToken until isLast (it always said isLast: true, so
+// no client's paging was ever exercised), and GET …/comment pages an
+// issue's comments by startAt with their total (it was refused as
+// unimplemented). A token of another query is refused.
+func TestSearchAndCommentsPage(t *testing.T) {
+	rec := &recorder{}
+	s := Start(rec, Options{Project: "OPS", User: "u@example.com", Token: "tok", PageSize: 2, InlineComments: 1})
+	defer s.Close()
+	for n := 1; n <= 5; n++ {
+		s.AddIssue(fmt.Sprintf("issue %d", n))
+	}
+	var keys []string
+	token := ""
+	for page := 0; page < 10; page++ {
+		path := "/rest/api/2/search/jql?jql=project+%3D+OPS&fields=summary&maxResults=100"
+		if token != "" {
+			path += "&nextPageToken=" + token
+		}
+		code, body := call(t, s, "GET", path, "", true)
+		issues, _ := body["issues"].([]any)
+		if code != 200 || len(issues) > 2 {
+			t.Fatalf("page %d: %d, %d issues: %v", page, code, len(issues), body)
+		}
+		for _, i := range issues {
+			keys = append(keys, i.(map[string]any)["key"].(string))
+		}
+		next, hasNext := body["nextPageToken"].(string)
+		if last := body["isLast"] == true; last == hasNext {
+			t.Fatalf("page %d: isLast %v with nextPageToken %q", page, body["isLast"], next)
+		}
+		if !hasNext {
+			break
+		}
+		token = next
+	}
+	if strings.Join(keys, ",") != "OPS-1,OPS-2,OPS-3,OPS-4,OPS-5" {
+		t.Errorf("paged search found %v", keys)
+	}
+	if code, _ := call(t, s, "GET", "/rest/api/2/search/jql?jql=project+%3D+OTHER&nextPageToken="+token, "", true); code != 400 {
+		t.Errorf("another query's token answered %d, want 400", code)
+	}
+
+	for _, c := range []string{"one", "two", "three"} {
+		if code, _ := call(t, s, "POST", "/rest/api/2/issue/OPS-1/comment", `{"body":"`+c+`"}`, true); code != 201 {
+			t.Fatalf("comment: %d", code)
+		}
+	}
+	_, issue := call(t, s, "GET", "/rest/api/2/issue/OPS-1?fields=comment", "", true)
+	inline := issue["fields"].(map[string]any)["comment"].(map[string]any)
+	if inline["total"] != 3.0 || len(inline["comments"].([]any)) != 1 {
+		t.Errorf("inline comments: %v", inline)
+	}
+	code, page := call(t, s, "GET", "/rest/api/2/issue/OPS-1/comment?startAt=1&maxResults=5", "", true)
+	comments, _ := page["comments"].([]any)
+	if code != 200 || page["total"] != 3.0 || page["startAt"] != 1.0 || page["maxResults"] != 2.0 || len(comments) != 2 || comments[1].(map[string]any)["body"] != "three" {
+		t.Errorf("comments from 1: %d %v", code, page)
+	}
+	if code, _ := call(t, s, "GET", "/rest/api/2/issue/OPS-9/comment", "", true); code != 404 {
+		t.Errorf("comments of a missing issue: %d", code)
+	}
+	if len(rec.errors) != 0 {
+		t.Fatalf("documented calls were reported: %v", rec.errors)
+	}
+	if code, _ := call(t, s, "GET", "/rest/api/2/issue/OPS-1/comment?expand=renderedBody", "", true); code != 400 || len(rec.errors) != 1 {
+		t.Errorf("an unimplemented parameter answered %d and reported %v", code, rec.errors)
+	}
+}
