@@ -57,13 +57,17 @@ const (
 	// or project no longer are those its open session was opened against
 	// (Pinned), so whether Git caught up cannot be judged from it.
 	EventRetargeted Event = "breakglass.retargeted"
-	EventQueued     Event = "ticket.queued"
-	EventFiled      Event = "ticket.filed"
-	EventFailed     Event = "ticket.failed"
+	// EventReverted is a notice: a patched path of the open session no
+	// longer holds the patched value live (a manual Sync, an apply of
+	// Git's manifest, an operator); the record names the writer.
+	EventReverted Event = "breakglass.reverted"
+	EventQueued   Event = "ticket.queued"
+	EventFiled    Event = "ticket.filed"
+	EventFailed   Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventAbandoned, EventQueued, EventFiled, EventFailed}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventAbandoned, EventQueued, EventFiled, EventFailed}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of

@@ -146,7 +146,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	ticketWork := r.Event == EventQueued || r.Event == EventFiled || r.Event == EventFailed
 	closing := r.Event == EventRestored || r.Event == EventForced
 	// A notice about the session is written by whoever noticed.
-	notice := r.Event == EventExpired || r.Event == EventReenabled || r.Event == EventRetargeted
+	notice := r.Event == EventExpired || r.Event == EventReenabled || r.Event == EventRetargeted || r.Event == EventReverted
 	// So is the end of an interrupted run's patch, naming its plan.
 	resolving := r.Resolves != "" && (r.Event == EventPatched || r.Event == EventAbandoned)
 	own := r.Application == nil || appKey(*r.Application) == s.Application
@@ -217,7 +217,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	case EventPatched:
 		s.patched = s.patched || ok
 		s.takeInFlight(func(p *Record) bool { return p.Actor.Username == r.Actor.Username })
-	case EventExpired, EventReenabled, EventRetargeted:
+	case EventExpired, EventReenabled, EventRetargeted, EventReverted:
 		s.Notices = append(s.Notices, r)
 	case EventTicketed, EventFiled:
 		if ok && r.Ticket != nil && r.Ticket.Key != "" {

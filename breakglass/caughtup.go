@@ -78,6 +78,10 @@ type SessionStatus struct {
 	// pinned sources, so the session is never ready then; restore needs
 	// --force.
 	Retargeted []string `json:"retargeted,omitempty"`
+	// Reverted are the patched paths whose live value is no longer the
+	// session's (a manual Sync, an apply of Git's manifest, an operator),
+	// each with the field manager that wrote it: the fix is gone there.
+	Reverted []Reverted `json:"reverted,omitempty"`
 	// annotated is the session as the annotation had it, which restore's
 	// write is conditional on.
 	annotated *Session
@@ -280,6 +284,15 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	if len(st.Retargeted) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s --force --reason …`",
 			ErrRetargeted, strings.Join(st.Retargeted, "; "), RestoreCommand(ref)))
+	}
+	if st.trusted && len(session.donePatches()) > 0 {
+		switch reverted, err := e.reverted(ctx, app, session); {
+		case err != nil:
+			st.Notes = append(st.Notes, "could not check that the live fix still holds ("+argocd.Brief(err)+")")
+		case len(reverted) > 0:
+			st.Reverted = reverted
+			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`kubectl gitops breakglass %s … --join`)", describeReverted(reverted), ref.Name))
+		}
 	}
 	pending := session.pending()
 	if pending != nil {

@@ -17,6 +17,7 @@ const (
 	EventExpiredReason = "Expired"
 	EventReenabled     = "SyncReenabled"
 	EventRetargeted    = "Retargeted"
+	EventReverted      = "Reverted"
 )
 
 // Notice is something noticed about an open session that a person must
@@ -29,25 +30,32 @@ type Notice struct {
 	Todo   string
 }
 
-// NoticeOf is what st, evaluated as of now, has to be noticed, nil when
-// nothing.
-func NoticeOf(st *SessionStatus) *Notice {
+// NoticesOf is what st, evaluated as of now, has to be noticed, each a
+// notice of its own: nothing when all is well.
+func NoticesOf(st *SessionStatus) []*Notice {
 	restore := RestoreCommand(st.App)
-	switch {
-	case len(st.Retargeted) > 0:
-		return &Notice{Event: audit.EventRetargeted, Reason: EventRetargeted,
+	var out []*Notice
+	if len(st.Retargeted) > 0 {
+		out = append(out, &Notice{Event: audit.EventRetargeted, Reason: EventRetargeted,
 			What: fmt.Sprintf("%s was repointed behind break-glass session %s (%s): Git catching up there would not keep the live fix once it is pointed back.", st.App.Name, st.Session.ID, strings.Join(st.Retargeted, "; ")),
-			Todo: fmt.Sprintf("Point it back at the sources the session was opened against, or close the session with `%s --force --reason …` once the fix is safe.", restore)}
-	case st.SyncReenabled:
-		return &Notice{Event: audit.EventReenabled, Reason: EventReenabled,
-			What: fmt.Sprintf("Automated sync of %s was turned back on behind break-glass session %s: Argo CD may have reverted the live fix.", st.App.Name, st.Session.ID),
-			Todo: fmt.Sprintf("Check the target; then close the session with `%s --force --reason …` and break-glass again if the fix is gone.", restore)}
-	case st.Expired && !st.Ready:
-		return &Notice{Event: audit.EventExpired, Reason: EventExpiredReason,
-			What: fmt.Sprintf("Break-glass session %s on %s expired at %s and Git has not caught up: sync stays paused, since re-enabling it would revert the fix.", st.Session.ID, st.App.Name, st.Session.Expires.UTC().Format(time.RFC3339)),
-			Todo: fmt.Sprintf("Bring Git up to the fix (see this ticket), then `%s`; or `%s --force --reason …` to drop the fix.", restore, restore)}
+			Todo: fmt.Sprintf("Point it back at the sources the session was opened against, or close the session with `%s --force --reason …` once the fix is safe.", restore)})
 	}
-	return nil
+	if len(st.Reverted) > 0 {
+		out = append(out, &Notice{Event: audit.EventReverted, Reason: EventReverted,
+			What: fmt.Sprintf("The live fix of break-glass session %s on %s was reverted: %s.", st.Session.ID, st.App.Name, describeReverted(st.Reverted)),
+			Todo: fmt.Sprintf("Patch it again within the session (`kubectl gitops breakglass %s … --join`), and find out why it was reverted (a manual Sync applies Git over the fix).", st.App.Name)})
+	}
+	if st.SyncReenabled {
+		out = append(out, &Notice{Event: audit.EventReenabled, Reason: EventReenabled,
+			What: fmt.Sprintf("Automated sync of %s was turned back on behind break-glass session %s: Argo CD may have reverted the live fix.", st.App.Name, st.Session.ID),
+			Todo: fmt.Sprintf("Check the target; then close the session with `%s --force --reason …` and break-glass again if the fix is gone.", restore)})
+	}
+	if st.Expired && !st.Ready {
+		out = append(out, &Notice{Event: audit.EventExpired, Reason: EventExpiredReason,
+			What: fmt.Sprintf("Break-glass session %s on %s expired at %s and Git has not caught up: sync stays paused, since re-enabling it would revert the fix.", st.Session.ID, st.App.Name, st.Session.Expires.UTC().Format(time.RFC3339)),
+			Todo: fmt.Sprintf("Bring Git up to the fix (see this ticket), then `%s`; or `%s --force --reason …` to drop the fix.", restore, restore)})
+	}
+	return out
 }
 
 // RecordNotice writes n about app's open session (evaluated in st) once:

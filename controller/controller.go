@@ -322,7 +322,7 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 	}
 	// RecordNotice acts on the log's open session, whatever the
 	// annotation says: an edit of it hides no notice.
-	if n := breakglass.NoticeOf(st); n != nil {
+	for _, n := range breakglass.NoticesOf(st) {
 		reminder, err := c.notice(ctx, &engine, app, st, n, key)
 		if err != nil {
 			return time.Time{}, err

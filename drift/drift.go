@@ -319,7 +319,7 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 			if target.IsSecret() || redact.AfterSecretFlag(c.Path, []map[string]any{before, after}) {
 				row.Git, row.Live = redact.All(c.Before), redact.All(c.After)
 			}
-			row.Manager, row.Since = fieldWriter(live, c.Path)
+			row.Manager, row.Since = FieldWriter(live, c.Path)
 			switch {
 			case live == nil:
 				row.Class = Unknown

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// fieldWriter is the manager that owns path in live's managedFields, the
+// FieldWriter is the manager that owns path in live's managedFields, the
 // latest when several do, with when it wrote; "" when none does.
-func fieldWriter(live *unstructured.Unstructured, path string) (string, *time.Time) {
+func FieldWriter(live *unstructured.Unstructured, path string) (string, *time.Time) {
 	if live == nil {
 		return "", nil
 	}

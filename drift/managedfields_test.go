@@ -37,11 +37,11 @@ func TestFieldWriterReadsManagedFields(t *testing.T) {
 		{"/data/other", "argocd-controller"},
 		{"/metadata/labels/app", ""},
 	} {
-		if got, _ := fieldWriter(live, tt.path); got != tt.manager {
-			t.Errorf("fieldWriter(%s) = %q, want %q", tt.path, got, tt.manager)
+		if got, _ := FieldWriter(live, tt.path); got != tt.manager {
+			t.Errorf("FieldWriter(%s) = %q, want %q", tt.path, got, tt.manager)
 		}
 	}
-	if _, since := fieldWriter(live, "/spec/replicas"); since != nil {
+	if _, since := FieldWriter(live, "/spec/replicas"); since != nil {
 		t.Errorf("an entry without a time (the scale subresource) gave a time: %v", since)
 	}
 	if manager, since := lastWriter(live); manager != "my-operator" || since == nil || since.Minute() != 5 {

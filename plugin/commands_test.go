@@ -335,6 +335,22 @@ func noticeOf(t *testing.T, f *fakeCluster) string {
 	return strings.Join(out, "\n")
 }
 
+// revertedBy is the Deployment's replicas put back to Git's 2 by manager,
+// as a manual Sync (argocd-controller) or a person's kubectl would.
+func revertedBy(manager string) func(*testing.T, *fakeCluster) {
+	return func(t *testing.T, f *fakeCluster) {
+		t.Helper()
+		d := liveDeployment(t, f)
+		_ = unstructured.SetNestedField(d.Object, int64(2), "spec", "replicas")
+		now := metav1.Now()
+		d.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", Time: &now,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}})
+		if _, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -482,6 +498,15 @@ func TestCommands(t *testing.T) {
 				t.Errorf("pinned %+v", pin)
 			}
 		})},
+		// A manual Sync put Git's replicas back over the fix: status said
+		// "waiting" and nothing else.
+		{name: "status shows a reverted fix and who reverted it", setup: then(given(breakglass), revertedBy("argocd-controller")), args: []string{"status", "web"},
+			assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				if r.code != ExitOK || !strings.Contains(r.out, "waiting,REVERTED") ||
+					!strings.Contains(r.errs, "REVERTED: the live fix no longer holds at deployment.apps/web /spec/replicas, by argocd-controller (argocd)") {
+					t.Errorf("exit %d\n%s%s", r.code, r.out, r.errs)
+				}
+			}},
 		// Argo CD's UI tells whoever is about to press Sync not to.
 		{name: "breakglass sets Argo CD's notice banner", setup: ownNotice, args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
 			got := noticeOf(t, f)

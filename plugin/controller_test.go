@@ -294,3 +294,46 @@ func TestControllerNoticesRetargetingAndResolvesInterruptedRuns(t *testing.T) {
 		t.Error("no Warning Event Retargeted")
 	}
 }
+
+// TestControllerNoticesARevertedFix: a fix put back to Git's value by a
+// manual Sync is recorded once as breakglass.reverted, naming the writer,
+// with a Warning Event Reverted.
+func TestControllerNoticesARevertedFix(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	runController(t, time.Hour)
+	revertedBy("argocd-controller")(t, f)
+	// Argo CD writes the Application's status after a sync: that change
+	// is what brings the session back to the controller.
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType,
+		[]byte(`{"status":{"operationState":{"phase":"Succeeded"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var notice *audit.Record
+	for deadline := time.Now().Add(15 * time.Second); notice == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no breakglass.reverted record within 15s")
+		}
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventReverted {
+				notice = r
+			}
+		}
+	}
+	if !strings.Contains(notice.Reason, "/spec/replicas, by argocd-controller (argocd)") {
+		t.Errorf("the notice does not name the writer: %q", notice.Reason)
+	}
+	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, ev := range list.Items {
+		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventReverted
+	}
+	if !warned {
+		t.Error("no Warning Event Reverted")
+	}
+}

@@ -254,7 +254,11 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 			targets = append(targets, t.Target.String())
 		}
 		ready := readyColumn(s)
-		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), string(s.Git), ready, expiresColumn(s)}
+		git := string(s.Git)
+		if len(s.Reverted) > 0 {
+			git += ",REVERTED" // the live fix is gone: the note names the writer
+		}
+		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), git, ready, expiresColumn(s)}
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, argocd.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
