@@ -94,6 +94,24 @@ type Plan struct {
 	gvr schema.GroupVersionResource
 }
 
+// joinWithin refuses a --join whose target namespace's contract pauses
+// sync for less than the session does: the session keeps its expiry, so a
+// patch there would be held longer than that namespace allows.
+func joinWithin(contract drift.Contract, join *Session, now time.Time) error {
+	max, _, err := contract.Pause(0, nil)
+	switch {
+	case err != nil:
+		return err
+	case max == 0:
+		return nil
+	case join.Expires == nil:
+		return fmt.Errorf("%w: namespace %s pauses sync for at most %s (%s), and session %s never expires: patch it in a session of its own", drift.ErrContract, contract.Namespace, max, drift.ContractMaxPause, join.ID)
+	case join.Expires.After(now.Add(max)):
+		return fmt.Errorf("%w: namespace %s pauses sync for at most %s (%s), and session %s pauses until %s: patch it in a session of its own", drift.ErrContract, contract.Namespace, max, drift.ContractMaxPause, join.ID, join.Expires.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Validate is every rule a request must meet before anything is read: a
 // reason, a target spelled KIND/NAME, a change that builds, a ticket key
 // shaped like Jira's. Plan checks it; the plugin calls it first to refuse
@@ -253,6 +271,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		if pauseFor, autoRestore, err = contract.Pause(req.Expires, req.AutoRestore); err != nil {
 			return nil, err
 		}
+	} else if err := joinWithin(contract, join, time.Now()); err != nil {
+		return nil, err
 	}
 
 	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)

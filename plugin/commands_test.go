@@ -428,6 +428,14 @@ func TestCommands(t *testing.T) {
 					t.Errorf("planned record: expires %v, autoRestore %v; want in 2h, false", r.Expires, r.AutoRestore)
 				}
 			})},
+		// The session was opened with no expiry; the join's target
+		// namespace pauses sync for at most 8h: the join ignored it.
+		{name: "breakglass join honours its namespace's max-pause", setup: then(given(breakglass), contract(map[string]string{drift.ContractMaxPause: "8h"})),
+			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y"},
+			assert: assertError(ExitFailure, "namespace demo pauses sync for at most 8h0m0s (kubectl-gitops.io/max-pause), and session ")},
+		{name: "breakglass join within its namespace's max-pause", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1h"})), contract(map[string]string{drift.ContractMaxPause: "8h"})),
+			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y"},
+			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Normal/Joined")},
 		{name: "breakglass join keeps the session's expiry", setup: given(breakglass),
 			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "--expires", "1h", "-y"},
 			assert: assertError(ExitUsage, "--expires: a joined patch keeps the session's expiry: give none")},
