@@ -27,6 +27,11 @@ const (
 	// BreakForeignTicket is a close naming a ticket its session never
 	// filed or was attached to.
 	BreakForeignTicket BreakKind = "foreign-ticket"
+	// BreakCloseWithoutRestore is a close (restored, forced, aborted) that
+	// the Application did not follow: it stayed held by the session until
+	// a later close. Honest runs never close a session twice; a record
+	// appended in someone's own name can.
+	BreakCloseWithoutRestore BreakKind = "close-without-restore"
 	// BreakSelfReview is a review by someone who opened or joined the
 	// session (or one written before it closed).
 	BreakSelfReview BreakKind = "self-review"
@@ -166,6 +171,14 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		return true, nil
 	}
 	switch {
+	case s.Closed != nil && closing && r.Outcome.Status == StatusSucceeded:
+		// The session was closed again: the close before did not close
+		// the Application, or this one would have had nothing to restore.
+		// This close is the one that counts.
+		first := s.Closed
+		s.Closed = r
+		return true, &Break{Kind: BreakCloseWithoutRestore, Seq: first.Seq,
+			Detail: fmt.Sprintf("session %s: %s by %s closed it, but the Application stayed held until %s by %s (record %d)", r.Session, first.Event, first.Actor.Username, r.Event, r.Actor.Username, r.Seq)}
 	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice || resolving):
 		// A restore, a join or a notice that lost the race to the close:
 		// it changed nothing, and nothing acts on it.

@@ -91,7 +91,7 @@ func TestSessionStateMachine(t *testing.T) {
 			{EventPlanned, "s", "alice", "web", StatusStarted, ""},
 			{EventPaused, "s", "alice", "web", "", ""},
 			{EventAborted, "s", "alice", "web", StatusFailed + ": patch rejected", ""},
-			{EventRestored, "s", "carol", "web", "", ""}}, "replayed at 4"},
+			{EventRestored, "s", "carol", "web", "", ""}}, "close-without-restore at 3"},
 		"a racing restore that lost": {append(append([]step{}, restored...),
 			step{EventRestored, "s", "dave", "web", StatusStarted, ""},
 			step{EventRestored, "s", "dave", "web", StatusFailed, ""}), ""},
@@ -103,7 +103,8 @@ func TestSessionStateMachine(t *testing.T) {
 		"first record not the plan":                  {[]step{{EventPatched, "s", "alice", "web", "", ""}}, "out-of-order at 1"},
 		"a patch by a stranger":                      {append(append([]step{}, opened...), step{EventPatched, "s", "mallory", "web", "", ""}), "foreign-actor at 7"},
 		"a patch of another application":             {append(append([]step{}, opened...), step{EventPatched, "s", "alice", "db", "", ""}), "foreign-application at 7"},
-		"a second restore":                           {append(append([]step{}, restored...), step{EventRestored, "s", "carol", "web", "", ""}), "replayed at 9"},
+		// A second close says the first did not close the Application.
+		"a second restore": {append(append([]step{}, restored...), step{EventRestored, "s", "carol", "web", "", ""}), "close-without-restore at 8"},
 		"a join that lost the race to the close": {append(append([]step{}, restored...),
 			step{EventPlanned, "s", "bob", "web", StatusStarted, ""},
 			step{EventAborted, "s", "bob", "web", StatusFailed, ""}), ""},
@@ -211,5 +212,32 @@ func TestInFlightPlans(t *testing.T) {
 	}
 	if s := ss.Session("s"); !s.Open() {
 		t.Errorf("resolving closed the session: %+v", s.Closed)
+	}
+}
+
+// TestCloseWithoutRestore: a close the Application did not follow (here
+// appended in mallory's own name while the session held it) is named when
+// the session is closed again, and the later close is the one that counts.
+func TestCloseWithoutRestore(t *testing.T) {
+	steps := []step{
+		{EventPlanned, "s", "alice", "web", StatusStarted, ""},
+		{EventPaused, "s", "alice", "web", "", ""},
+		{EventPatched, "s", "alice", "web", "", ""},
+		{EventRestored, "s", "mallory", "web", "", ""},
+		{EventForced, "s", "carol", "web", StatusStarted, ""},
+		{EventForced, "s", "carol", "web", "", ""},
+	}
+	ss := NewSessions()
+	var breaks []*Break
+	for i, st := range steps {
+		if _, b := ss.Add(st.record(i + 1)); b != nil {
+			breaks = append(breaks, b)
+		}
+	}
+	if len(breaks) != 1 || breaks[0].Kind != BreakCloseWithoutRestore || breaks[0].Seq != 4 {
+		t.Fatalf("breaks %+v; want close-without-restore at record 4", breaks)
+	}
+	if s := ss.Session("s"); s.Closed == nil || s.Closed.Seq != 6 || s.Closed.Actor.Username != "carol" {
+		t.Errorf("the session's close is %+v; want carol's forced record 6", s.Closed)
 	}
 }

@@ -255,7 +255,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 	// The annotation is a pointer anyone may edit: what is evaluated is the
 	// session as its verified audit records have it.
-	session, mismatch, ls, err := e.loggedSessionOf(ctx, ref, annotated)
+	session, mismatch, ls, err := e.loggedSessionOf(ctx, ref, annotated, !argocd.SyncsAutomatically(app))
 	if err != nil {
 		return nil, err
 	}

@@ -129,6 +129,12 @@ func (ls *loggedSession) untrusted(app audit.AppRef, id string) string {
 	return ""
 }
 
+// closedButHeld is whether the log closed session id of app while app
+// still carries it: no other session holds app, and id was opened there.
+func (ls *loggedSession) closedButHeld(app audit.AppRef, id string) bool {
+	return ls.hasPlanned() && ls.log.Application == app && !ls.log.Open() && (ls.holder == "" || ls.holder == id)
+}
+
 // mismatches names each part of the session annotation that its audit
 // records contradict, field by field.
 func (ls *loggedSession) mismatches(app audit.AppRef, s *Session) []string {
@@ -315,13 +321,14 @@ func names(m map[string]any) string {
 // annotation gets wrong. It is nil when the log has no open session on
 // app at all (the annotation was written by hand).
 func (e *Engine) trustedSession(ctx context.Context, app audit.AppRef, annotated *Session) (*Session, []string, error) {
-	session, mismatch, _, err := e.loggedSessionOf(ctx, app, annotated)
+	session, mismatch, _, err := e.loggedSessionOf(ctx, app, annotated, false)
 	return session, mismatch, err
 }
 
 // loggedSessionOf is trustedSession with the session's log, nil when the
-// log has no open session on app.
-func (e *Engine) loggedSessionOf(ctx context.Context, app audit.AppRef, annotated *Session) (*Session, []string, *loggedSession, error) {
+// log has no open session on app. paused is whether app's automated sync
+// is off: a session the log closed is still held there only then.
+func (e *Engine) loggedSessionOf(ctx context.Context, app audit.AppRef, annotated *Session, paused bool) (*Session, []string, *loggedSession, error) {
 	ls, err := e.sessionFromLog(ctx, app, annotated.ID)
 	if err != nil {
 		return nil, nil, nil, err
@@ -331,6 +338,14 @@ func (e *Engine) loggedSessionOf(ctx context.Context, app audit.AppRef, annotate
 	case why == "":
 		logged := ls.session(annotated)
 		return logged, ls.differences(annotated, logged), ls, nil
+	case paused && ls.closedButHeld(app, annotated.ID):
+		// The log says closed, the Application still holds the session:
+		// the close did not happen here. The session is the log's, up to
+		// its close; it is never ready, and a forced restore ends it.
+		c := ls.log.Closed
+		logged := ls.session(annotated)
+		return logged, append([]string{fmt.Sprintf("%s: the audit log's %s (record %d, by %s) closed session %s, but the Application still holds it",
+			audit.BreakCloseWithoutRestore, c.Event, c.Seq, c.Actor.Username, annotated.ID)}, ls.differences(annotated, logged)...), ls, nil
 	case ls.holder != "" && ls.holder != annotated.ID:
 		held, err := e.sessionFromLog(ctx, app, ls.holder)
 		if err != nil {

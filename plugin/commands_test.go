@@ -351,6 +351,18 @@ func revertedBy(manager string) func(*testing.T, *fakeCluster) {
 	}
 }
 
+// forgedClose is a breakglass.restored record of the open session,
+// appended by another on-call in their own name: the Application stays
+// paused, holding the fix.
+func forgedClose(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	open := opened(t, f)
+	if err := f.audit.Append(context.Background(), &audit.Record{Event: audit.EventRestored, Session: open.Session, Actor: audit.Actor{Username: "mallory", Groups: []string{"oncall"}},
+		Application: open.Application, Outcome: audit.Outcome{Status: audit.StatusSucceeded}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -515,6 +527,20 @@ func TestCommands(t *testing.T) {
 					t.Errorf("exit %d\n%s%s", r.code, r.out, r.errs)
 				}
 			}},
+		// A close appended in someone's own name while the Application
+		// stays paused: status said nothing, restore --force refused for
+		// good, and verify found the log intact.
+		{name: "status shows a session the log closed but the Application holds", setup: then(given(breakglass), forgedClose), args: []string{"status", "web", "--exit-code"},
+			assert: assertError(ExitFailure, "close-without-restore: the audit log's breakglass.restored (record 5, by mallory) closed session")},
+		{name: "forced restore ends a session whose close was forged", setup: then(given(breakglass), forgedClose), args: []string{"restore", "web", "--force", "--reason", "the close was forged", "-y"},
+			assert: assertLastSession("forced")},
+		{name: "verify names a close the Application did not follow", setup: then(given(breakglass), forgedClose), args: []string{"restore", "web", "--force", "--reason", "the close was forged", "-y"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				rep, err := audit.VerifyStore(context.Background(), f.audit, nil)
+				if err != nil || len(rep.Breaks) != 1 || rep.Breaks[0].Kind != audit.BreakCloseWithoutRestore || rep.Breaks[0].Seq != 5 {
+					t.Errorf("verify: %v %+v; want close-without-restore at the forged record 5", err, rep.Breaks)
+				}
+			})},
 		// Argo CD's UI tells whoever is about to press Sync not to.
 		{name: "breakglass sets Argo CD's notice banner", setup: ownNotice, args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
 			got := noticeOf(t, f)
