@@ -149,11 +149,12 @@ func (t Target) String() string {
 }
 
 // Patch is the patch applied to the target: its body re-serialised with
-// only allow-listed values, and the HMAC-SHA256 (hex) of the body exactly
-// as the user gave it under the installation's digest key KeyID, so that an
-// auditor who holds the original and the key can prove it matches, and
-// nobody who only reads the record can test guesses against it. SHA256 is
-// the unkeyed digest records before keyed digests kept.
+// only the values the kind's schema keeps (package redact), and the
+// HMAC-SHA256 (hex) of the body exactly as the user gave it under the
+// installation's digest key KeyID, so that an auditor who holds the
+// original and the key can prove it matches, and nobody who only reads the
+// record can test guesses against it. SHA256 is the unkeyed digest records
+// before keyed digests kept.
 type Patch struct {
 	Type   string `json:"type"`
 	Body   string `json:"body"`

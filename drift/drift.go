@@ -315,8 +315,8 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		for _, c := range audit.Diff(before, after) {
 			row := row
 			row.Path = c.Path
-			row.Git, row.Live = redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
-			if target.IsSecret() || redact.AfterSecretFlag(c.Path, []map[string]any{before, after}) {
+			row.Git, row.Live = redact.At(target.GroupKind(), c.Path, c.Before), redact.At(target.GroupKind(), c.Path, c.After)
+			if redact.AfterSecretFlag(c.Path, []map[string]any{before, after}) {
 				row.Git, row.Live = redact.All(c.Before), redact.All(c.After)
 			}
 			row.Manager, row.Since = fieldWriter(live, c.Path)

@@ -4,10 +4,14 @@
 // are immutable, so a secret that reaches one is there for good; every sink
 // goes through this package.
 //
-// A value is judged by the field it resolves to (the key, or the name of the
-// list item it sits in, such as an env var), never by fragments of a path,
-// and by its own shape (credentials in URLs, secret-looking --flags, headers,
-// private keys, token formats). Nothing here modifies the values it is given:
+// A live resource's value is kept only where its kind's schema (schema.go)
+// knows the field to be safe; everything else, every custom resource's
+// value included, is recorded by its structure. Kept values, and text that
+// is not a resource's field, are judged again by the field they resolve to
+// (the key, or the name of the list item they sit in, such as an env var)
+// and by their own shape (credentials in URLs, secret-looking --flags,
+// headers, private keys, token formats). It must never decide by a field's
+// name alone that a value is safe. Nothing here modifies the values it is given:
 // every function returns a copy, because the engine acts on the originals.
 package redact
 
