@@ -92,6 +92,10 @@ type Record struct {
 	Outcome     Outcome    `json:"outcome"`
 	// Review is a breakglass.reviewed record's verdict and note.
 	Review *Review `json:"review,omitempty"`
+	// TextCheck is set when the person confirmed text they typed (reason,
+	// incident, note) that the secret check refuses otherwise: what it
+	// found, never the text, which is redacted as always.
+	TextCheck *TextCheck `json:"textCheck,omitempty"`
 	// HeadFound is set by the store when the chain head it found named a
 	// record the log does not hold as named (moved by hand): this record
 	// links to the true tip instead, and Verify names the head.
@@ -181,6 +185,19 @@ type SyncPolicy struct {
 type Review struct {
 	Verdict string `json:"verdict"`
 	Note    string `json:"note"`
+}
+
+// TextCheck records that a person confirmed their text despite the secret
+// check, and which rule found something in which input.
+type TextCheck struct {
+	Confirmed bool          `json:"confirmed"`
+	Findings  []TextFinding `json:"findings,omitempty"`
+}
+
+// TextFinding is one input in which a secret rule found something.
+type TextFinding struct {
+	Input string `json:"input"`
+	Rule  string `json:"rule"`
 }
 
 // The verdicts of a review.
