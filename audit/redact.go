@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -70,20 +69,12 @@ func redactBody(body string, kind redact.GroupKind) string {
 }
 
 // RedactObject returns a redacted copy of a Kubernetes object of kind t, for
-// showing it: every value of a Secret's data, and what Redact removes from
-// patches.
+// showing it (the plan's diff): values as the kind's schema keeps them in
+// records, everything else by its structure.
 func RedactObject(t Target, obj map[string]any) map[string]any {
-	var c map[string]any
-	b, err := json.Marshal(obj)
-	if err != nil || json.Unmarshal(b, &c) != nil {
+	c, _ := redact.At(t.GroupKind(), "", obj).(map[string]any)
+	if c == nil {
 		return map[string]any{}
 	}
-	if t.IsSecret() {
-		for _, field := range []string{"data", "stringData"} {
-			if m, ok := c[field]; ok {
-				c[field] = redact.All(m)
-			}
-		}
-	}
-	return redact.Value(c).(map[string]any)
+	return c
 }

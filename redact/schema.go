@@ -73,6 +73,10 @@ var (
 	pdbFields = []string{"minAvailable", "maxUnavailable"}
 )
 
+// identity is kept for every kind, custom resources too: the object's
+// own name, which its record names in target anyway.
+var identity = fields(nil).with("", []string{"apiVersion", "kind", "metadata/name", "metadata/namespace"})
+
 // schema maps each kind to its kept fields, compiled from the lists above.
 var schema = map[GroupKind]fields{
 	{"apps", "Deployment"}:                     workload("/spec", deploymentFields, "/spec/template"),
@@ -126,7 +130,7 @@ func workload(spec string, own []string, template string) fields {
 // Kept is whether the value at segs (a path, list items by name or index)
 // of a resource of kind k is one the schema records.
 func Kept(k GroupKind, segs []string) bool {
-	for _, pattern := range schema[k] {
+	for _, pattern := range append(identity[:len(identity):len(identity)], schema[k]...) {
 		if matches(pattern, segs) {
 			return true
 		}
@@ -150,7 +154,7 @@ func matches(pattern, segs []string) bool {
 // checks them against the API types and for documentation.
 func Schema(k GroupKind) []string {
 	var out []string
-	for _, p := range schema[k] {
+	for _, p := range append(identity[:len(identity):len(identity)], schema[k]...) {
 		out = append(out, pointer(p))
 	}
 	return out
