@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -361,4 +362,21 @@ func FuzzConfigFileNeverLeaks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOnlyExactDescriptionsPassAgain: a second pass leaves what the first
+// wrote alone, but a live value that only starts like a description is
+// text like any other.
+func TestOnlyExactDescriptionsPassAgain(t *testing.T) {
+	path := "/spec/template/spec/containers/web/env/X/value"
+	for _, d := range []string{Redacted, Redacted + " (3 lines)", Redacted + " (2 arguments)", Redacted + " (3 lines; changed line 2: keys db.password, b)"} {
+		if _, a := Change(deployment, path, nil, d); a != d {
+			t.Errorf("%q became %v", d, a)
+		}
+	}
+	for _, v := range []string{Redacted + " hunter2", Redacted + " (3 lines) hunter2", Redacted + "hunter2"} {
+		if _, a := Change(deployment, path, nil, v); strings.Contains(fmt.Sprint(a), "hunter2") {
+			t.Errorf("%q was kept as %v", v, a)
+		}
+	}
 }

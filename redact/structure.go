@@ -45,9 +45,14 @@ func freeText(segs []string, v any, kind *GroupKind) bool {
 // are free text.
 const maxAnnotationText = 256
 
+// description is the shape of what describe and Change write.
+var description = regexp.MustCompile(`^\[REDACTED\]( \((\d+ lines|\d+ arguments)(; (changed line \d+|changed lines \d+-\d+|lines removed (after|before) line \d+)(: keys [A-Za-z0-9_.\-/:]+(, [A-Za-z0-9_.\-/:]+)*)?)?\))?$`)
+
 // described is whether s is already a description of free text (a second
-// redaction pass over a stored record leaves it alone).
-func described(s string) bool { return strings.HasPrefix(s, Redacted) }
+// redaction pass over a stored record leaves it alone). Only the exact
+// shapes count: a live value that merely starts with [REDACTED] is text
+// like any other.
+func described(s string) bool { return description.MatchString(s) }
 
 // describe is the structure of free text v.
 func describe(v any) any {
