@@ -380,3 +380,14 @@ func TestOnlyExactDescriptionsPassAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactorLearnsNoBooleans: a withheld boolean is not a literal to
+// clean from errors, or every "true" in a server's message would go.
+func TestRedactorLearnsNoBooleans(t *testing.T) {
+	r := &Redactor{}
+	v := decode(t, `{"spec":{"paused":true,"x":"hunter2x"}}`)
+	r.Learn(v, At(GroupKind{"example.com", "Store"}, "", v))
+	if got := r.Text(`spec.paused: Invalid value: true; "hunter2x"`); !strings.Contains(got, "true") || strings.Contains(got, "hunter2x") {
+		t.Errorf("Redactor.Text = %q", got)
+	}
+}

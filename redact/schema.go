@@ -65,17 +65,28 @@ var (
 	jobFields         = []string{"parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend"}
 	cronJobFields     = []string{"schedule", "timeZone", "suspend", "concurrencyPolicy", "startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"}
 	serviceFields     = []string{"type", "ports/*/name", "ports/*/protocol", "ports/*/port", "ports/*/targetPort", "ports/*/nodePort"}
-	hpaFields         = []string{
-		"minReplicas", "maxReplicas", "targetCPUUtilizationPercentage", "metrics/*/type", "metrics/*/resource/name",
-		"metrics/*/resource/target/type", "metrics/*/resource/target/averageUtilization",
-		"metrics/*/resource/target/averageValue", "metrics/*/resource/target/value",
-	}
+	hpaFields         = append([]string{
+		"minReplicas", "maxReplicas", "targetCPUUtilizationPercentage", "metrics/*/type",
+		"metrics/*/resource/name", "metrics/*/containerResource/name",
+	}, metricTargets("resource", "containerResource", "pods", "object", "external")...)
 	pdbFields = []string{"minAvailable", "maxUnavailable"}
 )
 
 // identity is kept for every kind, custom resources too: the object's
 // own name, which its record names in target anyway.
 var identity = fields(nil).with("", []string{"apiVersion", "kind", "metadata/name", "metadata/namespace"})
+
+// metricTargets are the target numbers of an HPA's metrics of each source
+// (never an external metric's name or selector).
+func metricTargets(sources ...string) []string {
+	var out []string
+	for _, source := range sources {
+		for _, f := range []string{"type", "averageUtilization", "averageValue", "value"} {
+			out = append(out, "metrics/*/"+source+"/target/"+f)
+		}
+	}
+	return out
+}
 
 // schema maps each kind to its kept fields, compiled from the lists above.
 var schema = map[GroupKind]fields{
