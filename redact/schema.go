@@ -57,7 +57,7 @@ var (
 		"kubectl.kubernetes.io~1restartedAt", "kubectl.kubernetes.io~1default-container",
 		"cluster-autoscaler.kubernetes.io~1safe-to-evict", "deployment.kubernetes.io~1revision",
 	}
-	// workloadFields are kept in a workload's spec, by kind.
+	// The fields each workload kind keeps under its spec.
 	deploymentFields  = []string{"replicas", "paused", "minReadySeconds", "progressDeadlineSeconds", "revisionHistoryLimit", "strategy/type", "strategy/rollingUpdate/maxSurge", "strategy/rollingUpdate/maxUnavailable"}
 	statefulSetFields = []string{"replicas", "minReadySeconds", "revisionHistoryLimit", "podManagementPolicy", "updateStrategy/type", "updateStrategy/rollingUpdate/partition", "updateStrategy/rollingUpdate/maxUnavailable"}
 	daemonSetFields   = []string{"minReadySeconds", "revisionHistoryLimit", "updateStrategy/type", "updateStrategy/rollingUpdate/maxSurge", "updateStrategy/rollingUpdate/maxUnavailable"}
