@@ -725,9 +725,9 @@ func TestBreakglassRefusesAnApplicationAlreadyPaused(t *testing.T) {
 	}
 }
 
-// TestRecordedValuesAuditorsNeed: what is recorded is allow-listed, and
-// the changes an auditor must see keep their values: an image, a replica
-// count and a resource limit.
+// TestRecordedValuesAuditorsNeed: only what the Deployment's schema keeps
+// is recorded, and the changes an auditor must see keep their values: an
+// image, a replica count and a resource limit.
 func TestRecordedValuesAuditorsNeed(t *testing.T) {
 	newFakeCluster(t)
 	patch := `[{"op":"replace","path":"/spec/replicas","value":4},` +
