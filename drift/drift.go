@@ -435,7 +435,7 @@ func response(f Field, app *unstructured.Unstructured, restore string) string {
 func gitChange(c argocd.GitChange, where string) string {
 	switch c.Kind {
 	case argocd.ChangeSecret:
-		return "a secret value: set it in Git from your secret store, in " + where
+		return "a value not recorded (it may be a secret): set it in Git as it is live, a secret from your secret store, in " + where
 	case argocd.ChangeKustomizeImage:
 		return fmt.Sprintf("`kustomize edit set image %s=%s` in %s", c.ImageName, c.Image, where)
 	case argocd.ChangeHelmImage:
