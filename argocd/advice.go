@@ -32,7 +32,9 @@ type GitChangeKind string
 const (
 	// ChangeValue sets the value at the path in the manifests.
 	ChangeValue GitChangeKind = "value"
-	// ChangeSecret is a secret value: set in Git from a secret store.
+	// ChangeSecret is a value records withhold (a secret, free text, or a
+	// field outside the kind's schema): set in Git as it is live, a secret
+	// from a secret store.
 	ChangeSecret GitChangeKind = "secret"
 	// ChangeKustomizeImage is `kustomize edit set image` in the source path.
 	ChangeKustomizeImage GitChangeKind = "kustomize-image"
@@ -55,7 +57,7 @@ func AdviseChange(src Source, path string, before, after any) GitChange {
 	image, isString := after.(string)
 	gitImage, _ := before.(string)
 	switch {
-	case after == audit.Redacted:
+	case isString && strings.HasPrefix(image, audit.Redacted):
 		c.Kind = ChangeSecret
 	case isString && gitImage != "" && containerImage.MatchString(path):
 		c.Container, c.Image, c.ImageName = containerImage.FindStringSubmatch(path)[1], image, imageName(gitImage)

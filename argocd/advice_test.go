@@ -33,6 +33,8 @@ func TestAdviseChange(t *testing.T) {
 			GitChange{Kind: ChangeValue, Path: path, Value: "web:2"}},
 		{"secret", Source{}, "/data/password", audit.Redacted, audit.Redacted,
 			GitChange{Kind: ChangeSecret, Path: "/data/password", Value: audit.Redacted}},
+		{"free text described by its lines", Source{}, "/data/app.ini", audit.Redacted + " (3 lines)", audit.Redacted + " (3 lines; changed line 2)",
+			GitChange{Kind: ChangeSecret, Path: "/data/app.ini", Value: audit.Redacted + " (3 lines; changed line 2)"}},
 		{"replicas", Source{}, "/spec/replicas", int64(3), int64(5),
 			GitChange{Kind: ChangeValue, Path: "/spec/replicas", Value: int64(5)}},
 	} {

@@ -114,6 +114,10 @@ type Record struct {
 	Resolves string `json:"resolves,omitempty"`
 	// Review is a breakglass.reviewed record's verdict and note.
 	Review *Review `json:"review,omitempty"`
+	// TextCheck is set when the person confirmed text they typed (reason,
+	// incident, note) that the secret check refuses otherwise: what it
+	// found, never the text, which is redacted as always.
+	TextCheck *TextCheck `json:"textCheck,omitempty"`
 	// HeadFound is set by the store when the chain head it found named a
 	// record the log does not hold as named (moved by hand): this record
 	// links to the true tip instead, and Verify names the head.
@@ -206,11 +210,12 @@ func (t Target) String() string {
 }
 
 // Patch is the patch applied to the target: its body re-serialised with
-// only allow-listed values, and the HMAC-SHA256 (hex) of the body exactly
-// as the user gave it under the installation's digest key KeyID, so that an
-// auditor who holds the original and the key can prove it matches, and
-// nobody who only reads the record can test guesses against it. SHA256 is
-// the unkeyed digest records before keyed digests kept.
+// only the values the kind's schema keeps (package redact), and the
+// HMAC-SHA256 (hex) of the body exactly as the user gave it under the
+// installation's digest key KeyID, so that an auditor who holds the
+// original and the key can prove it matches, and nobody who only reads the
+// record can test guesses against it. SHA256 is the unkeyed digest records
+// before keyed digests kept.
 type Patch struct {
 	Type   string `json:"type"`
 	Body   string `json:"body"`
@@ -237,6 +242,19 @@ type SyncPolicy struct {
 type Review struct {
 	Verdict string `json:"verdict"`
 	Note    string `json:"note"`
+}
+
+// TextCheck records that a person confirmed their text despite the secret
+// check, and which rule found something in which input.
+type TextCheck struct {
+	Confirmed bool          `json:"confirmed"`
+	Findings  []TextFinding `json:"findings,omitempty"`
+}
+
+// TextFinding is one input in which a secret rule found something.
+type TextFinding struct {
+	Input string `json:"input"`
+	Rule  string `json:"rule"`
 }
 
 // The verdicts of a review.

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -16,7 +15,7 @@ const Redacted = redact.Redacted
 // engine already redacted the patch against the live object; this pass
 // makes sure nothing written by any caller skips redaction.
 func Redact(r *Record) {
-	secret := r.Target.IsSecret()
+	kind := r.Target.GroupKind()
 	r.Reason = redact.Text(r.Reason)
 	r.Incident = redact.Text(r.Incident)
 	r.Outcome.Error = redact.Text(r.Outcome.Error)
@@ -24,15 +23,11 @@ func Redact(r *Record) {
 		r.Review.Note = redact.Text(r.Review.Note)
 	}
 	if r.Patch != nil {
-		r.Patch.Body = redactBody(r.Patch.Body, secret)
+		r.Patch.Body = redactBody(r.Patch.Body, kind)
 	}
 	for i := range r.Changes {
 		c := &r.Changes[i]
-		if secret {
-			c.Before, c.After = redact.All(c.Before), redact.All(c.After)
-			continue
-		}
-		c.Before, c.After = redact.Change(c.Path, c.Before, c.After)
+		c.Before, c.After = redact.Change(kind, c.Path, c.Before, c.After)
 	}
 	if r.SyncPolicy != nil {
 		r.SyncPolicy.Before, r.SyncPolicy.After = redact.Value(r.SyncPolicy.Before), redact.Value(r.SyncPolicy.After)
@@ -41,16 +36,25 @@ func Redact(r *Record) {
 
 // IsSecret is true for a core Secret, all of whose values are secret.
 func (t *Target) IsSecret() bool {
-	return t != nil && t.Kind == "Secret" && t.Group == ""
+	return t.GroupKind().IsSecret()
+}
+
+// GroupKind is the target's kind as redaction judges it; no target is no
+// kind, whose values are all withheld.
+func (t *Target) GroupKind() redact.GroupKind {
+	if t == nil {
+		return redact.GroupKind{}
+	}
+	return redact.GroupKind{Group: t.Group, Kind: t.Kind}
 }
 
 // redactBody redacts a JSON patch body; a body that is not JSON is redacted
 // as text, line by line, so a `password: x` line never survives.
-func redactBody(body string, secret bool) string {
-	if out, err := redact.Patch([]byte(body), secret); err == nil {
+func redactBody(body string, kind redact.GroupKind) string {
+	if out, err := redact.Patch([]byte(body), kind); err == nil {
 		return out
 	}
-	if secret {
+	if kind.IsSecret() {
 		return Redacted
 	}
 	lines := strings.Split(body, "\n")
@@ -65,20 +69,12 @@ func redactBody(body string, secret bool) string {
 }
 
 // RedactObject returns a redacted copy of a Kubernetes object of kind t, for
-// showing it: every value of a Secret's data, and what Redact removes from
-// patches.
+// showing it (the plan's diff): values as the kind's schema keeps them in
+// records, everything else by its structure.
 func RedactObject(t Target, obj map[string]any) map[string]any {
-	var c map[string]any
-	b, err := json.Marshal(obj)
-	if err != nil || json.Unmarshal(b, &c) != nil {
+	c, _ := redact.At(t.GroupKind(), "", obj).(map[string]any)
+	if c == nil {
 		return map[string]any{}
 	}
-	if t.IsSecret() {
-		for _, field := range []string{"data", "stringData"} {
-			if m, ok := c[field]; ok {
-				c[field] = redact.All(m)
-			}
-		}
-	}
-	return redact.Value(c).(map[string]any)
+	return c
 }

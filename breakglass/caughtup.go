@@ -385,9 +385,9 @@ func compareFields(p SessionPatch, desired map[string]any, resource string) (Git
 		case sum == f.After:
 			continue
 		case sum == f.Before:
-			return GitWaiting, fmt.Sprintf("Git still has the value from before the patch at %s (%s)", f.Path, jsonText(redact.At(f.Path, got)))
+			return GitWaiting, fmt.Sprintf("Git still has the value from before the patch at %s (%s)", f.Path, jsonText(redact.At(p.Target.GroupKind(), f.Path, got)))
 		default:
-			return GitDiverged, fmt.Sprintf("Git has %s at %s, which is not the live fix: restoring would revert the fix", jsonText(redact.At(f.Path, got)), f.Path)
+			return GitDiverged, fmt.Sprintf("Git has %s at %s, which is not the live fix: restoring would revert the fix", jsonText(redact.At(p.Target.GroupKind(), f.Path, got)), f.Path)
 		}
 	}
 	if resource != "Synced" {

@@ -56,6 +56,9 @@ type Request struct {
 	Patch     PatchSpec
 	Reason    string
 	Incident  string
+	// AllowSecretText writes Reason and Incident even when a secret rule
+	// finds something in them (redacted, as always); the records say so.
+	AllowSecretText bool
 	// NoTerminate refuses, rather than terminates, a running sync operation.
 	NoTerminate bool
 	// Join patches within the Application's open session instead of
@@ -91,7 +94,7 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
 		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 		Application: &p.App, Cluster: &audit.Cluster{Server: p.Cluster}, Target: &p.Target,
-		Git: &p.Git, Outcome: outcome,
+		Git: &p.Git, Outcome: outcome, TextCheck: confirmedText(p.Request.AllowSecretText, p.Request.texts()...),
 	}
 	if edit != nil {
 		edit(r)

@@ -77,6 +77,7 @@ const (
 	InputSession     argocd.Input = "session"
 	InputVerdict     argocd.Input = "verdict"
 	InputNote        argocd.Input = "note"
+	InputIncident    argocd.Input = "incident"
 	InputExpires     argocd.Input = "expiry"
 	InputAutoRestore argocd.Input = "auto-restore"
 )

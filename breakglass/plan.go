@@ -126,6 +126,11 @@ func (r Request) Validate() error {
 	if strings.TrimSpace(r.Reason) == "" {
 		return inputError(InputReason, "", `required: say why the live state must change, e.g. "5xx spike after 1.2.3"`)
 	}
+	if !r.AllowSecretText {
+		if err := checkText(r.texts()...); err != nil {
+			return err
+		}
+	}
 	if r.Ticket != "" && !TicketKey.MatchString(r.Ticket) {
 		return inputError(InputTicket, r.Ticket, "not a Jira issue key such as OPS-42")
 	}

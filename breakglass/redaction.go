@@ -29,7 +29,7 @@ type patchRedaction struct {
 // learning the secret values so that later text (a server's error) can be
 // cleaned of them too.
 func redactPatch(t audit.Target, patchType string, body []byte, objs ...map[string]any) (*patchRedaction, error) {
-	out, err := redact.Patch(body, t.IsSecret(), objs...)
+	out, err := redact.Patch(body, t.GroupKind(), objs...)
 	if err != nil {
 		return nil, fmt.Errorf("the %s patch: %v", patchType, err)
 	}
@@ -46,8 +46,8 @@ func redactPatch(t audit.Target, patchType string, body []byte, objs ...map[stri
 func (pr *patchRedaction) changes(t audit.Target, changes []audit.Change, objs ...map[string]any) []audit.Change {
 	out := make([]audit.Change, len(changes))
 	for i, c := range changes {
-		before, after := redact.Change(c.Path, c.Before, c.After)
-		if t.IsSecret() || redact.AfterSecretFlag(c.Path, objs) {
+		before, after := redact.Change(t.GroupKind(), c.Path, c.Before, c.After)
+		if redact.AfterSecretFlag(c.Path, objs) {
 			before, after = redact.All(c.Before), redact.All(c.After)
 		}
 		pr.redactor.Learn(c.Before, before)
@@ -63,7 +63,7 @@ func patchedFields(t audit.Target, changes []audit.Change, objs ...map[string]an
 	out := make([]PatchedField, len(changes))
 	for i, c := range changes {
 		if t.IsSecret() || redact.AfterSecretFlag(c.Path, objs) || redact.Path(c.Path) ||
-			!equalJSON(redact.At(c.Path, c.After), c.After) || !equalJSON(redact.At(c.Path, c.Before), c.Before) {
+			!equalJSON(redact.At(t.GroupKind(), c.Path, c.After), c.After) || !equalJSON(redact.At(t.GroupKind(), c.Path, c.Before), c.Before) {
 			out[i] = PatchedField{Path: c.Path, Secret: true}
 			continue
 		}

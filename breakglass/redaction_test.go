@@ -63,3 +63,25 @@ func TestArgsAfterASecretFlagInThePatchedObject(t *testing.T) {
 		}
 	}
 }
+
+// TestACustomResourceKeepsNoValues: the kind, threaded from the target,
+// decides; a custom resource's spec.encryption.key and replicas are both
+// recorded by structure, while the same Deployment fields keep the image.
+func TestACustomResourceKeepsNoValues(t *testing.T) {
+	store := audit.Target{Group: "example.com", Version: "v1", Kind: "Store", Namespace: "demo", Name: "orders"}
+	live := jsontest.Decode(t, `{"spec":{"replicas":1,"encryption":{"key":"old-key-canary"}}}`)
+	patched := jsontest.Decode(t, `{"spec":{"replicas":3,"encryption":{"key":"new-key-canary"}}}`)
+	red, err := redactPatch(store, "merge", []byte(`{"spec":{"replicas":3,"encryption":{"key":"new-key-canary"}}}`), live, patched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, _ := json.Marshal(red.changes(store, audit.Diff(live, patched), live, patched))
+	if strings.Contains(red.body, "canary") || strings.Contains(string(changes), "canary") || strings.Contains(red.body, "3") {
+		t.Errorf("a custom resource's values were kept: %s %s", red.body, changes)
+	}
+	for _, f := range patchedFields(store, audit.Diff(live, patched), live, patched) {
+		if !f.Secret {
+			t.Errorf("a digest of a custom resource's value: %+v", f)
+		}
+	}
+}

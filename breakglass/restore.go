@@ -23,7 +23,10 @@ type RestoreRequest struct {
 	// then and recorded.
 	Force  bool
 	Reason string
-	DryRun bool
+	// AllowSecretText writes Reason even when a secret rule finds
+	// something in it (redacted, as always); the records say so.
+	AllowSecretText bool
+	DryRun          bool
 	// Argo enables the field-level catch-up check; nil skips it.
 	Argo *argocd.Server
 	// Session, when set, is the session the caller means: another open
@@ -41,6 +44,8 @@ func (r RestoreRequest) Validate() error {
 		return inputError(InputReason, "", "a forced restore needs one: say why restoring without Git's fix is right")
 	case !r.Force && r.Reason != "":
 		return inputError(InputReason, r.Reason, "goes with forcing; a normal restore records the session's reason")
+	case !r.AllowSecretText:
+		return checkText(textInput{InputReason, r.Reason})
 	}
 	return nil
 }
@@ -147,7 +152,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
 	var saved any
 	_ = json.Unmarshal(st.Session.SavedSyncPolicy, &saved)
-	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
+	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident, AllowSecretText: req.AllowSecretText}, Actor: actor, App: st.App, Git: st.GitAt()}
 	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
 	if len(st.Targets) > 0 {
 		p.Target = st.Targets[0].Target

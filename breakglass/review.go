@@ -21,6 +21,9 @@ type ReviewRequest struct {
 	Approve bool
 	Reject  bool
 	Note    string
+	// AllowSecretText writes Note even when a secret rule finds something
+	// in it (redacted, as always); the record says so.
+	AllowSecretText bool
 }
 
 // Validate is the rule of a review: one verdict, and a note saying why.
@@ -32,6 +35,8 @@ func (r ReviewRequest) Validate() error {
 		return inputError(InputVerdict, "", "give exactly one: approve or reject")
 	case strings.TrimSpace(r.Note) == "":
 		return inputError(InputNote, "", "required: what the review found")
+	case !r.AllowSecretText:
+		return checkText(textInput{InputNote, r.Note})
 	}
 	return nil
 }
@@ -68,6 +73,7 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 	rec, err := e.record(ctx, p, req.Session, audit.EventReviewed, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		r.Reason, r.Cluster, r.Target, r.Git = "", nil, nil, nil
 		r.Review = &audit.Review{Verdict: verdict, Note: req.Note}
+		r.TextCheck = confirmedText(req.AllowSecretText, textInput{InputNote, req.Note})
 	})
 	if err != nil {
 		return nil, nil, err

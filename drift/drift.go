@@ -315,8 +315,8 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		for _, c := range audit.Diff(before, after) {
 			row := row
 			row.Path = c.Path
-			row.Git, row.Live = redact.At(c.Path, c.Before), redact.At(c.Path, c.After)
-			if target.IsSecret() || redact.AfterSecretFlag(c.Path, []map[string]any{before, after}) {
+			row.Git, row.Live = redact.At(target.GroupKind(), c.Path, c.Before), redact.At(target.GroupKind(), c.Path, c.After)
+			if redact.AfterSecretFlag(c.Path, []map[string]any{before, after}) {
 				row.Git, row.Live = redact.All(c.Before), redact.All(c.After)
 			}
 			row.Manager, row.Since = FieldWriter(live, c.Path)
@@ -435,7 +435,7 @@ func response(f Field, app *unstructured.Unstructured, restore string) string {
 func gitChange(c argocd.GitChange, where string) string {
 	switch c.Kind {
 	case argocd.ChangeSecret:
-		return "a secret value: set it in Git from your secret store, in " + where
+		return "a value not recorded (it may be a secret): set it in Git as it is live, a secret from your secret store, in " + where
 	case argocd.ChangeKustomizeImage:
 		return fmt.Sprintf("`kustomize edit set image %s=%s` in %s", c.ImageName, c.Image, where)
 	case argocd.ChangeHelmImage:

@@ -88,6 +88,7 @@ pick them from the Applications and their managed resources.`,
 	f.Int32Var(&o.Replicas, "replicas", 0, "set spec.replicas")
 	f.StringVar(&o.Request.Reason, "reason", "", "why (required; recorded in the audit log)")
 	f.StringVar(&o.Request.Incident, "incident", "", "incident id, recorded in the audit log and put on the ticket")
+	allowSecretTextFlag(cmd, &o.Request.AllowSecretText, "--reason and --incident")
 	f.StringVar(&o.Request.Ticket, "ticket", "", "attach to this existing Jira issue (KEY-123) instead of filing a new one")
 	f.StringVar(&o.Request.TargetContext, "target-context", "", "kubeconfig context of the destination cluster, when it is not Argo CD's (default: the context whose server is the destination's)")
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")

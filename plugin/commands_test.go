@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -974,9 +975,9 @@ func TestBreakglassRefusesAnApplicationAlreadyPaused(t *testing.T) {
 	}
 }
 
-// TestRecordedValuesAuditorsNeed: what is recorded is allow-listed, and
-// the changes an auditor must see keep their values: an image, a replica
-// count and a resource limit.
+// TestRecordedValuesAuditorsNeed: only what the Deployment's schema keeps
+// is recorded, and the changes an auditor must see keep their values: an
+// image, a replica count and a resource limit.
 func TestRecordedValuesAuditorsNeed(t *testing.T) {
 	newFakeCluster(t)
 	patch := `[{"op":"replace","path":"/spec/replicas","value":4},` +
@@ -1082,5 +1083,46 @@ func TestPromptsGoToStderr(t *testing.T) {
 				t.Errorf("the prompt is not on stderr:\n%s", errOut)
 			}
 		})
+	}
+}
+
+// TestSecretTextIsRefused: a reason, an incident, a forced restore's
+// reason or a review note holding a secret is refused before anything is
+// written, naming the rule and the flag; --allow-secret-text writes it
+// redacted, and the records say it was confirmed.
+func TestSecretTextIsRefused(t *testing.T) {
+	f := newFakeCluster(t)
+	const token = "Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb"
+	change := []string{"breakglass", "web", "deployment/web", "--replicas", "3", "-y"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(change, "--reason", "leak of "+token), "error: --reason: looks like it holds a secret (rule high-entropy-string)"},
+		{append(change, "--reason", "r", "--incident", "INC-1 pw=hunter2"), "error: --incident: looks like it holds a secret (rule secret-assignment)"},
+		{[]string{"restore", "web", "--force", "--reason", "the password is hunter2", "-y"}, "error: --reason: looks like it holds a secret (rule password-phrase)"},
+		{[]string{"audit", "review", "some-session", "--approve", "--note", "see https://hooks.slack.com/services/T0001/B0001/abcdefghijklmnopqrstuvwx"}, "error: --note: looks like it holds a secret (rule slack-webhook-url)"},
+	} {
+		code, out, errOut := runPlugin(t, tc.args...)
+		if code != ExitUsage || !strings.HasPrefix(errOut, tc.want) || !strings.Contains(errOut, "--allow-secret-text") || strings.Count(errOut, "\n") != 1 ||
+			strings.Contains(out+errOut, token) || strings.Contains(out+errOut, "hunter2") {
+			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", tc.args, code, out, errOut)
+		}
+	}
+	if n := len(records(t, f)); n != 0 {
+		t.Fatalf("a refused text wrote %d records", n)
+	}
+	if code, out, errOut := runPlugin(t, append(change, "--reason", "r", "--incident", "INC-1 pw=hunter2", "--allow-secret-text")...); code != ExitOK {
+		t.Fatalf("--allow-secret-text: exit %d, %s %s", code, out, errOut)
+	}
+	recs := records(t, f)
+	for _, r := range recs {
+		want := &audit.TextCheck{Confirmed: true, Findings: []audit.TextFinding{{Input: "incident", Rule: "secret-assignment"}}}
+		if strings.Contains(r.Incident, "hunter2") || !reflect.DeepEqual(r.TextCheck, want) {
+			t.Errorf("%s record: incident %q, text check %+v", r.Event, r.Incident, r.TextCheck)
+		}
+	}
+	if len(recs) == 0 {
+		t.Error("no records")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/huh"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -111,10 +112,12 @@ func (o *BreakglassOptions) askMissing() error {
 			if strings.TrimSpace(s) == "" {
 				return errors.New("a reason is required")
 			}
-			return nil
+			return o.checkText(breakglass.InputReason, s)
 		}))
 		if o.Request.Incident == "" {
-			fields = append(fields, huh.NewInput().Title("Incident id (optional)").Value(&o.Request.Incident))
+			fields = append(fields, huh.NewInput().Title("Incident id (optional)").Value(&o.Request.Incident).Validate(func(s string) error {
+				return o.checkText(breakglass.InputIncident, s)
+			}))
 		}
 	}
 	if len(fields) == 0 {
@@ -155,4 +158,13 @@ func changeFrom(kind, value string) (breakglass.PatchSpec, error) {
 // confirm asks for the Application's name before anything changes.
 func (o *BreakglassOptions) confirm(app string) error {
 	return confirmApp(o.In, o.ErrOut, "The plan above pauses its automated sync and patches the live resource.", app)
+}
+
+// checkText refuses, as the form is filled in, text that the engine would
+// refuse as holding a secret, unless --allow-secret-text confirmed it.
+func (o *BreakglassOptions) checkText(in argocd.Input, s string) error {
+	if o.Request.AllowSecretText {
+		return nil
+	}
+	return spellInput(breakglass.CheckText(in, s))
 }

@@ -10,6 +10,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -19,6 +21,8 @@ import (
 // inputFlags spells each engine input as the flag (or argument) that sets it.
 var inputFlags = map[argocd.Input]string{
 	breakglass.InputReason:      "--reason",
+	breakglass.InputIncident:    "--incident",
+	breakglass.InputNote:        "--note",
 	breakglass.InputTarget:      "TARGET",
 	breakglass.InputImage:       "--image",
 	breakglass.InputReplicas:    "--replicas",
@@ -30,7 +34,6 @@ var inputFlags = map[argocd.Input]string{
 	breakglass.InputAutoRestore: "--auto-restore",
 	breakglass.InputSession:     "SESSION",
 	breakglass.InputVerdict:     "--approve/--reject",
-	breakglass.InputNote:        "--note",
 	argocd.InputTargetContext:   "--target-context",
 	argocd.InputArgoContext:     "--argocd-context",
 	drift.InputDebtNote:         "--owner/--reason/--review",
@@ -41,6 +44,15 @@ var inputFlags = map[argocd.Input]string{
 var inputHints = map[argocd.Input]string{
 	breakglass.InputChange:    "use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file",
 	breakglass.InputPatchType: "--type json takes a JSON array of operations",
+}
+
+// allowSecretText is the flag that confirms text the secret check refuses.
+const allowSecretText = "allow-secret-text"
+
+// allowSecretTextFlag adds --allow-secret-text, which confirms the texts
+// named (the flags a person types text into).
+func allowSecretTextFlag(cmd *cobra.Command, allow *bool, texts string) {
+	cmd.Flags().BoolVar(allow, allowSecretText, false, "record "+texts+" even if the secret check finds something in them (still redacted; the audit record says so)")
 }
 
 // explain turns an engine error into the command line's terms: inputs
@@ -105,6 +117,9 @@ func spellInput(err error) error {
 	msg += ": " + input.Problem
 	if hint := inputHints[input.Input]; hint != "" {
 		msg += " (" + hint + ")"
+	}
+	if errors.Is(err, breakglass.ErrSecretText) {
+		msg += ", or pass --" + allowSecretText + " if it holds none"
 	}
 	return withHint(err, errors.New(msg))
 }

@@ -47,6 +47,7 @@ status): otherwise Argo CD would revert it. --force restores anyway and needs
 	o.addEngineFlags(cmd)
 	cmd.Flags().BoolVar(&o.Request.Force, "force", false, "restore even though Git has not caught up (needs --reason)")
 	cmd.Flags().StringVar(&o.Request.Reason, "reason", "", "why a forced restore is right (recorded)")
+	allowSecretTextFlag(cmd, &o.Request.AllowSecretText, "--reason")
 	cmd.Flags().BoolVar(&o.Request.DryRun, "dry-run", false, "check whether restore would go ahead; change nothing")
 	cmd.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation of a forced restore")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "after restoring, wait until Argo CD reports the Application Synced")

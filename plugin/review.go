@@ -46,6 +46,7 @@ may append review records and nothing else.`,
 	cmd.Flags().BoolVar(&o.Request.Approve, "approve", false, "the change was right")
 	cmd.Flags().BoolVar(&o.Request.Reject, "reject", false, "the change was not right (say why in --note)")
 	cmd.Flags().StringVar(&o.Request.Note, "note", "", "what the review found (required)")
+	allowSecretTextFlag(cmd, &o.Request.AllowSecretText, "--note")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
 }

@@ -13,9 +13,9 @@ import (
 // before the patch and, when known, after it), so that
 // /spec/template/spec/containers/0/env/0/value is judged as the env var it
 // names in either; a value whose list index resolves in none of them is
-// redacted whole. When secret is set (the object is a Secret) every value
-// is redacted and only the shape stays.
-func Patch(body []byte, secret bool, objs ...map[string]any) (string, error) {
+// redacted whole. Values are kept only where the schema of k, the kind of
+// the patched object, keeps them; of a Secret, only the shape stays.
+func Patch(body []byte, k GroupKind, objs ...map[string]any) (string, error) {
 	var v any
 	if err := json.Unmarshal(body, &v); err != nil {
 		return "", errors.New("the patch is not JSON")
@@ -23,13 +23,11 @@ func Patch(body []byte, secret bool, objs ...map[string]any) (string, error) {
 	if ops, ok := v.([]any); ok {
 		out := make([]any, len(ops))
 		for i, op := range ops {
-			out[i] = operation(op, secret, objs)
+			out[i] = operation(op, k, objs)
 		}
 		v = out
-	} else if secret {
-		v = All(v)
 	} else {
-		v = At("", v)
+		v = At(k, "", v)
 	}
 	b, err := json.Marshal(v)
 	return string(b), err
@@ -37,7 +35,7 @@ func Patch(body []byte, secret bool, objs ...map[string]any) (string, error) {
 
 // operation redacts the value of one RFC 6902 operation by the field its
 // path resolves to.
-func operation(op any, secret bool, objs []map[string]any) any {
+func operation(op any, k GroupKind, objs []map[string]any) any {
 	m, ok := op.(map[string]any)
 	if !ok {
 		return All(op)
@@ -51,7 +49,7 @@ func operation(op any, secret bool, objs []map[string]any) any {
 		return out
 	}
 	path, _ := m["path"].(string)
-	if secret {
+	if k.IsSecret() {
 		out["value"] = scalarsRedacted(val)
 		return out
 	}
@@ -69,7 +67,7 @@ func operation(op any, secret bool, objs []map[string]any) any {
 			return out
 		}
 		resolved = resolved || ok
-		redacted = At(named, redacted)
+		redacted = At(k, named, redacted)
 	}
 	if strict && !resolved {
 		redacted = scalarsRedacted(val)
@@ -182,6 +180,8 @@ func (r *Redactor) Learn(original, redacted any) {
 			r.literals = append(r.literals, o)
 			sort.Slice(r.literals, func(i, j int) bool { return len(r.literals[i]) > len(r.literals[j]) })
 		}
+	case bool:
+		// true and false are words of every error message.
 	default:
 		if redacted == Redacted && o != nil {
 			if b, err := json.Marshal(o); err == nil && len(b) >= 4 {

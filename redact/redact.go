@@ -4,10 +4,14 @@
 // are immutable, so a secret that reaches one is there for good; every sink
 // goes through this package.
 //
-// A value is judged by the field it resolves to (the key, or the name of the
-// list item it sits in, such as an env var), never by fragments of a path,
-// and by its own shape (credentials in URLs, secret-looking --flags, headers,
-// private keys, token formats). Nothing here modifies the values it is given:
+// A live resource's value is kept only where its kind's schema (schema.go)
+// knows the field to be safe; everything else, every custom resource's
+// value included, is recorded by its structure. Kept values, and text that
+// is not a resource's field, are judged again by the field they resolve to
+// (the key, or the name of the list item they sit in, such as an env var)
+// and by their own shape (credentials in URLs, secret-looking --flags,
+// headers, private keys, token formats). It must never decide by a field's
+// name alone that a value is safe. Nothing here modifies the values it is given:
 // every function returns a copy, because the engine acts on the originals.
 package redact
 
@@ -26,7 +30,7 @@ var secretWords = map[string]bool{
 	"password": true, "passwd": true, "pwd": true, "pass": true, "passphrase": true,
 	"secret": true, "token": true, "credential": true, "credentials": true, "creds": true,
 	"apikey": true, "privatekey": true, "auth": true, "authorization": true, "bearer": true,
-	"dsn": true, "cookie": true, "jwt": true, "pat": true, "otp": true, "sessionkey": true,
+	"dsn": true, "cookie": true, "jwt": true, "pat": true, "otp": true, "sessionkey": true, "pw": true,
 	"connectionstring": true, "connstr": true, "accesskey": true, "secretkey": true,
 }
 
@@ -113,44 +117,127 @@ func words(name string) []string {
 var (
 	pemPrivateKey = regexp.MustCompile(`(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|$)`)
 	secretHeader  = regexp.MustCompile(`(?i)\b(authorization|proxy-authorization|x-api-key|x-auth-token|x-access-token|private-token|api-key|set-cookie|cookie)(\s*:\s*)[^\r\n]*`)
-	urlUserinfo   = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']*):([^\s@/"']+)@`)
+	// urlUserinfo runs to the last @ of the word: a password may hold an
+	// unencoded @, and stopping at the first would show the rest.
+	urlUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']*):([^\s"']+)@`)
 	// flagKey is "--flag=" or "--flag " and keyKey is "key=" or "key: "
 	// (quoted keys too, as in JSON text): what follows is the value.
 	flagKey    = regexp.MustCompile(`(--?)([A-Za-z][A-Za-z0-9_.\-]*)(=|[ \t]+)`)
 	keyKey     = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.\-]*)(["']?[ \t]*[=:][ \t]*)`)
 	authScheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=\-]{8,}`)
-	// tokenFormats are the shapes of well-known credentials.
-	tokenFormats = regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*` +
-		`|\b(ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{8,}|\bgithub_pat_[A-Za-z0-9_]{8,}|\bgl(pat|rt|dt|ptt)-[A-Za-z0-9_\-]{8,}` +
-		`|\bxox[abposre]-[A-Za-z0-9\-]{8,}|\bxapp-[A-Za-z0-9\-]{8,}|\b[spr]k_(live|test)_[A-Za-z0-9]{8,}|\bsk-[A-Za-z0-9_\-]{16,}` +
-		`|\b(AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{12,}|\bAIza[A-Za-z0-9_\-]{20,}|\bnpm_[A-Za-z0-9]{20,}|\bpypi-[A-Za-z0-9_\-]{20,}` +
-		`|\bdop_v1_[a-f0-9]{20,}|\bshp(at|ss|ca|pa)_[a-fA-F0-9]{16,}|\bhv[sbr]\.[A-Za-z0-9_\-]{20,}|\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}` +
-		`|\bya29\.[A-Za-z0-9_\-]{20,}|\bdckr_pat_[A-Za-z0-9_\-]{16,}|\bAccountKey=[A-Za-z0-9+/=]{16,}`)
+	// passwordPhrase is a password stated in words: "the password is x".
+	passwordPhrase = regexp.MustCompile(`(?i)\b(password|passwd|passphrase|passcode|pwd|pw|pin)(\s+(?:is|was)\s+["']?)([^\s"',;]+)`)
+	// genericKey is gitleaks' generic-api-key: a key-like name assigned a
+	// value of 10 or more characters, a secret when the value is random.
+	genericKey = regexp.MustCompile(`(?i)\b([\w.\-]*(?:key|api|token|secret|client|passwd|password|auth|access)[\w.\-]*)(\s*(?:=|:|=>|:=)\s*["']?)([\w.=+/~\-]{10,150})`)
 	// tokenCandidate is a run that may be a random credential; highEntropy
 	// decides.
 	tokenCandidate = regexp.MustCompile(`[A-Za-z0-9+_\-]{20,}={0,2}`)
 )
 
+// notAPassword are words that follow "the password is" without being one.
+var notAPassword = map[string]bool{
+	"expired": true, "wrong": true, "incorrect": true, "rotated": true, "reset": true, "changed": true,
+	"required": true, "set": true, "empty": true, "missing": true, "invalid": true, "unknown": true,
+	"not": true, "needed": true, "correct": true, "the": true, "a": true, "in": true, "stored": true,
+}
+
+// A rule finds one shape of secret in text and redacts it. The rules are
+// data, one per shape, named with gitleaks' rule ids where gitleaks has
+// one (its default rule set is the maintained reference for these shapes);
+// gitleaks itself is not a dependency, because its module is not one this
+// project can fetch and it is a repository scanner with a configuration
+// loader, not a check of one line a person typed. Text applies every rule;
+// SecretRule names the first that finds something, to refuse text before
+// it is written.
+type rule struct {
+	id     string
+	redact func(string) string
+}
+
+// rules are applied in order: the shapes that say where a secret is (a
+// key, a header, a URL) before the shapes of secrets themselves.
+var rules = []rule{
+	{"private-key", replace(pemPrivateKey, Redacted)},
+	{"authorization-header", replace(secretHeader, "${1}${2}"+Redacted)},
+	{"url-password", replace(urlUserinfo, "${1}:"+Redacted+"@")},
+	{"slack-webhook-url", token(`(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{20,}`)},
+	{"microsoft-teams-webhook", token(`https://[a-z0-9\-]+\.webhook\.office\.com/webhookb2/[^\s"']+`)},
+	{"discord-webhook-url", token(`https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]+`)},
+	{"bearer-token", replace(authScheme, "${1}${2}"+Redacted)},
+	{"secret-flag", func(s string) string { return redactAfterKeys(s, flagKey, 2) }},
+	{"secret-assignment", func(s string) string { return redactAfterKeys(s, keyKey, 1) }},
+	{"password-phrase", replaceGroup(passwordPhrase, 3, func(v string) bool { return !notAPassword[strings.ToLower(v)] })},
+	{"jwt", token(`\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*`)},
+	{"github-pat", token(`\b(ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{8,}|\bgithub_pat_[A-Za-z0-9_]{8,}`)},
+	{"gitlab-pat", token(`\bgl(pat|rt|dt|ptt)-[A-Za-z0-9_\-]{8,}`)},
+	{"slack-bot-token", token(`\bxox[abposre]-[A-Za-z0-9\-]{8,}`)},
+	{"slack-app-token", token(`\bxapp-[A-Za-z0-9\-]{8,}`)},
+	{"stripe-access-token", token(`\b[spr]k_(live|test)_[A-Za-z0-9]{8,}`)},
+	{"openai-api-key", token(`\bsk-[A-Za-z0-9_\-]{16,}`)},
+	{"aws-access-token", token(`\b(AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{12,}`)},
+	{"gcp-api-key", token(`\bAIza[A-Za-z0-9_\-]{20,}`)},
+	{"npm-access-token", token(`\bnpm_[A-Za-z0-9]{20,}`)},
+	{"pypi-upload-token", token(`\bpypi-[A-Za-z0-9_\-]{20,}`)},
+	{"digitalocean-pat", token(`\bdop_v1_[a-f0-9]{20,}`)},
+	{"shopify-access-token", token(`\bshp(at|ss|ca|pa)_[a-fA-F0-9]{16,}`)},
+	{"vault-service-token", token(`\bhv[sbr]\.[A-Za-z0-9_\-]{20,}`)},
+	{"sendgrid-api-token", token(`\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}`)},
+	{"gcp-oauth-token", token(`\bya29\.[A-Za-z0-9_\-]{20,}`)},
+	{"dockerhub-pat", token(`\bdckr_pat_[A-Za-z0-9_\-]{16,}`)},
+	{"azure-storage-key", token(`\bAccountKey=[A-Za-z0-9+/=]{16,}`)},
+	{"generic-api-key", replaceGroup(genericKey, 3, func(v string) bool { return !described(v) && entropy(v) >= 3.5 })},
+	{"high-entropy-string", replaceGroup(tokenCandidate, 0, highEntropy)},
+}
+
+// replace is a rule that rewrites every match of re with repl (a template).
+func replace(re *regexp.Regexp, repl string) func(string) string {
+	return func(s string) string { return re.ReplaceAllString(s, repl) }
+}
+
+// token is a rule whose whole match is the secret.
+func token(pattern string) func(string) string {
+	return replace(regexp.MustCompile(pattern), Redacted)
+}
+
+// replaceGroup is a rule that redacts group n of each match of re (0: the
+// whole match) when secret says the text there is one.
+func replaceGroup(re *regexp.Regexp, n int, secret func(string) bool) func(string) string {
+	return func(s string) string {
+		matches := re.FindAllStringSubmatchIndex(s, -1)
+		for i := len(matches) - 1; i >= 0; i-- {
+			start, end := matches[i][2*n], matches[i][2*n+1]
+			if start >= 0 && secret(s[start:end]) {
+				s = s[:start] + Redacted + s[end:]
+			}
+		}
+		return s
+	}
+}
+
 // Text redacts credential-shaped parts of free text: private keys,
-// authorization-style headers, passwords in URLs, secret-looking --flags and
-// key=value pairs, known token formats, and long random-looking strings.
+// authorization-style headers, passwords in URLs, webhook URLs,
+// secret-looking --flags and key=value pairs, passwords stated in words,
+// known token formats, and long random-looking strings.
 func Text(s string) string {
 	if s == "" {
 		return s
 	}
-	s = pemPrivateKey.ReplaceAllString(s, Redacted)
-	s = secretHeader.ReplaceAllString(s, "${1}${2}"+Redacted)
-	s = urlUserinfo.ReplaceAllString(s, "${1}:"+Redacted+"@")
-	s = authScheme.ReplaceAllString(s, "${1}${2}"+Redacted)
-	s = redactAfterKeys(s, flagKey, 2)
-	s = redactAfterKeys(s, keyKey, 1)
-	s = tokenFormats.ReplaceAllString(s, Redacted)
-	return tokenCandidate.ReplaceAllStringFunc(s, func(m string) string {
-		if highEntropy(m) {
-			return Redacted
+	for _, r := range rules {
+		s = r.redact(s)
+	}
+	return s
+}
+
+// SecretRule names the first rule that finds a secret in s ("" for none):
+// text a person typed is checked with it before anything is written.
+func SecretRule(s string) string {
+	for _, r := range rules {
+		if r.redact(s) != s {
+			return r.id
 		}
-		return m
-	})
+	}
+	return ""
 }
 
 // redactAfterKeys redacts the value after each match of re whose group
@@ -205,7 +292,6 @@ func valueEnd(s string, start int) int {
 // (one case only) stay readable.
 func highEntropy(s string) bool {
 	var upper, lower, digit bool
-	counts := map[rune]int{}
 	for _, r := range s {
 		switch {
 		case unicode.IsUpper(r):
@@ -215,18 +301,24 @@ func highEntropy(s string) bool {
 		case unicode.IsDigit(r):
 			digit = true
 		}
+	}
+	return upper && lower && digit && entropy(s) >= 3.9
+}
+
+// entropy is the Shannon entropy of s in bits per character.
+func entropy(s string) float64 {
+	counts := map[rune]int{}
+	n := 0
+	for _, r := range s {
 		counts[r]++
+		n++
 	}
-	if !upper || !lower || !digit {
-		return false
-	}
-	n := float64(len(s))
 	var h float64
 	for _, c := range counts {
-		p := float64(c) / n
+		p := float64(c) / float64(n)
 		h -= p * math.Log2(p)
 	}
-	return h >= 3.9
+	return h
 }
 
 // AfterSecretFlag is whether path is an argument right after a

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -83,6 +84,10 @@ func TestText(t *testing.T) {
 	}
 }
 
+// deployment is the kind most tests redact against: a built-in workload,
+// whose schema keeps a few fields.
+var deployment = GroupKind{Group: "apps", Kind: "Deployment"}
+
 func decode(t *testing.T, s string) any {
 	t.Helper()
 	var v any
@@ -121,7 +126,7 @@ func TestPatchResolvesJSONPatchPaths(t *testing.T) {
 		{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"API_TOKEN","value":"canary-env-append"}},
 		{"op":"test","path":"/spec/template/spec/containers/0/env/0/value","value":"canary-test-op"},
 		{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"w:2"}]`
-	out, err := Patch([]byte(body), false, live)
+	out, err := Patch([]byte(body), deployment, live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ func TestPatchResolvesJSONPatchPaths(t *testing.T) {
 }
 
 func TestPatchOfASecretKeepsOnlyTheShape(t *testing.T) {
-	out, err := Patch([]byte(`{"stringData":{"username":"canary-user"},"data":{"x":"Y2FuYXJ5"}}`), true)
+	out, err := Patch([]byte(`{"stringData":{"username":"canary-user"},"data":{"x":"Y2FuYXJ5"}}`), GroupKind{Kind: "Secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +218,7 @@ func FuzzPatch(f *testing.F) {
 	f.Add(`[{"op":"replace","path":"/a/0/b","value":1}]`, "canary-1")
 	f.Add(`{"a":[{"name":"x"}]}`, "canary-2")
 	f.Fuzz(func(t *testing.T, body, secret string) {
-		_, _ = Patch([]byte(body), false, map[string]any{"a": []any{map[string]any{"name": "x"}}})
+		_, _ = Patch([]byte(body), deployment, map[string]any{"a": []any{map[string]any{"name": "x"}}})
 		if len(secret) < 4 || strings.Contains(Redacted, secret) {
 			return
 		}
@@ -224,7 +229,7 @@ func FuzzPatch(f *testing.F) {
 			`{"spec":{"containers":[{"name":"w","env":[{"name":"API_TOKEN","value":` + sv + `}]}]}}`,
 			`[{"op":"add","path":"/data/client-secret","value":` + sv + `}]`,
 		} {
-			out, err := Patch([]byte(b), false)
+			out, err := Patch([]byte(b), deployment)
 			if err != nil {
 				t.Fatalf("Patch(%s): %v", b, err)
 			}
@@ -245,7 +250,7 @@ func TestReviewFindings(t *testing.T) {
 		`[{"op":"add","path":"/spec/containers/0/args/-","value":"hunter2abc"}]`,
 		`[{"op":"add","path":"/spec/containers/0/ports/7/name","value":"hunter2xyz"}]`,
 	} {
-		out, err := Patch([]byte(body), false, live, after)
+		out, err := Patch([]byte(body), deployment, live, after)
 		if err != nil || strings.Contains(out, "hunter2") {
 			t.Errorf("Patch(%s) = %s, %v", body, out, err)
 		}
@@ -269,7 +274,7 @@ func TestReviewFindings(t *testing.T) {
 		t.Errorf("a YAML key after auth: was eaten: %q", got)
 	}
 	sidecar := decode(t, `{"name":"auth-proxy","image":"proxy:1"}`)
-	if got, _ := json.Marshal(At("/spec/template/spec/containers/auth-proxy", sidecar)); !strings.Contains(string(got), "proxy:1") {
+	if got, _ := json.Marshal(At(deployment, "/spec/template/spec/containers/auth-proxy", sidecar)); !strings.Contains(string(got), "proxy:1") {
 		t.Errorf("a container named auth-proxy was redacted: %s", got)
 	}
 }
@@ -296,19 +301,19 @@ func TestFreeTextIsRecordedByStructure(t *testing.T) {
 		"sh -c":              {"/spec/template/spec/containers/web/command", nil, []any{"sh", "-c", "mysql -p" + canary}},
 		"long annotation":    {"/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration", nil, strings.Repeat("x", 300) + canary},
 	} {
-		b, a := Change(tc.path, tc.before, tc.after)
+		b, a := Change(deployment, tc.path, tc.before, tc.after)
 		out, _ := json.Marshal([]any{b, a})
 		if strings.Contains(string(out), canary) || !strings.Contains(string(out), Redacted) {
 			t.Errorf("%s: recorded %s", name, out)
 		}
 	}
 	// What changed in a file is said by line and key, never by text.
-	_, a := Change("/data/app.properties", "a=1\nb=2\nc=3\n", "a=1\ndb.password="+canary+"\nc=3\n")
+	_, a := Change(deployment, "/data/app.properties", "a=1\nb=2\nc=3\n", "a=1\ndb.password="+canary+"\nc=3\n")
 	if a != Redacted+" (3 lines; changed line 2: keys db.password, b)" {
 		t.Errorf("a changed line: %v", a)
 	}
 	// A second pass over a stored record leaves the description alone.
-	if b, a2 := Change("/data/app.properties", Redacted+" (3 lines)", a); b != Redacted+" (3 lines)" || a2 != a {
+	if b, a2 := Change(deployment, "/data/app.properties", Redacted+" (3 lines)", a); b != Redacted+" (3 lines)" || a2 != a {
 		t.Errorf("second pass: %v %v", b, a2)
 	}
 	for path, v := range map[string]any{
@@ -316,7 +321,7 @@ func TestFreeTextIsRecordedByStructure(t *testing.T) {
 		"/spec/replicas": float64(3),
 		"/spec/template/spec/containers/web/resources/limits/memory": "512Mi",
 	} {
-		if _, a := Change(path, nil, v); a != v {
+		if _, a := Change(deployment, path, nil, v); a != v {
 			t.Errorf("%s: %v recorded as %v", path, v, a)
 		}
 	}
@@ -349,12 +354,40 @@ func FuzzConfigFileNeverLeaks(f *testing.F) {
 		}
 		file := around + formats[int(format)%len(formats)](key, secret) + around
 		for _, path := range []string{"/data/app.conf", "/binaryData/app.conf", "/spec/template/spec/containers/web/env/X/value", "/spec/template/spec/containers/web/args/1"} {
-			b, a := Change(path, around, file)
-			b2, a2 := Change(path, file, around)
-			out, _ := json.Marshal([]any{b, a, b2, a2, At(path, file)})
+			b, a := Change(deployment, path, around, file)
+			b2, a2 := Change(deployment, path, file, around)
+			out, _ := json.Marshal([]any{b, a, b2, a2, At(deployment, path, file)})
 			if strings.Contains(string(out), secret) {
 				t.Fatalf("%s: the secret reached %s", path, out)
 			}
 		}
 	})
+}
+
+// TestOnlyExactDescriptionsPassAgain: a second pass leaves what the first
+// wrote alone, but a live value that only starts like a description is
+// text like any other.
+func TestOnlyExactDescriptionsPassAgain(t *testing.T) {
+	path := "/spec/template/spec/containers/web/env/X/value"
+	for _, d := range []string{Redacted, Redacted + " (3 lines)", Redacted + " (2 arguments)", Redacted + " (3 lines; changed line 2: keys db.password, b)"} {
+		if _, a := Change(deployment, path, nil, d); a != d {
+			t.Errorf("%q became %v", d, a)
+		}
+	}
+	for _, v := range []string{Redacted + " hunter2", Redacted + " (3 lines) hunter2", Redacted + "hunter2"} {
+		if _, a := Change(deployment, path, nil, v); strings.Contains(fmt.Sprint(a), "hunter2") {
+			t.Errorf("%q was kept as %v", v, a)
+		}
+	}
+}
+
+// TestRedactorLearnsNoBooleans: a withheld boolean is not a literal to
+// clean from errors, or every "true" in a server's message would go.
+func TestRedactorLearnsNoBooleans(t *testing.T) {
+	r := &Redactor{}
+	v := decode(t, `{"spec":{"paused":true,"x":"hunter2x"}}`)
+	r.Learn(v, At(GroupKind{"example.com", "Store"}, "", v))
+	if got := r.Text(`spec.paused: Invalid value: true; "hunter2x"`); !strings.Contains(got, "true") || strings.Contains(got, "hunter2x") {
+		t.Errorf("Redactor.Text = %q", got)
+	}
 }

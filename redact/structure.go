@@ -16,11 +16,14 @@ import (
 // net for every other field.
 
 // freeText is whether the value v at segs (a path, list items by name) is
-// free text.
-func freeText(segs []string, v any) bool {
+// free text: in a live resource of kind (when not nil), every string its
+// schema does not keep.
+func freeText(segs []string, v any, kind *GroupKind) bool {
 	n := len(segs)
 	_, isString := v.(string)
 	switch {
+	case kind != nil && isString:
+		return !Kept(*kind, segs)
 	case n == 2 && (segs[0] == "data" || segs[0] == "binaryData"):
 		return isString
 	case n >= 3 && segs[n-1] == "value" && segs[n-3] == "env":
@@ -42,9 +45,14 @@ func freeText(segs []string, v any) bool {
 // are free text.
 const maxAnnotationText = 256
 
+// description is the shape of what describe and Change write.
+var description = regexp.MustCompile(`^\[REDACTED\]( \((\d+ lines|\d+ arguments)(; (changed line \d+|changed lines \d+-\d+|lines removed (after|before) line \d+)(: keys [A-Za-z0-9_.\-/:]+(, [A-Za-z0-9_.\-/:]+)*)?)?\))?$`)
+
 // described is whether s is already a description of free text (a second
-// redaction pass over a stored record leaves it alone).
-func described(s string) bool { return strings.HasPrefix(s, Redacted) }
+// redaction pass over a stored record leaves it alone). Only the exact
+// shapes count: a live value that merely starts with [REDACTED] is text
+// like any other.
+func described(s string) bool { return description.MatchString(s) }
 
 // describe is the structure of free text v.
 func describe(v any) any {
@@ -67,19 +75,22 @@ func lineCount(s string) int {
 	return len(strings.Split(strings.TrimSuffix(s, "\n"), "\n"))
 }
 
-// Change redacts one changed field, the value at path (list items by name)
-// before and after: free text by structure, the after side saying which of
-// its lines changed and, in key/value formats, the keys of the lines that
-// changed; any other value as At does.
-func Change(path string, before, after any) (any, any) {
+// Change redacts one changed field of a resource of kind k, the value at
+// path (list items by name) before and after: free text by structure, the
+// after side saying which of its lines changed and, in key/value formats,
+// the keys of the lines that changed; any other value as At does.
+func Change(k GroupKind, path string, before, after any) (any, any) {
+	if k.IsSecret() {
+		return All(before), All(after)
+	}
 	segs := Segments(path)
 	b, bok := before.(string)
 	a, aok := after.(string)
-	if Path(path) || !freeText(segs, after) && !freeText(segs, before) {
-		return At(path, before), At(path, after)
+	if Path(path) || !freeText(segs, after, &k) && !freeText(segs, before, &k) {
+		return At(k, path, before), At(k, path, after)
 	}
 	if !bok || !aok || described(b) || described(a) {
-		return describeAt(segs, before), describeAt(segs, after)
+		return describeAt(k, segs, before), describeAt(k, segs, after)
 	}
 	if n := lineCount(a); n > 1 {
 		return describe(before), fmt.Sprintf("%s (%d lines; %s)", Redacted, n, changedLines(b, a))
@@ -87,16 +98,17 @@ func Change(path string, before, after any) (any, any) {
 	return describe(before), describe(a)
 }
 
-// describeAt describes v when it is free text at segs, and redacts it as At
-// does otherwise (a field added or removed is null on one side).
-func describeAt(segs []string, v any) any {
+// describeAt describes v when it is free text at segs of a resource of
+// kind k, and redacts it as At does otherwise (a field added or removed is
+// null on one side).
+func describeAt(k GroupKind, segs []string, v any) any {
 	if v == nil {
 		return nil
 	}
-	if freeText(segs, v) {
+	if freeText(segs, v, &k) {
 		return describe(v)
 	}
-	return valueAt(segs, v, true)
+	return valueAt(segs, v, &k)
 }
 
 // changedLines says which lines of after differ from before: those between

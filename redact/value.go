@@ -11,7 +11,7 @@ import (
 // secret-looking --flag in a list of strings, and credential-shaped text
 // anywhere.
 func Value(v any) any {
-	return valueAt(nil, v, false)
+	return valueAt(nil, v, nil)
 }
 
 // All returns a deep copy of v with every scalar replaced, keeping the
@@ -21,11 +21,12 @@ func All(v any) any {
 }
 
 // valueAt is Value for v at segs (a path, list items by name): free text
-// there is recorded by its structure only. With allowList (a live
-// resource's fields), a string is kept only where the field is known to
-// hold non-secret data (Allowed), and judged by its shape there too.
-func valueAt(segs []string, v any, allowList bool) any {
-	if freeText(segs, v) {
+// there is recorded by its structure only. With a kind (a live resource's),
+// a value is kept only where the kind's schema keeps it (Kept), and a
+// string there is judged by its shape too; without one (an object of this
+// project's or Argo CD's own), by its key and shape alone.
+func valueAt(segs []string, v any, kind *GroupKind) any {
+	if freeText(segs, v, kind) {
 		return describe(v)
 	}
 	switch t := v.(type) {
@@ -37,7 +38,7 @@ func valueAt(segs []string, v any, allowList bool) any {
 			case (Name(name) && k == "value") || (Name(k) && !isReference(val)):
 				out[k] = scalarsRedacted(val)
 			default:
-				out[k] = valueAt(append(segs[:len(segs):len(segs)], k), val, allowList)
+				out[k] = valueAt(append(segs[:len(segs):len(segs)], k), val, kind)
 			}
 		}
 		return out
@@ -54,14 +55,16 @@ func valueAt(segs []string, v any, allowList bool) any {
 					seg = name
 				}
 			}
-			out[i] = valueAt(append(segs[:len(segs):len(segs)], seg), item, allowList)
+			out[i] = valueAt(append(segs[:len(segs):len(segs)], seg), item, kind)
 		}
 		return out
 	case string:
-		if allowList && !Allowed(segs) {
-			return Redacted
-		}
 		return Text(t)
+	case nil:
+		return nil
+	}
+	if kind != nil && !Kept(*kind, segs) {
+		return Redacted
 	}
 	return v
 }
@@ -183,15 +186,18 @@ func Segments(path string) []string {
 }
 
 // At returns a redacted copy of v, the value found at path of a live
-// resource: All of it when the path is a credential's; otherwise numbers
-// and booleans as they are, strings only where Allowed says the field holds
-// non-secret data (and there judged by their shape too), free text by its
-// structure, and every other string redacted.
+// resource of kind k: All of it for a Secret or when the path is a
+// credential's; otherwise a value only where k's schema keeps it (and a
+// string there judged by its shape too), every other string by its
+// structure, every other scalar redacted.
 // A map or list at a secret-looking path is judged field by field: the
 // path may end in a list item's name (a container called auth-proxy).
-func At(path string, v any) any {
+func At(k GroupKind, path string, v any) any {
+	if k.IsSecret() {
+		return All(v)
+	}
 	if Path(path) && !isContainer(v) {
 		return Redacted
 	}
-	return valueAt(Segments(path), v, true)
+	return valueAt(Segments(path), v, &k)
 }

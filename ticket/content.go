@@ -237,7 +237,7 @@ func suggestion(src argocd.Source, changes []audit.Change) string {
 	for _, change := range changes {
 		switch c := argocd.AdviseChange(src, change.Path, change.Before, change.After); c.Kind {
 		case argocd.ChangeSecret:
-			values = append(values, fmt.Sprintf("* %s: a secret value (redacted here): set it in Git from your secret store", Escape(c.Path)))
+			values = append(values, fmt.Sprintf("* %s: a value not recorded here (it may be a secret): set it in Git as it is live, a secret from your secret store", Escape(c.Path)))
 		case argocd.ChangeManifestImage:
 			values = append(values, fmt.Sprintf("* container %s: image: %s", Escape(c.Container), Escape(c.Image)))
 		case argocd.ChangeHelmImage:

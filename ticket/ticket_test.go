@@ -373,7 +373,7 @@ func TestSuggestion(t *testing.T) {
 			t.Errorf("%q source: suggestion\n%s\nwant %q", tt.kind, s, tt.want)
 		}
 	}
-	if s := suggestion(argocd.Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a secret value (redacted here)") || strings.Contains(s, "kustomize") {
+	if s := suggestion(argocd.Source{}, []audit.Change{{Path: "/data/password", Before: audit.Redacted, After: audit.Redacted}}); !strings.Contains(s, "a value not recorded here (it may be a secret)") || strings.Contains(s, "kustomize") {
 		t.Errorf("secret suggestion: %s", s)
 	}
 }
