@@ -272,7 +272,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	st.Expired = session.Expired(time.Now())
 	// Still pausing (parents first) is what the log says too: no patch
 	// recorded yet. The annotation's state alone would let anyone hide it.
-	pausing := annotated.State == StatePausing && len(session.donePatches()) == 0
+	pausing := session.State == StatePausing && len(session.donePatches()) == 0
 	if !pausing && argocd.SyncsAutomatically(app) {
 		st.SyncReenabled = true
 		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+

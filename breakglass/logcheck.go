@@ -21,6 +21,32 @@ type loggedSession struct {
 	// holder is the session the log says holds the Application (paused it
 	// and did not close), "" when none.
 	holder string
+	// paused is whether a record says the Application itself was paused.
+	paused bool
+}
+
+// state is how far the session got, as its records say: pausing until
+// the Application's own pause is recorded, paused, patched once a patch
+// is.
+func (ls *loggedSession) state() string {
+	switch {
+	case len(ls.patches) > 0:
+		return StatePatched
+	case ls.paused:
+		return StatePaused
+	}
+	return StatePausing
+}
+
+// stateRank orders the session states.
+func stateRank(state string) int {
+	switch state {
+	case StatePaused:
+		return 1
+	case StatePatched:
+		return 2
+	}
+	return 0
 }
 
 // hasPlanned is whether a verified planned record opens the session.
@@ -93,6 +119,8 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 				landed.ID, landed.Time, landed.OutOfSync = r.ID, r.Time, r.OutOfSync
 				ls.patches = append(ls.patches, &landed)
 			}
+		case r.Event == audit.EventPaused && r.Application != nil && r.Application.Name == app.Name && r.Application.Namespace == app.Namespace:
+			ls.paused = ls.paused || r.Outcome.Status == audit.StatusSucceeded
 		case r.Event == audit.EventPaused && r.Application != nil && (r.Application.Name != app.Name || r.Application.Namespace != app.Namespace) && r.SyncPolicy != nil:
 			// Started is enough: the record is written before the pause.
 			ls.parents[r.Application.Name] = r.SyncPolicy.Before
@@ -154,6 +182,12 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 		}
 	}
 	differ("openedBy", s.OpenedBy, logged.OpenedBy)
+	// The annotation runs ahead of the log by a step (each write comes
+	// before its record), never behind it: "pausing" on a session the log
+	// has paused would hide it from the re-enabled-sync check.
+	if s.State != "" && stateRank(s.State) < stateRank(logged.State) {
+		out = append(out, fmt.Sprintf("state (annotation %s, audit log %s)", jsonText(s.State), logged.State))
+	}
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil || !equalJSON(saved, ls.savedPolicy) {
 		out = append(out, fmt.Sprintf("savedSyncPolicy (annotation %s, audit log %s)", jsonText(saved), jsonText(ls.savedPolicy)))
@@ -168,7 +202,7 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 		_ = json.Unmarshal(p.SavedSyncPolicy, &policy)
 		parents[p.Name] = policy
 	}
-	if !sameParents(parents, ls.parents, s.State == StatePausing) {
+	if !sameParents(parents, ls.parents, s.State == StatePausing && logged.State == StatePausing) {
 		out = append(out, fmt.Sprintf("pausedParents (annotation %s, audit log %s)", names(parents), names(ls.parents)))
 	}
 	if annotated, inFlight := len(s.Patches)-len(s.donePatches()), len(logged.Patches)-len(ls.patches); annotated != inFlight {
@@ -203,17 +237,16 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 func (ls *loggedSession) session(s *Session) *Session {
 	opened := ls.log.Opened
 	c := &Session{
-		ID: ls.log.ID, State: s.State, OpenedBy: ls.log.Opener, OpenedAt: opened.Time,
+		ID: ls.log.ID, State: ls.state(), OpenedBy: ls.log.Opener, OpenedAt: opened.Time,
 		Reason: opened.Reason, Incident: opened.Incident,
 		TicketPending: s.TicketPending, TerminatedSync: s.TerminatedSync,
 		Expires: opened.Expires, AutoRestore: opened.AutoRestore,
 	}
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
-	if c.State == "" {
+	// The pause written, its record not yet (an interruption between):
+	// the annotation is a step ahead, and says so.
+	if c.State == StatePausing && s.State == StatePaused {
 		c.State = StatePaused
-		if len(ls.patches) > 0 {
-			c.State = StatePatched
-		}
 	}
 	if opened.Git != nil {
 		c.GitRevision, c.GitRevisions = opened.Git.Revision, opened.Git.Revisions

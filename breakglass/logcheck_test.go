@@ -57,6 +57,12 @@ func TestSessionMismatches(t *testing.T) {
 		"parent's policy":  {func(s *Session) { s.PausedParents[0].SavedSyncPolicy = []byte(`{}`) }, "pausedParents"},
 		"parent dropped":   {func(s *Session) { s.PausedParents = nil }, "pausedParents"},
 		"unrelated ticket": {func(s *Session) { s.Ticket = "OPS-999" }, "ticket (annotation OPS-999"},
+		// "pausing" hid the session from the re-enabled-sync check and
+		// refused every join, with no mismatch named.
+		"state behind the log": {func(s *Session) { s.State = StatePausing }, `state (annotation "pausing", audit log patched)`},
+		"a pending patch no run sends": {func(s *Session) {
+			s.Patches = append(s.Patches, SessionPatch{ID: "x", Target: deployment, Pending: true})
+		}, "pending patches (annotation 1, audit log 0 runs in flight)"},
 	} {
 		s := honest()
 		tc.edit(s)
@@ -69,7 +75,8 @@ func TestSessionMismatches(t *testing.T) {
 		Patches: []SessionPatch{{Target: deployment, Fields: []PatchedField{{Path: "/spec/replicas", After: digest(3)}}}}})
 	if string(fromLog.SavedSyncPolicy) != string(saved) || len(fromLog.PausedParents) != 1 || fromLog.Ticket != "OPS-1" ||
 		fromLog.OpenedBy != "alice" || fromLog.GitRevision != "abc" || len(fromLog.Patches) != 1 ||
-		fromLog.Patches[0].Fields[0].After != digest(2) || fromLog.Patches[0].ArgoSawPatch == nil || !*fromLog.Patches[0].ArgoSawPatch {
+		fromLog.Patches[0].Fields[0].After != digest(2) || fromLog.Patches[0].ArgoSawPatch == nil || !*fromLog.Patches[0].ArgoSawPatch ||
+		fromLog.State != StatePatched {
 		t.Errorf("session from the log = %+v", fromLog)
 	}
 	if bad := foldSession(web, "s", nil, nil).mismatches(web, honest()); len(bad) != 1 || !strings.Contains(bad[0], "no verified audit record") {

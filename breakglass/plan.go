@@ -190,6 +190,11 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		if len(bad) > 0 {
 			return nil, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(bad, "; "))
 		}
+		if trusted.State != StatePatched {
+			// As the log has it: an annotation that says otherwise is named
+			// above, and cannot turn joins away by itself.
+			return nil, fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
+		}
 		join = trusted
 	}
 	if join == nil {
@@ -390,12 +395,12 @@ func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
 	}
 	holder := fmt.Sprintf("session %s by %s since %s (state %s)", session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State)
 	switch {
-	case session.State != StatePatched:
+	case !req.Join && session.State != StatePatched:
 		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `%s`", ErrSessionOpen, req.App, holder, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
 	case !req.Join:
 		return nil, fmt.Errorf("%w on %s: %s", ErrJoinable, req.App, holder)
 	}
-	return session, nil
+	return session, nil // a join checks the state the log has (Plan)
 }
 
 // allowed checks with a SelfSubjectAccessReview, in the cluster of kube,

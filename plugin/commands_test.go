@@ -364,6 +364,19 @@ func forgedClose(t *testing.T, f *fakeCluster) {
 	}
 }
 
+// statePausing writes "state":"pausing" into the session annotation, as
+// another on-call may (the policy lets the group write within a session).
+func statePausing(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	s := sessionOn(t, f)
+	s.State = breakglass.StatePausing
+	value, _ := json.Marshal(s)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -558,6 +571,14 @@ func TestCommands(t *testing.T) {
 					t.Errorf("notice annotations after restore:\n%s", got)
 				}
 			})},
+		// "pausing" in the annotation hid sync turned back on behind the
+		// session, and status named no disagreement.
+		{name: "status notices sync turned back on behind an annotation that says pausing", setup: then(given(breakglass), statePausing, syncTurnedBackOn),
+			args: []string{"status", "web", "--exit-code"}, assert: func(t *testing.T, _ *fakeCluster, r cmdResult) {
+				if r.code != ExitFailure || !strings.Contains(r.errs, "automated sync is on again behind the session") || !strings.Contains(r.errs, `state (annotation "pausing", audit log patched)`) {
+					t.Errorf("exit %d, stderr %q", r.code, r.errs)
+				}
+			}},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
 		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),
