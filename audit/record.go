@@ -61,13 +61,17 @@ const (
 	// longer holds the patched value live (a manual Sync, an apply of
 	// Git's manifest, an operator); the record names the writer.
 	EventReverted Event = "breakglass.reverted"
+	// EventOrphaned is a notice outside any session: an Application
+	// paused with this project's paused-by mark that no open session of
+	// the log accounts for, so Git stops deploying there for nobody.
+	EventOrphaned Event = "breakglass.orphaned"
 	EventQueued   Event = "ticket.queued"
 	EventFiled    Event = "ticket.filed"
 	EventFailed   Event = "ticket.failed"
 )
 
 // Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventAbandoned, EventQueued, EventFiled, EventFailed}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventOrphaned, EventAbandoned, EventQueued, EventFiled, EventFailed}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of

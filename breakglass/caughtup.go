@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -277,6 +278,20 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		st.SyncReenabled = true
 		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+
 			RestoreCommand(ref)+" --force --reason …` and break-glass again if the fix is gone")
+	}
+	// A parent paused with the session that syncs by itself again (its
+	// mark removed and self-heal turned back on, by hand or through Argo
+	// CD) would put the child's sync back from Git: the same as the
+	// child's own sync coming back.
+	if !pausing {
+		for _, p := range session.PausedParents {
+			parent, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(argocd.NamespaceOr(p.Namespace, e.AppNamespace)).Get(ctx, p.Name, metav1.GetOptions{})
+			if err == nil && argocd.SyncsAutomatically(parent) {
+				st.SyncReenabled = true
+				st.Notes = append(st.Notes, fmt.Sprintf("automated sync of parent application %s, paused with the session, is on again: it may sync %s back from Git over the live fix; check the target, then close the session with `%s --force --reason …`",
+					p.Name, ref.Name, RestoreCommand(ref)))
+			}
+		}
 	}
 	if len(mismatch) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))

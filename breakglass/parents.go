@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -90,23 +91,78 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 var errNotPausedHere = errors.New("not paused by this session")
 
 // OrphanedPauses describes the Applications among apps that carry this
-// project's paused-by mark for a session that is no longer open: their sync
-// stays off for nobody, exactly what a break-glass must never leave behind.
-func OrphanedPauses(apps []*unstructured.Unstructured) []string {
-	open := map[string]bool{}
-	for _, a := range apps {
-		if s, err := ParseSession(a.GetAnnotations()[SessionAnnotation]); err == nil {
-			open[a.GetName()+"/"+s.ID] = true
-		}
-	}
+// project's paused-by mark (CHILD/SESSION) that the audit log does not
+// account for: the session is not open, was opened on another child, or
+// never recorded pausing this Application. Their sync stays off for
+// nobody (the mark is set by hand with a pause the admission policy cannot
+// tell from a parent's), exactly what a break-glass must never leave
+// behind. What the annotations say is not trusted: only the log is.
+func (e *Engine) OrphanedPauses(ctx context.Context, apps []*unstructured.Unstructured) ([]string, error) {
 	var out []string
 	for _, a := range apps {
 		by, marked := a.GetAnnotations()[PausedByAnnotation]
-		if !marked || open[by] {
+		if !marked {
 			continue
 		}
-		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, which is not open: its automated sync may stay off for nobody; find its saved policy with `kubectl gitops audit log --app %s --event breakglass.paused -o yaml`",
-			a.GetNamespace(), a.GetName(), by, a.GetName()))
+		why, err := e.unaccounted(ctx, a, by)
+		if err != nil {
+			return nil, err
+		}
+		if why == "" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, %s: its automated sync may stay off for nobody; find its saved policy with `kubectl gitops audit log --app %s --event breakglass.paused -o yaml`",
+			a.GetNamespace(), a.GetName(), by, why, a.GetName()))
 	}
-	return out
+	return out, nil
+}
+
+// EventOrphanedReason is the Warning Event of an orphaned pause.
+const EventOrphanedReason = "OrphanedPause"
+
+// RecordOrphan records app's orphaned pause (why, as OrphanedPauses says
+// it) as a breakglass.orphaned notice outside any session, and emits a
+// Warning Event on app; warnings are what could not be told.
+func (e *Engine) RecordOrphan(ctx context.Context, app *unstructured.Unstructured, why string) ([]string, error) {
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+	p := &Plan{Request: Request{App: ref.Name, Reason: why}, Actor: actor, App: ref}
+	p.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	if _, err := e.record(ctx, p, "", audit.EventOrphaned, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) { r.Target = nil }); err != nil {
+		return nil, err
+	}
+	if w := e.emit(ctx, app, EventOrphanedReason, true, "%s", why); w != "" {
+		return []string{w}, nil
+	}
+	return nil, nil
+}
+
+// unaccounted says why the log does not account for app's paused-by mark
+// by ("" when it does: an open session of the child it names paused app).
+func (e *Engine) unaccounted(ctx context.Context, app *unstructured.Unstructured, by string) (string, error) {
+	child, id, ok := strings.Cut(by, "/")
+	if !ok || id == "" {
+		return "which is not open", nil
+	}
+	records, err := e.sessionRecords(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	legal, log := ownLog(records, id)
+	switch {
+	case log == nil || log.Opened == nil || !log.Open():
+		return "which is not open", nil
+	case log.Application.Name != child:
+		return fmt.Sprintf("which was opened on %s, not %s", log.Application.Name, child), nil
+	}
+	for _, r := range legal {
+		if r.Event == audit.EventPaused && r.Application != nil && r.Application.Name == app.GetName() && r.Application.Namespace == app.GetNamespace() {
+			return "", nil
+		}
+	}
+	return "which never recorded pausing it", nil
 }

@@ -157,7 +157,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if len(st.Targets) > 0 {
 		p.Target = st.Targets[0].Target
 	}
-	if st.SyncReenabled {
+	if argocd.SyncsAutomatically(app) {
 		// restorePolicy leaves a policy that syncs again as it is.
 		saved = current
 		st.Notes = append(st.Notes, "automated sync was already on: the policy stays as it was turned back on; the saved one is in the session's breakglass.paused record")

@@ -161,7 +161,9 @@ func (c *Controller) lead(ctx context.Context) error {
 	go func() { <-ctx.Done(); queue.ShutDown() }() // a lost lease stops the work at once
 	enqueue := func(obj any) {
 		if app, ok := obj.(*unstructured.Unstructured); ok {
-			if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; open {
+			_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
+			_, marked := app.GetAnnotations()[breakglass.PausedByAnnotation]
+			if open || marked {
 				queue.Add(app.GetNamespace() + "/" + app.GetName())
 			}
 		}
@@ -293,6 +295,9 @@ func (c *Controller) leaseDuration() time.Duration {
 func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructured) (time.Time, error) {
 	engine := *c.Engine
 	engine.AppNamespace = app.GetNamespace()
+	if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; !open {
+		return time.Time{}, c.orphan(ctx, &engine, app)
+	}
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
 	if err != nil {
 		return time.Time{}, err
@@ -369,6 +374,31 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		c.logf("%s/%s: warning: %s", app.GetNamespace(), app.GetName(), w)
 	}
 	return time.Time{}, nil
+}
+
+// orphan records, once per mark, a paused-by mark on app that no open
+// session of the log accounts for.
+func (c *Controller) orphan(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured) error {
+	key := app.GetNamespace() + "/" + app.GetName()
+	orphans, err := engine.OrphanedPauses(ctx, []*unstructured.Unstructured{app})
+	if err != nil || len(orphans) == 0 {
+		return err
+	}
+	told := "orphan " + key + " " + app.GetAnnotations()[breakglass.PausedByAnnotation]
+	if _, done := c.noticed[told]; done {
+		return nil
+	}
+	warnings, err := engine.RecordOrphan(ctx, app, orphans[0])
+	if err != nil {
+		return fmt.Errorf("recording an orphaned pause: %w", err)
+	}
+	c.noticed[told] = time.Now()
+	c.Metrics.countNotice(audit.EventOrphaned)
+	c.logf("%s: %s", key, orphans[0])
+	for _, w := range warnings {
+		c.logf("%s: warning: %s", key, w)
+	}
+	return nil
 }
 
 // earliest is the earlier of two times, zero meaning none.

@@ -377,6 +377,21 @@ func statePausing(t *testing.T, f *fakeCluster) {
 	}
 }
 
+// silentPause is another Application, "other", paused by hand with a
+// paused-by mark naming web's open session, as the admission policy lets
+// any on-call write it: no record, no notice.
+func silentPause(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	other := f.app().DeepCopy()
+	other.SetName("other")
+	other.SetResourceVersion("")
+	other.SetAnnotations(map[string]string{breakglass.PausedByAnnotation: "web/" + sessionOn(t, f).ID})
+	_ = unstructured.SetNestedField(other.Object, false, "spec", "syncPolicy", "automated", "enabled")
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // jiraComesBack is Jira configured again, after the tickets were queued.
 func jiraComesBack(_ *testing.T, f *fakeCluster) { f.tickets = &fakeTickets{} }
 
@@ -555,6 +570,16 @@ func TestCommands(t *testing.T) {
 					t.Errorf("verify: %v %+v; want close-without-restore at the forged record 5", err, rep.Breaks)
 				}
 			})},
+		// A pause made by hand with a parent's mark naming an open session
+		// that never paused it: nothing said so.
+		{name: "status names a pause no session accounts for", setup: then(given(breakglass), silentPause), args: []string{"status"},
+			assert: func(t *testing.T, _ *fakeCluster, r cmdResult) {
+				if !strings.Contains(r.errs, `application argocd/other is marked paused for session "web/`) || !strings.Contains(r.errs, "which never recorded pausing it") {
+					t.Errorf("exit %d, stderr %q", r.code, r.errs)
+				}
+			}},
+		{name: "contract check names a pause no session accounts for", setup: then(given(breakglass), silentPause), args: []string{"contract", "check", "--exit-code"},
+			assert: assertError(ExitFailure, "which never recorded pausing it")},
 		// Argo CD's UI tells whoever is about to press Sync not to.
 		{name: "breakglass sets Argo CD's notice banner", setup: ownNotice, args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
 			got := noticeOf(t, f)

@@ -93,6 +93,15 @@ func (o *ContractCheckOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// A pause nobody's session accounts for contradicts every contract:
+	// Git stops deploying there, and nothing says so.
+	orphans, err := engine.OrphanedPauses(ctx, apps)
+	if err != nil {
+		return err
+	}
+	for _, orphan := range orphans {
+		warn(o.ErrOut, orphan)
+	}
 	if o.Output != "table" {
 		if err := printStructured(o.Out, o.Output, findings); err != nil {
 			return err
@@ -116,7 +125,7 @@ func (o *ContractCheckOptions) Run(ctx context.Context) (err error) {
 		note(o.ErrOut, "note: %s", strings.TrimSpace(n))
 	}
 	switch {
-	case o.ExitCode && len(findings) > 0:
+	case o.ExitCode && (len(findings) > 0 || len(orphans) > 0):
 		return &ExitError{Code: ExitFailure}
 	case o.ExitCode && len(notes) > 0:
 		return &ExitError{Code: ExitCannotTell, Err: errors.New("some contracts could not be read (see the notes)")}

@@ -337,3 +337,44 @@ func TestControllerNoticesARevertedFix(t *testing.T) {
 		t.Error("no Warning Event Reverted")
 	}
 }
+
+// TestControllerNoticesAnOrphanedPause: an Application paused by hand with
+// a paused-by mark that no open session accounts for is recorded once as
+// breakglass.orphaned, with a Warning Event; the controller used to look
+// only at Applications with a session.
+func TestControllerNoticesAnOrphanedPause(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	silentPause(t, f)
+	runController(t, time.Hour)
+	count := func() (n int) {
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "other" {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(15 * time.Second); count() == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no breakglass.orphaned record within 15s")
+		}
+	}
+	time.Sleep(2 * time.Second) // a few resyncs
+	if n := count(); n != 1 {
+		t.Errorf("%d orphaned notices, want 1", n)
+	}
+	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, ev := range list.Items {
+		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventOrphanedReason && ev.InvolvedObject.Name == "other"
+	}
+	if !warned {
+		t.Error("no Warning Event OrphanedPause on the paused Application")
+	}
+}

@@ -192,7 +192,11 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	if o.App != "" && len(apps) == 0 {
 		return nil, fmt.Errorf("no open break-glass session on %s in namespace %s", o.App, o.AppNamespace)
 	}
-	for _, orphan := range breakglass.OrphanedPauses(all) {
+	orphans, err := engine.OrphanedPauses(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	for _, orphan := range orphans {
 		warn(o.ErrOut, orphan)
 	}
 	argo, err := o.argoServer()
