@@ -110,7 +110,11 @@ type Record struct {
 	// Pinned is, on the planned record that opens a session, what the
 	// Application rendered from when the session opened: its sources,
 	// destination and project. Caught-up is judged against it alone.
-	Pinned  *Pin    `json:"pinned,omitempty"`
+	Pinned *Pin `json:"pinned,omitempty"`
+	// Hold is, on the planned record that opens a session, how the session
+	// holds the live fix and what the Application's ignoreDifferences were
+	// before the hold added to them.
+	Hold    *Hold   `json:"hold,omitempty"`
 	Outcome Outcome `json:"outcome"`
 	// Resolves is, on a breakglass.patched or breakglass.abandoned record
 	// written for an interrupted run, the id of that run's planned record:
@@ -226,6 +230,16 @@ type Patch struct {
 	HMAC   string `json:"hmac,omitempty"`
 	KeyID  string `json:"keyId,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Hold is how a session holds its live fix: Mode "app" pauses automated
+// sync and holds the patched paths (ignoreDifferences with the
+// RespectIgnoreDifferences sync option), "sync" only pauses.
+// IgnoreDifferences is the Application's spec.ignoreDifferences before the
+// session (null when unset): the close writes it back.
+type Hold struct {
+	Mode              string `json:"mode"`
+	IgnoreDifferences any    `json:"ignoreDifferences"`
 }
 
 // Change is one field the patch changed, with its values before and after.

@@ -346,6 +346,10 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %s", argocd.ShortRevisions(sessionGit(session)))
 		case st.FieldLevel:
 			ts.Git, ts.Detail = compareFields(p, findManifest(manifests, p.Target, dest), ts.Resource)
+		case session.holdsFields():
+			// Argo CD compares the held paths no more: Synced is its
+			// answer for every other field, never for these.
+			ts.Git, ts.Detail = GitWaiting, "the hold keeps the patched fields out of Argo CD's compare (ignoreDifferences), so Synced proves nothing there: set ARGOCD_SERVER (a read-only account is enough) for the field-level check, or force the restore once Git has the fix"
 		case p.ArgoSawPatch == nil || !*p.ArgoSawPatch:
 			ts.Git, ts.Detail = GitWaiting, "Argo CD never flagged this patch (it only adds fields Git never set), so Synced proves nothing: configure the Argo CD API for the field-level check, or force the restore"
 		case ts.Resource == "Synced":

@@ -76,6 +76,9 @@ type Request struct {
 	// AutoRestore restores sync with no person once Git has caught up;
 	// nil takes the namespace's contract (default: no).
 	AutoRestore *bool
+	// Hold is how a new session holds the fix: HoldApp or HoldSync. A join
+	// keeps its session's.
+	Hold string
 }
 
 func clientInfo() audit.Client {

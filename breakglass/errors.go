@@ -80,6 +80,7 @@ const (
 	InputIncident    argocd.Input = "incident"
 	InputExpires     argocd.Input = "expiry"
 	InputAutoRestore argocd.Input = "auto-restore"
+	InputHold        argocd.Input = "hold"
 )
 
 // inputError refuses an input: as ErrPatchInvalid when it is the patch

@@ -43,6 +43,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		if p.app != nil {
 			session.SavedNotice = savedNotice(p.app)
 		}
+		session.Hold = p.Hold
+		if session.holdsFields() {
+			session.SavedIgnoreDifferences = savedIgnore(p.app)
+		}
 		if p.PauseFor > 0 {
 			expires := now.Add(p.PauseFor).Truncate(time.Second)
 			session.Expires = &expires
@@ -61,6 +65,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			if p.app != nil {
 				pin := argocd.Pin(p.app, redact.Text)
 				r.Pinned = &pin
+			}
+			r.Hold = &audit.Hold{Mode: session.Hold}
+			if len(session.SavedIgnoreDifferences) > 0 {
+				_ = json.Unmarshal(session.SavedIgnoreDifferences, &r.Hold.IgnoreDifferences)
 			}
 		}
 	}
@@ -94,12 +102,20 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	pending := SessionPatch{ID: plannedRecord.ID, Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
 	p.pendingPatch = pending.ID
 	terminated := session.TerminatedSync
-	marked, app, err := e.writeSession(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {
+	// With the hold, the same write holds the patched paths: every sync
+	// from then on keeps the live value there.
+	var hold func(*unstructured.Unstructured) map[string]any
+	if session.holdsFields() {
+		hold = func(app *unstructured.Unstructured) map[string]any {
+			return holdPatch(app, p.Target, p.fields, p.Patched)
+		}
+	}
+	marked, app, err := e.writeSessionWith(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {
 		s.Patches = append(s.Patches, pending)
 		if terminated != "" {
 			s.TerminatedSync = terminated
 		}
-	})
+	}, hold)
 	if err != nil {
 		return nil, e.abort(ctx, p, session, fmt.Errorf("recording the patch in session %s before sending it: %w", session.ID, err), withPatch)
 	}
@@ -122,28 +138,15 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}
 	res.Session = session
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
-	// added fields Git never set, and resource-level Synced will prove nothing.
+	// added fields Git never set, and resource-level Synced will prove
+	// nothing. Held paths are out of Argo CD's compare: it cannot see the
+	// patch there, and the field-level check is what tells caught-up.
 	var observed *bool
-	if app, err := e.WaitRefreshed(ctx, asked); err != nil {
-		res.Warnings = append(res.Warnings, "could not learn whether Argo CD sees the patch: "+err.Error())
-	} else {
-		app = e.sawPatch(ctx, app, p.Target)
-		status, _ := argocd.ManagedStatus(app, p.Target)
-		saw := status == "OutOfSync"
-		observed = &saw
-		if !saw {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
-		}
-		if written, _, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
-			if sp := s.patchNamed(pending.ID); sp != nil {
-				sp.ArgoSawPatch = &saw
-			}
-		}); err != nil {
-			res.Warnings = append(res.Warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
-		} else {
-			session = written
-			res.Session = session
-		}
+	if !session.holdsFields() {
+		var warnings []string
+		session, observed, warnings = e.observePatch(ctx, p, session, asked, pending.ID)
+		res.Session = session
+		res.Warnings = append(res.Warnings, warnings...)
 	}
 	// The record, not the annotation anyone may edit, is what restore
 	// believes about whether Argo CD saw the patch.
@@ -160,6 +163,33 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}
 	res.Warnings = append(res.Warnings, e.emitExecuted(ctx, p, session)...)
 	return res, nil
+}
+
+// observePatch waits for Argo CD's reconcile after the patch (asked is the
+// write that asked for it) and notes in the session whether Argo CD flagged
+// the patched target: the session as written, what Argo CD saw (nil when
+// not known) and warnings.
+func (e *Engine) observePatch(ctx context.Context, p *Plan, session *Session, asked *unstructured.Unstructured, id string) (*Session, *bool, []string) {
+	app, err := e.WaitRefreshed(ctx, asked)
+	if err != nil {
+		return session, nil, []string{"could not learn whether Argo CD sees the patch: " + err.Error()}
+	}
+	var warnings []string
+	app = e.sawPatch(ctx, app, p.Target)
+	status, _ := argocd.ManagedStatus(app, p.Target)
+	saw := status == "OutOfSync"
+	if !saw {
+		warnings = append(warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
+	}
+	written, _, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
+		if sp := s.patchNamed(id); sp != nil {
+			sp.ArgoSawPatch = &saw
+		}
+	})
+	if err != nil {
+		return session, &saw, append(warnings, "could not record Argo CD's view of the patch in the session: "+err.Error())
+	}
+	return written, &saw, warnings
 }
 
 // emitExecuted emits the Events of a break-glass once its records are

@@ -192,6 +192,13 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil || !equalJSON(saved, ls.savedPolicy) {
 		out = append(out, fmt.Sprintf("savedSyncPolicy (annotation %s, audit log %s)", jsonText(saved), jsonText(ls.savedPolicy)))
 	}
+	differ("hold", s.Hold, logged.Hold)
+	if logged.holdsFields() {
+		var annotated, log any
+		_ = json.Unmarshal(s.SavedIgnoreDifferences, &annotated)
+		_ = json.Unmarshal(logged.SavedIgnoreDifferences, &log)
+		differ("savedIgnoreDifferences", annotated, log)
+	}
 	differ("gitRevision", s.GitRevision, logged.GitRevision)
 	differ("expires", s.Expires, logged.Expires)
 	differ("autoRestore", s.AutoRestore, logged.AutoRestore)
@@ -243,6 +250,12 @@ func (ls *loggedSession) session(s *Session) *Session {
 		Expires: opened.Expires, AutoRestore: opened.AutoRestore,
 	}
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
+	if h := opened.Hold; h != nil {
+		c.Hold = h.Mode
+		if c.holdsFields() {
+			c.SavedIgnoreDifferences, _ = json.Marshal(h.IgnoreDifferences)
+		}
+	}
 	// The pause written, its record not yet (an interruption between):
 	// the annotation is a step ahead, and says so.
 	if c.State == StatePausing && s.State == StatePaused {

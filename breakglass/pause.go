@@ -97,12 +97,30 @@ func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, clo
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
+	var releaseErr error
 	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
 		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(app, closing), false)}}
-		if !argocd.SyncsAutomatically(app) {
-			patch["spec"] = map[string]any{"syncPolicy": policyPatch(app, saved)}
+		whole := !argocd.SyncsAutomatically(app)
+		// The hold goes with the session: ignoreDifferences (and the sync
+		// option, when the policy is not written back whole) as saved.
+		spec, err := releasePatch(app, s, whole)
+		if err != nil {
+			releaseErr = err
+			spec = nil
+		}
+		if whole {
+			if spec == nil {
+				spec = map[string]any{}
+			}
+			spec["syncPolicy"] = policyPatch(app, saved)
+		}
+		if spec != nil {
+			patch["spec"] = spec
 		}
 		return patch
 	}})
+	if err == nil && releaseErr != nil {
+		return releaseErr
+	}
 	return err
 }

@@ -88,6 +88,9 @@ type Plan struct {
 	// PauseMechanism says how the pause works on this Argo CD; "" when the
 	// plan joins a paused session.
 	PauseMechanism string
+	// Hold is how the session holds the fix (HoldApp, HoldSync): the
+	// request's for a new session, the session's for a join.
+	Hold string
 
 	parents []*unstructured.Unstructured
 
@@ -142,6 +145,12 @@ func (r Request) Validate() error {
 	}
 	if r.Join && r.AutoRestore != nil {
 		return inputError(InputAutoRestore, "", "a joined patch keeps the session's choice: give none")
+	}
+	switch {
+	case r.Join && r.Hold != "":
+		return inputError(InputHold, r.Hold, "a joined patch is held as its session holds: give none")
+	case r.Hold != "" && r.Hold != HoldApp && r.Hold != HoldSync:
+		return inputError(InputHold, r.Hold, "use app (pause sync and hold the patched fields) or sync (pause sync only)")
 	}
 	return nil
 }
@@ -348,7 +357,14 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
 		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
 		PauseFor: pauseFor, AutoRestore: autoRestore,
-		gvr: gvr,
+		Hold: req.Hold,
+		gvr:  gvr,
+	}
+	switch {
+	case join != nil:
+		plan.Hold = join.Hold
+	case plan.Hold == "":
+		plan.Hold = HoldApp
 	}
 	if warning != "" {
 		warnings = append(warnings, warning)

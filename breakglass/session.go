@@ -75,6 +75,13 @@ type Session struct {
 	// SavedNotice is the Application's own Argo CD notice annotations,
 	// which the session's banner replaces until the close puts them back.
 	SavedNotice map[string]string `json:"savedNotice,omitempty"`
+	// Hold is how the session holds the live fix (HoldApp, HoldSync; ""
+	// for sessions opened before holds, which only pause), as the planned
+	// record has it; SavedIgnoreDifferences is spec.ignoreDifferences as it
+	// was before the hold added the session's entries (null when unset),
+	// which the close writes back exactly.
+	Hold                   string          `json:"hold,omitempty"`
+	SavedIgnoreDifferences json.RawMessage `json:"savedIgnoreDifferences,omitempty"`
 }
 
 // Expired is whether the session's pause has expired at now.
@@ -258,6 +265,12 @@ func (s *Session) pending() *SessionPatch {
 // patches never drop each other's patch. It returns the session and the
 // Application as written.
 func (e *Engine) writeSession(ctx context.Context, known *unstructured.Unstructured, id string, also func(*unstructured.Unstructured) error, change func(*Session)) (*Session, *unstructured.Unstructured, error) {
+	return e.writeSessionWith(ctx, known, id, also, change, nil)
+}
+
+// writeSessionWith is writeSession whose write also patches spec with
+// what spec returns for the Application as it is then (nil: nothing).
+func (e *Engine) writeSessionWith(ctx context.Context, known *unstructured.Unstructured, id string, also func(*unstructured.Unstructured) error, change func(*Session), spec func(*unstructured.Unstructured) map[string]any) (*Session, *unstructured.Unstructured, error) {
 	var written *Session
 	own := ownSession(known.GetName(), id)
 	check := func(app *unstructured.Unstructured) error {
@@ -270,7 +283,13 @@ func (e *Engine) writeSession(ctx context.Context, known *unstructured.Unstructu
 		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
 		change(current)
 		written = current
-		return sessionPatch(current, nil)
+		patch := sessionPatch(current, nil)
+		if spec != nil {
+			if held := spec(app); held != nil {
+				patch["spec"] = held
+			}
+		}
+		return patch
 	}})
 	return written, app, err
 }

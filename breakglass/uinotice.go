@@ -71,6 +71,9 @@ func uiNotice(s *Session) map[string]any {
 		text += " Expires " + s.Expires.UTC().Format(time.RFC3339) + "."
 	}
 	text += " Sync stays paused until Git has the fix: kubectl gitops status."
+	if s.holdsFields() {
+		text += " A Sync keeps the held fields only with " + RespectIgnoreDifferences + " ticked."
+	}
 	if r := []rune(text); len(r) > noticeMax {
 		text = string(r[:noticeMax-1]) + "…"
 	}

@@ -54,6 +54,9 @@ type DebtEntry struct {
 	Entry  map[string]any `json:"entry"`
 	Note   *DebtNote      `json:"note,omitempty"`
 	Flags  []string       `json:"flags,omitempty"`
+	// HeldBy is the open break-glass session whose hold added the entry:
+	// it is the session's, goes with its restore, and is no owned debt.
+	HeldBy string `json:"heldBy,omitempty"`
 }
 
 // DebtID names an entry by its content: the first 12 hex digits of the

@@ -93,6 +93,7 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.Request.TargetContext, "target-context", "", "kubeconfig context of the destination cluster, when it is not Argo CD's (default: the context whose server is the destination's)")
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
 	f.DurationVar(&o.Request.Expires, "expires", 0, "how long the pause may last, e.g. 2h (default and maximum: the target namespace's "+drift.ContractMaxPause+"; without one, no expiry)")
+	f.StringVar(&o.Request.Hold, "hold", "", "how the fix is held: app (pause sync and hold the patched fields through every sync, manual ones included) or sync (pause sync only) (default: app where the Argo CD API is configured, else sync)")
 	f.BoolVar(&o.AutoRestore, "auto-restore", false, "restore sync with no person once Git has caught up, by the in-cluster controller (default: the namespace's "+drift.ContractAutoRestore+", else no)")
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
@@ -210,9 +211,16 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	var holdWarning string
+	if o.Request.Hold == "" && !o.Request.Join {
+		o.Request.Hold, holdWarning = o.defaultHold()
+	}
 	plan, err := engine.Plan(ctx, o.Request)
 	if err != nil {
 		return err
+	}
+	if holdWarning != "" {
+		plan.Warnings = append(plan.Warnings, holdWarning)
 	}
 	if isTerminal(o.ErrOut) {
 		// Progress for a person watching; scripts get the result only.
@@ -284,6 +292,7 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	} else {
 		fmt.Fprintf(o.Out, "Sync policy: %s -> %s (saved; restore writes it back)\n", before, after)
 		fmt.Fprintf(o.Out, "Pause:       %s\n", p.PauseMechanism)
+		fmt.Fprintf(o.Out, "Hold:        %s\n", holdText(p.Hold))
 		if p.PauseFor > 0 {
 			fmt.Fprintf(o.Out, "Expires:     after %s (sync stays paused until Git has caught up and it is restored)\n", p.PauseFor)
 		}
@@ -313,6 +322,25 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 			fmt.Fprint(o.Out, line)
 		}
 	}
+}
+
+// defaultHold is --hold when it is not given: app (pause and hold the
+// patched fields) where the Argo CD API is configured, which judges
+// caught-up under that hold field by field; else sync (pause only), with a
+// warning saying what that leaves open.
+func (o *BreakglassOptions) defaultHold() (string, string) {
+	if server, err := o.argoServer(); err == nil && server != nil {
+		return breakglass.HoldApp, ""
+	}
+	return breakglass.HoldSync, "the fix is held by the pause only (--hold sync): a manual Sync in Argo CD would revert it. Set ARGOCD_SERVER (a read-only account is enough) for --hold app, which holds the patched fields through every sync"
+}
+
+// holdText says what hold mode means, in the plan.
+func holdText(hold string) string {
+	if hold == breakglass.HoldApp {
+		return "app: the patched fields are held through every sync (ignoreDifferences with " + breakglass.RespectIgnoreDifferences + "); restore puts both back"
+	}
+	return "sync: the pause only; a manual Sync would revert the fix"
 }
 
 // pauseShort names the pause mechanism in a few words.
@@ -350,6 +378,7 @@ type planView struct {
 	Git         audit.Git         `json:"git"`
 	Parents     []string          `json:"pausesParents,omitempty"`
 	Pause       string            `json:"pause,omitempty"`
+	Hold        string            `json:"hold,omitempty"`
 	Joins       string            `json:"joinsSession,omitempty"`
 	PauseFor    string            `json:"pauseFor,omitempty"`
 	AutoRestore bool              `json:"autoRestore,omitempty"`
@@ -369,6 +398,7 @@ func newPlanView(p *breakglass.Plan) planView {
 		Application: p.App, Cluster: p.Cluster, Target: p.Target, Actor: p.Actor,
 		Reason: r.Reason, Incident: r.Incident, Patch: r.Patch, Changes: r.Changes, SyncPolicy: r.SyncPolicy,
 		Revision: p.Git.Revision, Git: p.Git, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings, Pause: p.PauseMechanism,
+		Hold: p.Hold,
 	}
 	if p.Join != nil {
 		v.Joins = p.Join.ID

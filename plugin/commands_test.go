@@ -409,6 +409,9 @@ func liveDeployment(t *testing.T, f *fakeCluster) *unstructured.Unstructured {
 // status in each format, a restore refused while Git waits and the restore
 // once it caught up, ticket sync filing the queued ticket, and the command
 // lines that must be refused.
+// The hold's sync option and mode (TestCommands' breakglass is a command line).
+const heldOption, holdApp = breakglass.RespectIgnoreDifferences, breakglass.HoldApp
+
 func TestCommands(t *testing.T) {
 	change := []string{"web", "deployment/web", "--type", "merge", "--patch", `{"spec":{"replicas":3}}`, "--reason", "5xx spike, scale out", "--incident", "INC-7"}
 	breakglass := append(append([]string{"breakglass"}, change...), "-y")
@@ -547,6 +550,45 @@ func TestCommands(t *testing.T) {
 				t.Errorf("pinned %+v", pin)
 			}
 		})},
+		// The hold: a manual Sync reverted the fix while status said
+		// "waiting" (issue 31). The patched paths are held through Argo
+		// CD's own ignoreDifferences, and caught-up is never taken from
+		// resource-level Synced under it.
+		{name: "breakglass --hold app holds the patched fields", args: slices.Concat(breakglass, []string{"--hold", "app"}), assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+			entries, _, _ := unstructured.NestedSlice(f.app().Object, "spec", "ignoreDifferences")
+			options, _, _ := unstructured.NestedStringSlice(f.app().Object, "spec", "syncPolicy", "syncOptions")
+			if len(entries) != 1 || !slices.Contains(options, heldOption) || opened(t, f).Hold == nil || opened(t, f).Hold.Mode != holdApp {
+				t.Errorf("ignoreDifferences %v, syncOptions %v, planned hold %+v", entries, options, opened(t, f).Hold)
+			}
+			if got, _ := json.Marshal(entries[0]); !strings.Contains(string(got), `"jqPathExpressions":[".spec.replicas"]`) || !strings.Contains(string(got), `"name":"web"`) || !strings.Contains(string(got), `"namespace":"demo"`) {
+				t.Errorf("held entry %s", got)
+			}
+		})},
+		{name: "a held session is not caught up from Synced alone", setup: then(given(slices.Concat(breakglass, []string{"--hold", "app"})), gitCatchesUp), args: []string{"status", "web", "-o", "wide", "--exit-code"},
+			assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				if r.code != ExitFailure || !strings.Contains(r.out, "the hold keeps the patched fields out of Argo CD's compare (ignoreDifferences), so Synced proves nothing there") {
+					t.Errorf("exit %d\n%s%s", r.code, r.out, r.errs)
+				}
+			}},
+		{name: "the close puts ignoreDifferences and sync options back exactly", setup: then(given(slices.Concat(breakglass, []string{"--hold", "app"}))), args: []string{"restore", "web", "--force", "--reason", "held, Git fixed by hand", "-y"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if _, has, _ := unstructured.NestedFieldNoCopy(f.app().Object, "spec", "ignoreDifferences"); has {
+					t.Errorf("ignoreDifferences left: %v", f.app().Object["spec"])
+				}
+				if options, _, _ := unstructured.NestedStringSlice(f.app().Object, "spec", "syncPolicy", "syncOptions"); !slices.Equal(options, []string{"CreateNamespace=true"}) {
+					t.Errorf("syncOptions %v", options)
+				}
+			})},
+		{name: "debt names the hold's entry as the session's", setup: given(slices.Concat(breakglass, []string{"--hold", "app"})), args: []string{"debt", "web", "--exit-code"},
+			assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				if r.code != ExitOK || !strings.Contains(r.out, "session "+sessionOn(t, f).ID) || !strings.Contains(r.out, "at restore") {
+					t.Errorf("exit %d\n%s%s", r.code, r.out, r.errs)
+				}
+			}},
+		{name: "breakglass --hold of an unknown mode", args: slices.Concat(breakglass, []string{"--hold", "everything"}),
+			assert: assertError(ExitUsage, `--hold "everything": use app (pause sync and hold the patched fields) or sync (pause sync only)`)},
+		{name: "breakglass --join takes its session's hold", setup: given(breakglass), args: []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "--hold", "app", "-y"},
+			assert: assertError(ExitUsage, "a joined patch is held as its session holds: give none")},
 		// A manual Sync put Git's replicas back over the fix: status said
 		// "waiting" and nothing else.
 		{name: "status shows a reverted fix and who reverted it", setup: then(given(breakglass), revertedBy("argocd-controller")), args: []string{"status", "web"},

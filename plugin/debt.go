@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -94,6 +96,7 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	markHeld(entries, apps)
 	flagged := 0
 	for _, e := range entries {
 		if len(e.Flags) > 0 {
@@ -116,6 +119,9 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 			if e.Note != nil {
 				owner, review = dash(e.Note.Owner), dash(e.Note.Review)
 			}
+			if e.HeldBy != "" {
+				owner, review = "session "+printable(e.HeldBy), "at restore"
+			}
 			t.row(app, e.ID, entrySummary(e), owner, review, dash(strings.Join(e.Flags, ",")))
 		}
 		if err := t.flush(); err != nil {
@@ -126,6 +132,27 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 		return &ExitError{Code: ExitFailure}
 	}
 	return nil
+}
+
+// markHeld names the entries an open session's hold added (held by that
+// session until its restore removes them) and clears their flags: they
+// are no one's debt. The session annotation says which entries it saved
+// (status names an annotation whose saved entries the audit log
+// contradicts); every entry is still listed.
+func markHeld(entries []drift.DebtEntry, apps []*unstructured.Unstructured) {
+	held := map[string]string{}
+	for _, app := range apps {
+		session, list := breakglass.HeldEntries(app)
+		for _, e := range list {
+			held[app.GetNamespace()+"/"+app.GetName()+"/"+drift.DebtID(e)] = session
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		if s, ok := held[e.App.Namespace+"/"+e.App.Name+"/"+e.ID]; ok && !e.System {
+			e.HeldBy, e.Flags = s, nil
+		}
+	}
 }
 
 // entrySummary is an entry in a few words: what it covers and which fields.

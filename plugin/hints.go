@@ -32,6 +32,7 @@ var inputFlags = map[argocd.Input]string{
 	breakglass.InputTicket:      "--ticket",
 	breakglass.InputExpires:     "--expires",
 	breakglass.InputAutoRestore: "--auto-restore",
+	breakglass.InputHold:        "--hold",
 	breakglass.InputSession:     "SESSION",
 	breakglass.InputVerdict:     "--approve/--reject",
 	argocd.InputTargetContext:   "--target-context",

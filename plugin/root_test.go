@@ -100,7 +100,7 @@ func TestClientVersionJSON(t *testing.T) {
 // the next step, keeping the error's identity.
 func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 	for _, in := range []argocd.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
-		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore,
+		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore, breakglass.InputHold,
 		breakglass.InputSession, breakglass.InputVerdict, breakglass.InputNote, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
 		if inputFlags[in] == "" {
 			t.Errorf("input %q has no flag to spell it", in)

@@ -1,0 +1,239 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
+)
+
+// How a session holds the live fix (docs/design.md §4).
+const (
+	// HoldApp pauses automated sync and holds the patched paths through
+	// Argo CD's own mechanism: an ignoreDifferences entry per patched
+	// target, naming its paths, with the RespectIgnoreDifferences=true
+	// sync option, so that every sync, automated or manual, keeps the live
+	// value there. Argo CD then reports the held paths in sync whatever Git
+	// says: whether Git caught up is judged field by field through the
+	// Argo CD API, never from resource-level Synced.
+	HoldApp = "app"
+	// HoldSync only pauses automated sync (sessions opened before holds,
+	// and --hold sync): a manual Sync reverts the fix, and resource-level
+	// Synced stays an honest answer.
+	HoldSync = "sync"
+)
+
+// RespectIgnoreDifferences is the sync option that makes Argo CD keep the
+// live value at ignoreDifferences paths when it syncs (Argo CD ≥ 2.3).
+const RespectIgnoreDifferences = "RespectIgnoreDifferences=true"
+
+// Holds are the hold modes a user may ask for.
+var Holds = []string{HoldApp, HoldSync}
+
+// holdsFields is whether session s holds its patched paths (ignoreDifferences).
+func (s *Session) holdsFields() bool { return s.Hold == HoldApp }
+
+// heldEntry is the ignoreDifferences entry that holds the paths of a patch
+// of target: one jq path expression per path, list items by name as the
+// session spells them (obj, the target after the patch, tells a named
+// list from a map).
+func heldEntry(target audit.Target, fields []PatchedField, obj map[string]any) map[string]any {
+	exprs := make([]any, 0, len(fields))
+	for _, f := range fields {
+		exprs = append(exprs, jqPath(f.Path, obj))
+	}
+	entry := map[string]any{"kind": target.Kind, "name": target.Name, "jqPathExpressions": exprs}
+	if target.Group != "" {
+		entry["group"] = target.Group
+	}
+	if target.Namespace != "" {
+		entry["namespace"] = target.Namespace
+	}
+	return entry
+}
+
+var jqIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// jqPath spells path (as audit.Diff spells it: /-separated, list items by
+// name where every item has one) as a jq path expression on obj.
+func jqPath(path string, obj any) string {
+	var b strings.Builder
+	node := obj
+	for _, seg := range redact.Segments(path) {
+		switch t := node.(type) {
+		case []any:
+			if named(t) {
+				name, _ := json.Marshal(seg)
+				fmt.Fprintf(&b, "[] | select(.name == %s) | .", name)
+				node = itemNamed(t, seg)
+				continue
+			}
+			if i, err := strconv.Atoi(seg); err == nil {
+				fmt.Fprintf(&b, "[%d]", i)
+				node = nil
+				if i >= 0 && i < len(t) {
+					node = t[i]
+				}
+				continue
+			}
+		case map[string]any:
+			node = t[seg]
+		default:
+			node = nil
+		}
+		dot := strings.HasSuffix(b.String(), ".")
+		switch {
+		case jqIdent.MatchString(seg) && dot:
+			b.WriteString(seg)
+		case jqIdent.MatchString(seg):
+			b.WriteString("." + seg)
+		default:
+			if b.Len() == 0 {
+				b.WriteString(".")
+			}
+			key, _ := json.Marshal(seg)
+			fmt.Fprintf(&b, "[%s]", key)
+		}
+	}
+	return b.String()
+}
+
+// named is whether every item of l is an object with a string name.
+func named(l []any) bool {
+	if len(l) == 0 {
+		return false
+	}
+	for _, item := range l {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return false
+		}
+		if _, ok := m["name"].(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func itemNamed(l []any, name string) any {
+	for _, item := range l {
+		if m, _ := item.(map[string]any); m["name"] == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// holdPatch is the spec part of the write that holds a patch of target
+// (fields, obj the target after the patch) in app: its ignoreDifferences
+// entry appended to app's own, and RespectIgnoreDifferences=true added to
+// the sync options, each only when not there yet. nil when nothing
+// changes.
+func holdPatch(app *unstructured.Unstructured, target audit.Target, fields []PatchedField, obj map[string]any) map[string]any {
+	spec := map[string]any{}
+	entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	entry := heldEntry(target, fields, obj)
+	held := false
+	for _, e := range entries {
+		held = held || equalJSON(e, entry)
+	}
+	if !held {
+		spec["ignoreDifferences"] = append(entries, entry)
+	}
+	options, _, _ := unstructured.NestedStringSlice(app.Object, "spec", "syncPolicy", "syncOptions")
+	if !hasOption(options) {
+		all := make([]any, 0, len(options)+1)
+		for _, o := range options {
+			all = append(all, o)
+		}
+		spec["syncPolicy"] = map[string]any{"syncOptions": append(all, RespectIgnoreDifferences)}
+	}
+	if len(spec) == 0 {
+		return nil
+	}
+	return spec
+}
+
+func hasOption(options []string) bool {
+	for _, o := range options {
+		if o == RespectIgnoreDifferences {
+			return true
+		}
+	}
+	return false
+}
+
+// releasePatch is the spec part of a close that puts back what s's hold
+// changed: ignoreDifferences exactly as saved, and, when the sync policy
+// is not written back whole (sync on again behind the session), the sync
+// options as saved. nil when s holds no fields.
+func releasePatch(app *unstructured.Unstructured, s *Session, wholePolicy bool) (map[string]any, error) {
+	if !s.holdsFields() {
+		return nil, nil
+	}
+	var saved any
+	if len(s.SavedIgnoreDifferences) > 0 {
+		if err := json.Unmarshal(s.SavedIgnoreDifferences, &saved); err != nil {
+			return nil, fmt.Errorf("the session's saved ignoreDifferences are unreadable: %w", err)
+		}
+	}
+	spec := map[string]any{}
+	current, has, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "ignoreDifferences")
+	if saved == nil && has {
+		spec["ignoreDifferences"] = nil
+	} else if saved != nil && !equalJSON(current, saved) {
+		spec["ignoreDifferences"] = saved
+	}
+	if !wholePolicy {
+		var policy map[string]any
+		if err := json.Unmarshal(s.SavedSyncPolicy, &policy); err != nil && len(s.SavedSyncPolicy) > 0 && string(s.SavedSyncPolicy) != "null" {
+			return nil, fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
+		}
+		options, has, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy", "syncOptions")
+		if want, ok := policy["syncOptions"]; ok && !equalJSON(options, want) {
+			spec["syncPolicy"] = map[string]any{"syncOptions": want}
+		} else if !ok && has {
+			spec["syncPolicy"] = map[string]any{"syncOptions": nil}
+		}
+	}
+	if len(spec) == 0 {
+		return nil, nil
+	}
+	return spec, nil
+}
+
+// savedIgnore is app's spec.ignoreDifferences as JSON (null when unset).
+func savedIgnore(app *unstructured.Unstructured) json.RawMessage {
+	current, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "ignoreDifferences")
+	b, _ := json.Marshal(current)
+	return b
+}
+
+// HeldEntries are the ignoreDifferences entries of app that its open
+// session's hold added (not among the entries it saved), each as JSON:
+// debt names them as the session's, not as owned debt.
+func HeldEntries(app *unstructured.Unstructured) (session string, held []any) {
+	s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	if err != nil || !s.holdsFields() {
+		return "", nil
+	}
+	var saved []any
+	_ = json.Unmarshal(s.SavedIgnoreDifferences, &saved)
+	entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	for _, e := range entries {
+		own := false
+		for _, o := range saved {
+			own = own || equalJSON(e, o)
+		}
+		if !own {
+			held = append(held, e)
+		}
+	}
+	return s.ID, held
+}

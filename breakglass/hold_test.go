@@ -1,0 +1,109 @@
+package breakglass
+
+import (
+	"encoding/json"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+func TestJQPathSpellsSessionPaths(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{
+		"replicas": 3,
+		"template": map[string]any{"metadata": map[string]any{"annotations": map[string]any{"a.b/c": "x"}},
+			"spec": map[string]any{
+				"containers": []any{map[string]any{"name": "web", "image": "a", "args": []any{"-v", "-q"}}},
+			}},
+	}}
+	for path, want := range map[string]string{
+		"/spec/replicas": ".spec.replicas",
+		"/spec/template/spec/containers/web/image":         `.spec.template.spec.containers[] | select(.name == "web") | .image`,
+		"/spec/template/spec/containers/web/args/1":        `.spec.template.spec.containers[] | select(.name == "web") | .args[1]`,
+		"/spec/template/metadata/annotations/a.b~1c":       `.spec.template.metadata.annotations["a.b/c"]`,
+		"/spec/template/spec/containers/web/resources/cpu": `.spec.template.spec.containers[] | select(.name == "web") | .resources.cpu`,
+		"/spec/new-field": `.spec["new-field"]`,
+	} {
+		if got := jqPath(path, obj); got != want {
+			t.Errorf("jqPath(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
+
+// The hold adds the session's entry and option; the close puts back the
+// Application's own ignoreDifferences and sync options exactly.
+func TestHoldIsReleasedExactly(t *testing.T) {
+	target := audit.Target{Group: "apps", Kind: "Deployment", Namespace: "demo", Name: "web"}
+	fields := []PatchedField{{Path: "/spec/replicas"}}
+	for name, spec := range map[string]map[string]any{
+		"none":  {"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}},
+		"own":   {"ignoreDifferences": []any{map[string]any{"kind": "ConfigMap", "jsonPointers": []any{"/data"}}}, "syncPolicy": map[string]any{"syncOptions": []any{"CreateNamespace=true"}}},
+		"has":   {"syncPolicy": map[string]any{"syncOptions": []any{RespectIgnoreDifferences}}},
+		"empty": {"ignoreDifferences": []any{}, "syncPolicy": map[string]any{"automated": map[string]any{"prune": true}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			app := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+			before := app.DeepCopy()
+			policy, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+			savedPolicy, _ := json.Marshal(policy)
+			s := &Session{Hold: HoldApp, SavedIgnoreDifferences: savedIgnore(app), SavedSyncPolicy: savedPolicy}
+			held := holdPatch(app, target, fields, nil)
+			if held == nil {
+				t.Fatal("the hold changes nothing")
+			}
+			applyMerge(t, app, held)
+			entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+			if last := entries[len(entries)-1].(map[string]any); last["name"] != "web" || last["namespace"] != "demo" || last["group"] != "apps" {
+				t.Fatalf("held entry %v", last)
+			}
+			if again := holdPatch(app, target, fields, nil); again != nil {
+				t.Fatalf("holding twice changes %v", again)
+			}
+			if id, h := HeldEntries(withSession(app, s)); id != s.ID || len(h) != 1 {
+				t.Fatalf("HeldEntries = %s %v, want the session's one entry", id, h)
+			}
+			release, err := releasePatch(app, s, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			applyMerge(t, app, release)
+			if !equalJSON(app.Object, before.Object) {
+				t.Fatalf("after the release %v, want %v", app.Object, before.Object)
+			}
+		})
+	}
+}
+
+func withSession(app *unstructured.Unstructured, s *Session) *unstructured.Unstructured {
+	s.ID = "20261205-000000-abcde"
+	v, _ := json.Marshal(s)
+	c := app.DeepCopy()
+	c.SetAnnotations(map[string]string{SessionAnnotation: string(v)})
+	return c
+}
+
+// applyMerge applies spec patch p to app as a JSON merge patch would.
+func applyMerge(t *testing.T, app *unstructured.Unstructured, p map[string]any) {
+	t.Helper()
+	spec, _, _ := unstructured.NestedMap(app.Object, "spec")
+	app.Object["spec"] = mergeInto(spec, p)
+}
+
+func mergeInto(dst map[string]any, patch map[string]any) map[string]any {
+	if dst == nil {
+		dst = map[string]any{}
+	}
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(dst, k)
+		case map[string]any:
+			d, _ := dst[k].(map[string]any)
+			dst[k] = mergeInto(d, pv)
+		default:
+			dst[k] = v
+		}
+	}
+	return dst
+}

@@ -1,0 +1,202 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// TestHoldKeepsTheFixThroughAManualSync: with the hold (--hold app, the
+// default where the Argo CD API is configured), a colleague's Sync through
+// argocd-server, with default options and with Replace=true, keeps the
+// live fix; a Sync that leaves out the held option reverts it, and status
+// says REVERTED; caught-up is never reported while Git lacks the value,
+// with or without the API; the close puts the Application's own
+// ignoreDifferences and sync options back exactly.
+func TestHoldKeepsTheFixThroughAManualSync(t *testing.T) {
+	core(t)
+	e := environment(t)
+	ctx := context.Background()
+	own := []any{map[string]any{"kind": "ConfigMap", "name": "unrelated", "jsonPointers": []any{"/data/x"}}}
+	head := createApp(t, "bg-hold", func(app *unstructured.Unstructured, _ string) {
+		if err := unstructured.SetNestedSlice(app.Object, own, "spec", "ignoreDifferences"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	created := waitSynced(t, "bg-hold", head)
+	specJSON := func(app *unstructured.Unstructured, field string) string {
+		b, _ := json.Marshal(app.Object["spec"].(map[string]any)[field])
+		return string(b)
+	}
+	oncall := argoUser(t)
+	out, _ := mustRun(t, oncall, 0, "breakglass", "bg-hold", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "bad release", "-y")
+	if !strings.Contains(out, "Hold:        app: the patched fields are held through every sync") {
+		t.Errorf("the plan does not say how the fix is held:\n%s", out)
+	}
+	app, err := appsClient(t).Get(ctx, "bg-hold", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	options, _, _ := unstructured.NestedStringSlice(app.Object, "spec", "syncPolicy", "syncOptions")
+	if len(entries) != 2 || !contains(options, breakglass.RespectIgnoreDifferences) {
+		t.Fatalf("the hold is not in place: ignoreDifferences %v, syncOptions %v", entries, options)
+	}
+	if held, _ := json.Marshal(entries[1]); !strings.Contains(string(held), `select(.name == \"web\") | .image`) || !strings.Contains(string(held), `"name":"web"`) {
+		t.Errorf("held entry %s", held)
+	}
+
+	// A colleague presses Sync: default options, then Replace=true.
+	for _, body := range []string{`{}`, `{"syncOptions":{"items":["Replace=true","RespectIgnoreDifferences=true"]}}`} {
+		argoSync(t, "bg-hold", body)
+		if img := imageIn(ctx, t, "bg-hold"); img != "registry.example/web:hotfix" {
+			t.Fatalf("a manual Sync (%s) reverted the held fix: image %s", body, img)
+		}
+	}
+	// Held paths are out of Argo CD's compare, so it reports Synced; Git
+	// still has 1.0.0: caught-up must not be reported, with the API or without.
+	if st := statusJSON(t, oncall, "bg-hold"); st.Git != breakglass.GitWaiting || st.Ready || len(st.Reverted) > 0 {
+		t.Fatalf("with the fix held and Git behind: %+v", st)
+	}
+	plain := newUser(t, env.Oncall.Name)
+	if _, err := e.Git.Commit("bg-hold: unrelated", map[string]string{"apps/bg-hold/NOTES": "x\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusJSON(t, plain, "bg-hold"); st.Git != breakglass.GitWaiting || st.Ready || !strings.Contains(st.Targets[0].Detail, "the hold keeps the patched fields out of Argo CD's compare") {
+		t.Fatalf("without the API, Git moved but lacking the fix: %+v", st.Targets)
+	}
+	mustRun(t, plain, 1, "restore", "bg-hold")
+
+	// A Sync that leaves the held option out is not held: status names it.
+	argoSync(t, "bg-hold", `{"syncOptions":{"items":["Replace=true"]}}`)
+	if img := imageIn(ctx, t, "bg-hold"); img != env.FixtureImage {
+		t.Fatalf("a Sync without the held option kept %s: the test proves nothing", img)
+	}
+	st := statusJSON(t, oncall, "bg-hold")
+	if len(st.Reverted) != 1 || st.Reverted[0].Path != "/spec/template/spec/containers/web/image" || st.Ready {
+		t.Fatalf("status after the fix was reverted: %+v", st)
+	}
+	// Patch it again within the session: the hold stays as it is.
+	mustRun(t, oncall, 0, "breakglass", "bg-hold", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "again", "--join", "-y")
+	argoSync(t, "bg-hold", `{}`)
+	if img := imageIn(ctx, t, "bg-hold"); img != "registry.example/web:hotfix" {
+		t.Fatalf("a manual Sync after the join reverted the fix: image %s", img)
+	}
+
+	fix, err := e.Git.Commit("bg-hold: the hotfix", env.AppFiles("apps/bg-hold", "bg-hold", "registry.example/web:hotfix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statusJSON(t, plain, "bg-hold"); st.Ready {
+		t.Errorf("without the API the held session was called ready: %+v", st)
+	}
+	mustRun(t, oncall, 0, "status", "bg-hold", "--wait", "--timeout", "2m")
+	out, _ = mustRun(t, oncall, 0, "restore", "bg-hold")
+	if !strings.Contains(out, "Git caught up at revision "+fix[:12]) {
+		t.Errorf("restore: %s", out)
+	}
+	app, err = appsClient(t).Get(ctx, "bg-hold", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"ignoreDifferences", "syncPolicy"} {
+		if got, want := specJSON(app, field), specJSON(created, field); got != want {
+			t.Errorf("restored spec.%s\n %s\nis not the Application's own\n %s", field, got, want)
+		}
+	}
+	var planned bool
+	for _, r := range allRecords(t) {
+		if r.Application != nil && r.Application.Name == "bg-hold" && r.Event == "breakglass.planned" && r.Hold != nil {
+			planned = planned || (r.Hold.Mode == breakglass.HoldApp && fmt.Sprint(r.Hold.IgnoreDifferences) == fmt.Sprint(own))
+		}
+	}
+	if !planned {
+		t.Errorf("no planned record holds the hold and the Application's own ignoreDifferences")
+	}
+}
+
+// TestHoldMovesAreTheOnlyOnes: the admission policy lets the on-call role
+// change spec.ignoreDifferences and the held sync option only as a session
+// holds and releases its fields.
+func TestHoldMovesAreTheOnlyOnes(t *testing.T) {
+	deployApp(t, "bg-holdrule")
+	oncall := argoUser(t)
+	entry := `{"kind":"Deployment","name":"web","namespace":"bg-holdrule","jqPathExpressions":[".spec.replicas"]}`
+	// No session: neither an entry nor the option.
+	for _, patch := range []string{
+		`{"spec":{"ignoreDifferences":[` + entry + `]}}`,
+		`{"spec":{"syncPolicy":{"syncOptions":["ApplyOutOfSyncOnly=true","Validate=true","RespectIgnoreDifferences=true"]}}}`,
+	} {
+		_, errOut, code := oncall.run("kubectl", "patch", "application.argoproj.io", "bg-holdrule", "-n", "argocd", "--type=merge", "-p", patch)
+		if code == 0 || !strings.Contains(errOut, "denied request") {
+			t.Errorf("without a session, %s: exit %d %s", patch, code, errOut)
+		}
+	}
+	mustRun(t, oncall, 0, "breakglass", "bg-holdrule", "deployment/web", "--replicas", "3", "--reason", "load", "-y")
+	// Within it: not an entry of another shape, not another option.
+	for _, patch := range []string{
+		`{"spec":{"ignoreDifferences":[{"kind":"ConfigMap","name":"x","jqPathExpressions":[".data"]},{"group":"*","kind":"*","jsonPointers":["/spec"]}]}}`,
+		`{"spec":{"syncPolicy":{"syncOptions":["ApplyOutOfSyncOnly=true","Validate=true","RespectIgnoreDifferences=true","Replace=true"]}}}`,
+		`{"spec":{"ignoreDifferences":null}}`,
+	} {
+		_, errOut, code := oncall.run("kubectl", "patch", "application.argoproj.io", "bg-holdrule", "-n", "argocd", "--type=merge", "-p", patch)
+		if code == 0 || !strings.Contains(errOut, "denied request") {
+			t.Errorf("within the session, %s: exit %d %s", patch, code, errOut)
+		}
+	}
+	mustRun(t, oncall, 0, "restore", "bg-holdrule", "--force", "--reason", "test over", "-y")
+}
+
+// argoSync syncs app through argocd-server as a colleague with Argo CD
+// sync rights would (the UI's Sync button posts the same), with body as
+// the request, and waits for the sync to finish.
+func argoSync(t *testing.T, app, body string) {
+	t.Helper()
+	ctx := context.Background()
+	token, err := testEnv.ArgoToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before string
+	if a, err := appsClient(t).Get(ctx, app, metav1.GetOptions{}); err == nil {
+		before, _, _ = unstructured.NestedString(a.Object, "status", "operationState", "startedAt")
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+testEnv.ArgoServerAddr+"/api/v1/applications/"+app+"/sync", bytes.NewReader([]byte(body)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("sync %s: %s: %s", app, resp.Status, b)
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	waitFor(wait, t, "the manual sync of "+app+" to finish", func() (bool, string) {
+		a, err := appsClient(t).Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		started, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "startedAt")
+		phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
+		_, running := a.Object["operation"]
+		return started != before && !running && (phase == "Succeeded" || phase == "Failed" || phase == "Error"), phase + " started " + started
+	})
+}
