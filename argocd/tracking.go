@@ -119,8 +119,9 @@ func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstr
 
 // SelfHealingParents walks up the app-of-apps chain and returns every parent
 // that would undo the child's pause: it self-heals and does not ignore
-// /spec/syncPolicy of the Applications it manages.
-func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstructured, argo3 bool) ([]*unstructured.Unstructured, error) {
+// /spec/syncPolicy of the Applications it manages (nor, for app's own
+// parent when held, /spec/ignoreDifferences, where the hold lives).
+func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstructured, argo3, held bool) ([]*unstructured.Unstructured, error) {
 	var parents []*unstructured.Unstructured
 	tracking := c.Tracking(ctx, argo3)
 	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
@@ -141,7 +142,7 @@ func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstr
 			return nil, fmt.Errorf("reading %s, the parent Application of %s: %w", name, child.GetName(), err)
 		}
 		selfHeal, _, _ := unstructured.NestedBool(parent.Object, "spec", "syncPolicy", "automated", "selfHeal")
-		if selfHeal && SyncsAutomatically(parent) && !ignoresChildSyncPolicy(parent, child.GetName()) {
+		if selfHeal && SyncsAutomatically(parent) && !ignoresChildSpec(parent, child.GetName(), held && child == app) {
 			parents = append(parents, parent)
 		}
 		child = parent
@@ -149,10 +150,13 @@ func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstr
 	return parents, nil
 }
 
-// ignoresChildSyncPolicy is whether parent's ignoreDifferences covers
-// /spec/syncPolicy of its child Application.
-func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) bool {
+// ignoresChildSpec is whether parent's ignoreDifferences covers
+// /spec/syncPolicy of its child Application and, when held (a session
+// holding fields writes the child's ignoreDifferences too),
+// /spec/ignoreDifferences.
+func ignoresChildSpec(parent *unstructured.Unstructured, child string, held bool) bool {
 	rules, _, _ := unstructured.NestedSlice(parent.Object, "spec", "ignoreDifferences")
+	policy, ignores := false, !held
 	for _, r := range rules {
 		rule, _ := r.(map[string]any)
 		group, _ := rule["group"].(string)
@@ -161,11 +165,16 @@ func ignoresChildSyncPolicy(parent *unstructured.Unstructured, child string) boo
 		if group != "argoproj.io" || kind != "Application" || (name != "" && name != child) {
 			continue
 		}
-		if CoversSyncPolicy(rule) {
-			return true
-		}
+		policy = policy || CoversSyncPolicy(rule)
+		ignores = ignores || CoversIgnoreDifferences(rule)
 	}
-	return false
+	return policy && ignores
+}
+
+// CoversIgnoreDifferences is whether an ignore rule's JSON pointers or jq
+// paths include /spec/ignoreDifferences.
+func CoversIgnoreDifferences(rule map[string]any) bool {
+	return RulePath(rule, "/spec/ignoreDifferences", "/spec") || RuleJQ(rule, ".spec.ignoreDifferences", ".spec")
 }
 
 // RulePath is whether an ignore rule's JSON pointers include one of paths.

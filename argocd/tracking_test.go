@@ -66,18 +66,25 @@ func TestParentTracking(t *testing.T) {
 		return &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec)}}
 	}
 	tests := []struct {
-		spec string
-		want bool
+		spec       string
+		want, held bool
 	}{
-		{`{}`, false},
-		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","jsonPointers":["/spec/syncPolicy"]}]}`, true},
-		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","name":"child","jqPathExpressions":[".spec.syncPolicy"]}]}`, true},
-		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","name":"other","jsonPointers":["/spec/syncPolicy"]}]}`, false},
-		{`{"ignoreDifferences":[{"group":"apps","kind":"Deployment","jsonPointers":["/spec/syncPolicy"]}]}`, false},
+		{`{}`, false, false},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","jsonPointers":["/spec/syncPolicy"]}]}`, true, false},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","name":"child","jqPathExpressions":[".spec.syncPolicy"]}]}`, true, false},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","name":"other","jsonPointers":["/spec/syncPolicy"]}]}`, false, false},
+		{`{"ignoreDifferences":[{"group":"apps","kind":"Deployment","jsonPointers":["/spec/syncPolicy"]}]}`, false, false},
+		// A session that holds fields writes the child's ignoreDifferences
+		// too, which a parent ignoring only its sync policy would revert.
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","jsonPointers":["/spec/syncPolicy","/spec/ignoreDifferences"]}]}`, true, true},
+		{`{"ignoreDifferences":[{"group":"argoproj.io","kind":"Application","jsonPointers":["/spec"]}]}`, true, true},
 	}
 	for _, tt := range tests {
-		if got := ignoresChildSyncPolicy(parent(tt.spec), "child"); got != tt.want {
-			t.Errorf("ignoresChildSyncPolicy(%s) = %v, want %v", tt.spec, got, tt.want)
+		if got := ignoresChildSpec(parent(tt.spec), "child", false); got != tt.want {
+			t.Errorf("ignoresChildSpec(%s) = %v, want %v", tt.spec, got, tt.want)
+		}
+		if got := ignoresChildSpec(parent(tt.spec), "child", true); got != tt.held {
+			t.Errorf("ignoresChildSpec(%s, held) = %v, want %v", tt.spec, got, tt.held)
 		}
 	}
 }

@@ -32,6 +32,23 @@ func TestIgnoresSyncPolicy(t *testing.T) {
 	}
 }
 
+// A held session writes the child's ignoreDifferences: an ApplicationSet
+// rewriting it would drop the hold.
+func TestApplicationSetsThatUndoTheHold(t *testing.T) {
+	set := func(spec string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec)}}
+		u.SetName("web-set")
+		return u
+	}
+	keep := `"preservedFields":{"annotations":["kubectl-gitops.io/session"]}`
+	if err := undoesPause(set(`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}],`+keep+`}`), "web", true); err == nil || !strings.Contains(err.Error(), ignoreHoldSnippet) {
+		t.Errorf("an ApplicationSet rewriting ignoreDifferences: %v", err)
+	}
+	if err := undoesPause(set(`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy","/spec/ignoreDifferences"]}],`+keep+`}`), "web", true); err != nil {
+		t.Errorf("an ApplicationSet leaving both alone: %v", err)
+	}
+}
+
 func TestApplicationSetsThatUndoThePause(t *testing.T) {
 	set := func(spec string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec)}}
@@ -53,7 +70,7 @@ func TestApplicationSetsThatUndoThePause(t *testing.T) {
 		{"create-update", `{"syncPolicy":{"applicationsSync":"create-update"}}`, ignoreSyncPolicySnippet},
 		{"RollingSync, whatever it ignores", `{"strategy":{"type":"RollingSync"},` + both + `}`, "RollingSync strategy, which starts sync operations itself"},
 	} {
-		err := undoesPause(set(tc.spec), "web")
+		err := undoesPause(set(tc.spec), "web", false)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

@@ -274,7 +274,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	// Still pausing (parents first) is what the log says too: no patch
 	// recorded yet. The annotation's state alone would let anyone hide it.
 	pausing := session.State == StatePausing && len(session.donePatches()) == 0
-	if !pausing && argocd.SyncsAutomatically(app) {
+	if !pausing && session.pauses() && argocd.SyncsAutomatically(app) {
 		st.SyncReenabled = true
 		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+
 			RestoreCommand(ref)+" --force --reason …` and break-glass again if the fix is gone")

@@ -76,9 +76,13 @@ type Request struct {
 	// AutoRestore restores sync with no person once Git has caught up;
 	// nil takes the namespace's contract (default: no).
 	AutoRestore *bool
-	// Hold is how a new session holds the fix: HoldApp or HoldSync. A join
-	// keeps its session's.
+	// Hold is how a new session holds the fix: HoldApp, HoldSync or
+	// HoldFields; "" takes the target namespace's contract, else HoldApp
+	// with FieldLevel and HoldSync without. A join keeps its session's.
 	Hold string
+	// FieldLevel is whether the caller has the Argo CD API configured, so
+	// that a held session's catch-up can be judged field by field.
+	FieldLevel bool
 }
 
 func clientInfo() audit.Client {

@@ -120,6 +120,14 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, p, session, fmt.Errorf("recording the patch in session %s before sending it: %w", session.ID, err), withPatch)
 	}
 	session = marked
+	if !session.pauses() {
+		// Automated sync stays on: Argo CD's controller must compare with
+		// the hold before the patch lands, or self-heal would apply Git
+		// over it from a compare made without the hold.
+		if _, err := e.WaitRefreshed(ctx, app); err != nil {
+			return nil, e.abort(ctx, p, session, fmt.Errorf("Argo CD's controller did not take up the hold before the patch (%v): nothing was patched", err), withPatch)
+		}
+	}
 	if err := e.patchTarget(ctx, p); err != nil {
 		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
 	}

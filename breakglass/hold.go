@@ -2,16 +2,23 @@ package breakglass
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
+
+// ErrHoldNeedsAPI is a hold whose catch-up only the Argo CD API can judge,
+// asked for without it.
+var ErrHoldNeedsAPI = errors.New("this hold needs the Argo CD API")
 
 // How a session holds the live fix (docs/design.md §4).
 const (
@@ -27,6 +34,11 @@ const (
 	// and --hold sync): a manual Sync reverts the fix, and resource-level
 	// Synced stays an honest answer.
 	HoldSync = "sync"
+	// HoldFields holds the patched paths as HoldApp does and leaves
+	// automated sync on: every other field and resource keeps deploying
+	// from Git during the session (argo-cd#7975). It needs the field-level
+	// check, which alone can say caught up under a hold.
+	HoldFields = "fields"
 )
 
 // RespectIgnoreDifferences is the sync option that makes Argo CD keep the
@@ -34,10 +46,39 @@ const (
 const RespectIgnoreDifferences = "RespectIgnoreDifferences=true"
 
 // Holds are the hold modes a user may ask for.
-var Holds = []string{HoldApp, HoldSync}
+var Holds = []string{HoldApp, HoldSync, HoldFields}
 
 // holdsFields is whether session s holds its patched paths (ignoreDifferences).
-func (s *Session) holdsFields() bool { return s.Hold == HoldApp }
+func (s *Session) holdsFields() bool { return holdsFields(s.Hold) }
+
+func holdsFields(hold string) bool { return hold == HoldApp || hold == HoldFields }
+
+// pauses is whether session s pauses automated sync (all but HoldFields).
+func (s *Session) pauses() bool { return s.Hold != HoldFields }
+
+// holdOf is how a new session holds its fix: as asked, else as the
+// target namespace's contract says, else HoldApp where the field-level
+// check is there to judge it and HoldSync (with a warning) where it is
+// not. HoldFields without the field-level check is refused.
+func holdOf(req Request, contract drift.Contract) (hold, warning string, err error) {
+	switch hold = req.Hold; {
+	case hold != "":
+	case contract.Hold != "":
+		if !slices.Contains(Holds, contract.Hold) {
+			return "", "", fmt.Errorf("%w: namespace %s declares %s: %q, which is none of %s: its owners must fix the annotation", drift.ErrContract, contract.Namespace, drift.ContractHold, contract.Hold, strings.Join(Holds, ", "))
+		}
+		hold = contract.Hold
+	case req.FieldLevel:
+		hold = HoldApp
+	default:
+		hold = HoldSync
+		warning = "the fix is held by the pause only (--hold sync): a manual Sync in Argo CD would revert it. Set ARGOCD_SERVER (a read-only account is enough) for --hold app, which holds the patched fields through every sync"
+	}
+	if hold == HoldFields && !req.FieldLevel {
+		return "", "", fmt.Errorf("%w: --hold fields leaves automated sync on, and under it only the field-level check through the Argo CD API can tell when Git has caught up: set ARGOCD_SERVER and ARGOCD_AUTH_TOKEN (a read-only account is enough), or use --hold app", ErrHoldNeedsAPI)
+	}
+	return hold, warning, nil
+}
 
 // heldEntry is the ignoreDifferences entry that holds the paths of a patch
 // of target: one jq path expression per path, list items by name as the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,8 +150,8 @@ func (r Request) Validate() error {
 	switch {
 	case r.Join && r.Hold != "":
 		return inputError(InputHold, r.Hold, "a joined patch is held as its session holds: give none")
-	case r.Hold != "" && r.Hold != HoldApp && r.Hold != HoldSync:
-		return inputError(InputHold, r.Hold, "use app (pause sync and hold the patched fields) or sync (pause sync only)")
+	case r.Hold != "" && !slices.Contains(Holds, r.Hold):
+		return inputError(InputHold, r.Hold, "use app (pause sync and hold the patched fields), sync (pause sync only) or fields (hold the patched fields, sync stays on)")
 	}
 	return nil
 }
@@ -182,10 +183,6 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if join != nil && argocd.SyncsAutomatically(app) {
-		// Argo CD would revert this patch as it may have the others.
-		return nil, fmt.Errorf("%w: automated sync of %s is on again, behind session %s: a patch within it would be reverted; nothing was changed", ErrSyncReenabled, req.App, join.ID)
-	}
 	if enabled, set, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "enabled"); join == nil && set && !enabled {
 		return nil, fmt.Errorf("%w on %s (automated.enabled: false) and no break-glass session holds it: nothing was changed", ErrSyncOff, req.App)
 	}
@@ -205,10 +202,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			return nil, fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
 		}
 		join = trusted
-	}
-	if join == nil {
-		if err := e.checkApplicationSetOwner(ctx, app); err != nil {
-			return nil, err
+		if join.pauses() && argocd.SyncsAutomatically(app) {
+			// Argo CD would revert this patch as it may have the others.
+			return nil, fmt.Errorf("%w: automated sync of %s is on again, behind session %s: a patch within it would be reverted; nothing was changed", ErrSyncReenabled, req.App, join.ID)
 		}
 	}
 	if started, running := argocd.SyncRunning(app); running && req.NoTerminate {
@@ -249,19 +245,6 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
 	// sync off and keep its settings, and tracks by annotation by default.
 	_, enabledInSchema, _ := e.AutomatedSchema()
-	var parents []*unstructured.Unstructured
-	if join == nil {
-		if parents, err = e.SelfHealingParents(ctx, app, enabledInSchema); err != nil {
-			return nil, err
-		}
-	}
-	var parentNames []string
-	for _, parent := range parents {
-		if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
-			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
-		}
-		parentNames = append(parentNames, parent.GetName())
-	}
 	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
 		return nil, err
 	}
@@ -292,6 +275,35 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		}
 	} else if err := joinWithin(contract, join, time.Now()); err != nil {
 		return nil, err
+	}
+	// How the fix is held decides what would undo the hold: an
+	// ApplicationSet or a parent rewriting the child's sync policy, and,
+	// where fields are held, its ignoreDifferences.
+	var hold string
+	var parents []*unstructured.Unstructured
+	if join != nil {
+		hold = join.Hold
+	} else {
+		var warning string
+		if hold, warning, err = holdOf(req, contract); err != nil {
+			return nil, err
+		}
+		if warning != "" {
+			warnings = append(warnings, warning)
+		}
+		if err := e.checkApplicationSetOwner(ctx, app, holdsFields(hold)); err != nil {
+			return nil, err
+		}
+		if parents, err = e.SelfHealingParents(ctx, app, enabledInSchema, holdsFields(hold)); err != nil {
+			return nil, err
+		}
+	}
+	var parentNames []string
+	for _, parent := range parents {
+		if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
+			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
+		}
+		parentNames = append(parentNames, parent.GetName())
 	}
 
 	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
@@ -333,7 +345,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		// Already paused: the policy stays as it is, and Git is compared
 		// with the revision the session opened at.
 		git = sessionGit(join)
-	} else {
+	} else if hold != HoldFields {
 		// Removing automated is the fallback every version honours.
 		disable = enabledInSchema
 		after = pausedPolicy(before, disable)
@@ -357,14 +369,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
 		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
 		PauseFor: pauseFor, AutoRestore: autoRestore,
-		Hold: req.Hold,
+		Hold: hold,
 		gvr:  gvr,
-	}
-	switch {
-	case join != nil:
-		plan.Hold = join.Hold
-	case plan.Hold == "":
-		plan.Hold = HoldApp
 	}
 	if warning != "" {
 		warnings = append(warnings, warning)
@@ -382,7 +388,11 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		}
 	}
 	plan.Warnings = append(plan.Warnings, warnings...)
-	if join == nil {
+	switch {
+	case join != nil:
+	case hold == HoldFields:
+		plan.PauseMechanism = "none: automated sync stays on (--hold fields); only the patched fields are held"
+	default:
 		plan.PauseMechanism = "remove spec.syncPolicy.automated (this Argo CD's Application schema has no automated.enabled)"
 		if disable {
 			plan.PauseMechanism = "set spec.syncPolicy.automated.enabled to false (Argo CD >= 3.1; prune and selfHeal stay visible)"

@@ -160,7 +160,7 @@ func PatchedBy(app *unstructured.Unstructured) drift.Patched {
 	if err != nil {
 		return drift.Patched{}
 	}
-	out := drift.Patched{Session: s.ID, Restore: RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()})}
+	out := drift.Patched{Session: s.ID, Restore: RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}), Held: s.holdsFields()}
 	for _, p := range s.Patches {
 		fields := drift.PatchedFields{Target: p.Target}
 		for _, f := range p.Fields {

@@ -70,7 +70,11 @@ func uiNotice(s *Session) map[string]any {
 	if s.Expires != nil {
 		text += " Expires " + s.Expires.UTC().Format(time.RFC3339) + "."
 	}
-	text += " Sync stays paused until Git has the fix: kubectl gitops status."
+	if s.pauses() {
+		text += " Sync stays paused until Git has the fix: kubectl gitops status."
+	} else {
+		text += " Automated sync stays on; only these fields are held until Git has the fix: kubectl gitops status."
+	}
 	if s.holdsFields() {
 		text += " A Sync keeps the held fields only with " + RespectIgnoreDifferences + " ticked."
 	}

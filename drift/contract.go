@@ -36,6 +36,10 @@ const (
 	// by itself once Git has caught up, unless it says otherwise: true or
 	// false.
 	ContractAutoRestore = audit.KeyPrefix + "auto-restore"
+	// ContractHold is how a break-glass there holds its fix unless it
+	// says otherwise: app, sync or fields (see kubectl gitops breakglass
+	// --hold).
+	ContractHold = audit.KeyPrefix + "hold"
 )
 
 // The rules of ContractPatches.
@@ -54,11 +58,12 @@ type Contract struct {
 	SelfHeal    string   `json:"selfHeal,omitempty"`
 	MaxPause    string   `json:"maxPause,omitempty"`
 	AutoRestore string   `json:"autoRestore,omitempty"`
+	Hold        string   `json:"hold,omitempty"`
 }
 
 // Declared is whether the namespace declares any rule.
 func (c Contract) Declared() bool {
-	return c.Patches != "" || len(c.Groups) > 0 || c.SelfHeal != "" || c.MaxPause != "" || c.AutoRestore != ""
+	return c.Patches != "" || len(c.Groups) > 0 || c.SelfHeal != "" || c.MaxPause != "" || c.AutoRestore != "" || c.Hold != ""
 }
 
 // Pause is how long a break-glass there pauses sync, asked being what the
@@ -108,6 +113,7 @@ func ContractOf(ctx context.Context, kube kubernetes.Interface, namespace string
 	a := ns.GetAnnotations()
 	c.Patches, c.SelfHeal = strings.TrimSpace(a[ContractPatches]), strings.TrimSpace(a[ContractSelfHeal])
 	c.MaxPause, c.AutoRestore = strings.TrimSpace(a[ContractMaxPause]), strings.TrimSpace(a[ContractAutoRestore])
+	c.Hold = strings.TrimSpace(a[ContractHold])
 	for _, g := range strings.Split(a[ContractGroups], ",") {
 		if g = strings.TrimSpace(g); g != "" {
 			c.Groups = append(c.Groups, g)

@@ -145,6 +145,9 @@ type Patched struct {
 	Restore string
 	// Fields are the paths patched, per target.
 	Fields []PatchedFields
+	// Held is whether the session holds these paths out of Argo CD's
+	// compare (ignoreDifferences): Argo CD's API no longer reports them.
+	Held bool
 }
 
 // PatchedFields are the paths a session patched in one target.
@@ -344,7 +347,43 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 			rep.Fields = append(rep.Fields, finish(row))
 		}
 	}
+	if rep.Mode == "field" && session.Held {
+		// Argo CD compares the held paths no more: they are the
+		// session's, read from the live objects.
+		for _, pf := range session.Fields {
+			var live *unstructured.Unstructured
+			if clusterErr == nil {
+				key := dest["server"] + "\x00" + dest["name"] + "\x00" + pf.Target.Group + "/" + pf.Target.Kind + "/" + pf.Target.Namespace + "/" + pf.Target.Name
+				live, _ = r.objects.do(key, func() (*unstructured.Unstructured, error) { return cluster.Object(ctx, pf.Target) })
+			}
+			for _, path := range pf.Paths {
+				if reported(rep.Fields, pf.Target, path) {
+					continue
+				}
+				row := base
+				row.Resource, row.Path, row.Class = pf.Target, path, Unknown
+				if live != nil {
+					value, _ := audit.Lookup(live.Object, path)
+					row.Live = redact.At(pf.Target.GroupKind(), path, value)
+					row.Manager, row.Since = FieldWriter(live, path)
+					row.Class = ClassOf(opts.Managers, row.Manager)
+				}
+				rep.Fields = append(rep.Fields, finish(row))
+			}
+		}
+		note("session %s holds its patched fields out of Argo CD's compare (ignoreDifferences): they are shown from the live objects, without Git's value (kubectl gitops status compares them with Git)", session.Session)
+	}
 	return rep, nil
+}
+
+// reported is whether fields already hold path of t.
+func reported(fields []Field, t audit.Target, path string) bool {
+	for _, f := range fields {
+		if f.Resource.SameObject(t) && f.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // outOfSyncResources are the resources status.resources reports OutOfSync.

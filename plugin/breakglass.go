@@ -93,7 +93,7 @@ pick them from the Applications and their managed resources.`,
 	f.StringVar(&o.Request.TargetContext, "target-context", "", "kubeconfig context of the destination cluster, when it is not Argo CD's (default: the context whose server is the destination's)")
 	f.BoolVar(&o.Request.Join, "join", false, "patch within the Application's open session (its ticket gets a comment)")
 	f.DurationVar(&o.Request.Expires, "expires", 0, "how long the pause may last, e.g. 2h (default and maximum: the target namespace's "+drift.ContractMaxPause+"; without one, no expiry)")
-	f.StringVar(&o.Request.Hold, "hold", "", "how the fix is held: app (pause sync and hold the patched fields through every sync, manual ones included) or sync (pause sync only) (default: app where the Argo CD API is configured, else sync)")
+	f.StringVar(&o.Request.Hold, "hold", "", "how the fix is held: app (pause sync and hold the patched fields through every sync, manual ones included), sync (pause sync only) or fields (hold the patched fields, automated sync stays on; needs the Argo CD API) (default: the target namespace's "+drift.ContractHold+", else app where the Argo CD API is configured, else sync)")
 	f.BoolVar(&o.AutoRestore, "auto-restore", false, "restore sync with no person once Git has caught up, by the in-cluster controller (default: the namespace's "+drift.ContractAutoRestore+", else no)")
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
@@ -211,16 +211,12 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	var holdWarning string
-	if o.Request.Hold == "" && !o.Request.Join {
-		o.Request.Hold, holdWarning = o.defaultHold()
+	if server, err := o.argoServer(); err == nil && server != nil {
+		o.Request.FieldLevel = true
 	}
 	plan, err := engine.Plan(ctx, o.Request)
 	if err != nil {
 		return err
-	}
-	if holdWarning != "" {
-		plan.Warnings = append(plan.Warnings, holdWarning)
 	}
 	if isTerminal(o.ErrOut) {
 		// Progress for a person watching; scripts get the result only.
@@ -257,9 +253,12 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 	if res.Session.TerminatedSync != "" {
 		fmt.Fprintf(o.Out, "terminated the sync operation that started %s, so it cannot apply Git over the fix\n", res.Session.TerminatedSync)
 	}
-	if plan.Join != nil {
-		fmt.Fprintf(o.Out, "patched %s within session %s (%s stays paused)\n", plan.Target, printable(res.Session.ID), plan.App.Name)
-	} else {
+	switch {
+	case plan.Join != nil:
+		fmt.Fprintf(o.Out, "patched %s within session %s (%s stays held)\n", plan.Target, printable(res.Session.ID), plan.App.Name)
+	case plan.Hold == breakglass.HoldFields:
+		fmt.Fprintf(o.Out, "held the patched fields of %s in session %s (automated sync stays on) and patched %s\n", plan.App.Name, res.Session.ID, plan.Target)
+	default:
 		fmt.Fprintf(o.Out, "paused %s (saved policy in session %s; %s) and patched %s\n", plan.App.Name, res.Session.ID, pauseShort(plan), plan.Target)
 	}
 	switch s := res.Session; {
@@ -324,21 +323,13 @@ func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {
 	}
 }
 
-// defaultHold is --hold when it is not given: app (pause and hold the
-// patched fields) where the Argo CD API is configured, which judges
-// caught-up under that hold field by field; else sync (pause only), with a
-// warning saying what that leaves open.
-func (o *BreakglassOptions) defaultHold() (string, string) {
-	if server, err := o.argoServer(); err == nil && server != nil {
-		return breakglass.HoldApp, ""
-	}
-	return breakglass.HoldSync, "the fix is held by the pause only (--hold sync): a manual Sync in Argo CD would revert it. Set ARGOCD_SERVER (a read-only account is enough) for --hold app, which holds the patched fields through every sync"
-}
-
 // holdText says what hold mode means, in the plan.
 func holdText(hold string) string {
-	if hold == breakglass.HoldApp {
+	switch hold {
+	case breakglass.HoldApp:
 		return "app: the patched fields are held through every sync (ignoreDifferences with " + breakglass.RespectIgnoreDifferences + "); restore puts both back"
+	case breakglass.HoldFields:
+		return "fields: automated sync stays on, the patched fields are held through every sync (ignoreDifferences with " + breakglass.RespectIgnoreDifferences + "); restore puts both back"
 	}
 	return "sync: the pause only; a manual Sync would revert the fix"
 }

@@ -586,7 +586,16 @@ func TestCommands(t *testing.T) {
 				}
 			}},
 		{name: "breakglass --hold of an unknown mode", args: slices.Concat(breakglass, []string{"--hold", "everything"}),
-			assert: assertError(ExitUsage, `--hold "everything": use app (pause sync and hold the patched fields) or sync (pause sync only)`)},
+			assert: assertError(ExitUsage, `--hold "everything": use app (pause sync and hold the patched fields), sync (pause sync only) or fields (hold the patched fields, sync stays on)`)},
+		{name: "breakglass --hold fields needs the Argo CD API", args: slices.Concat(breakglass, []string{"--hold", "fields"}),
+			assert: assertError(ExitFailure, "--hold fields leaves automated sync on, and under it only the field-level check through the Argo CD API can tell when Git has caught up")},
+		{name: "breakglass takes its namespace's hold", setup: contract(map[string]string{drift.ContractHold: "app"}), args: breakglass, assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+			if h := opened(t, f).Hold; h == nil || h.Mode != holdApp {
+				t.Errorf("planned hold %+v, want the contract's app", h)
+			}
+		})},
+		{name: "breakglass refuses a hold its namespace spells wrongly", setup: contract(map[string]string{drift.ContractHold: "everything"}), args: breakglass,
+			assert: assertError(ExitFailure, `declares kubectl-gitops.io/hold: "everything", which is none of app, sync, fields`)},
 		{name: "breakglass --join takes its session's hold", setup: given(breakglass), args: []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "--hold", "app", "-y"},
 			assert: assertError(ExitUsage, "a joined patch is held as its session holds: give none")},
 		// A manual Sync put Git's replicas back over the fix: status said

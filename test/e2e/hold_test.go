@@ -200,3 +200,72 @@ func argoSync(t *testing.T, app, body string) {
 		return started != before && !running && (phase == "Succeeded" || phase == "Failed" || phase == "Error"), phase + " started " + started
 	})
 }
+
+// TestHoldFieldsKeepsDeployingTheRest: --hold fields leaves automated sync
+// on; another resource and another field of the patched one, changed in
+// Git during the session, deploy while the held field keeps the fix;
+// restore goes ahead once Git holds the value, and sync never stopped.
+func TestHoldFieldsKeepsDeployingTheRest(t *testing.T) {
+	core(t)
+	e := environment(t)
+	created := deployApp(t, "bg-holdfields")
+	ctx := context.Background()
+	oncall := argoUser(t)
+	// Without the Argo CD API, nothing could say caught up: refused.
+	if _, errOut, code := newUser(t, env.Oncall.Name).run("kubectl", "gitops", "breakglass", "bg-holdfields", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "bad release", "--hold", "fields", "-y"); code != 1 || !strings.Contains(errOut, "--hold fields leaves automated sync on") {
+		t.Fatalf("--hold fields without the API: exit %d %s", code, errOut)
+	}
+	out, _ := mustRun(t, oncall, 0, "breakglass", "bg-holdfields", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "bad release", "--hold", "fields", "-y")
+	if !strings.Contains(out, "automated sync stays on") {
+		t.Errorf("breakglass output: %s", out)
+	}
+	if policy := syncPolicyOf(t, "bg-holdfields"); !autoSyncOn(policy) {
+		t.Fatalf("--hold fields paused sync: %v", policy)
+	}
+	files := env.AppFiles("apps/bg-holdfields", "bg-holdfields", env.FixtureImage)
+	files["apps/bg-holdfields/configmap.yaml"] = strings.Replace(files["apps/bg-holdfields/configmap.yaml"], "greeting: hello", "greeting: bonjour", 1)
+	files["apps/bg-holdfields/deployment.yaml"] = strings.Replace(files["apps/bg-holdfields/deployment.yaml"], "replicas: 2", "replicas: 3", 1)
+	if _, err := e.Git.Commit("bg-holdfields: the rest moves on", files); err != nil {
+		t.Fatal(err)
+	}
+	admin := kubeFor(t, env.Admin.Name)
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	waitFor(wait, t, "Git's other changes to deploy during the session", func() (bool, string) {
+		// status asks Argo CD to refresh, as a Git webhook would.
+		oncall.run("kubectl", "gitops", "status", "bg-holdfields")
+		cm, err := admin.CoreV1().ConfigMaps("bg-holdfields").Get(ctx, "web-config", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		replicas := replicasIn(ctx, t, "bg-holdfields")
+		return cm.Data["greeting"] == "bonjour" && replicas == 3, fmt.Sprintf("greeting %s, replicas %d", cm.Data["greeting"], replicas)
+	})
+	if img := imageIn(ctx, t, "bg-holdfields"); img != "registry.example/web:hotfix" {
+		t.Fatalf("automated sync reverted the held field: image %s", img)
+	}
+	if st := statusJSON(t, oncall, "bg-holdfields"); st.Git != breakglass.GitWaiting || st.Ready || st.SyncReenabled {
+		t.Fatalf("status with Git behind at the held field: %+v", st)
+	}
+
+	files["apps/bg-holdfields/deployment.yaml"] = strings.Replace(files["apps/bg-holdfields/deployment.yaml"], env.FixtureImage, "registry.example/web:hotfix", 1)
+	if _, err := e.Git.Commit("bg-holdfields: the hotfix", files); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, oncall, 0, "status", "bg-holdfields", "--wait", "--timeout", "2m")
+	mustRun(t, oncall, 0, "restore", "bg-holdfields")
+	app, err := appsClient(t).Get(ctx, "bg-holdfields", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"ignoreDifferences", "syncPolicy"} {
+		got, _ := json.Marshal(app.Object["spec"].(map[string]any)[field])
+		want, _ := json.Marshal(created.Object["spec"].(map[string]any)[field])
+		if string(got) != string(want) {
+			t.Errorf("restored spec.%s\n %s\nis not the Application's own\n %s", field, got, want)
+		}
+	}
+	if img := imageIn(ctx, t, "bg-holdfields"); img != "registry.example/web:hotfix" {
+		t.Errorf("after restore: image %s", img)
+	}
+}
