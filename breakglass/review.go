@@ -91,13 +91,15 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 	return rec, warnings, nil
 }
 
-// AwaitingReview are the sessions restored or forced that nobody reviewed
-// yet, oldest first. It reads only the records of those three events (not
-// the whole log), so it counts every review record; whether a review was by
-// someone outside the session is what audit verify checks.
+// AwaitingReview are the sessions restored or forced that no approval
+// stands for (never reviewed, or rejected and not overturned), oldest
+// first. It reads only the records of those three events (not the whole
+// log), and reads each session's reviews by the rules of review
+// (audit.Reviews); whether a review was by someone outside the session is
+// what audit verify and audit log --unreviewed also check.
 func (e *Engine) AwaitingReview(ctx context.Context) ([]*audit.Record, error) {
 	closed := map[string]*audit.Record{}
-	reviewed := map[string]bool{}
+	var reviews []*audit.Record
 	for _, event := range []audit.Event{audit.EventRestored, audit.EventForced, audit.EventReviewed} {
 		entries, err := e.Audit.Entries(ctx, audit.Filter{Event: event})
 		if err != nil {
@@ -107,15 +109,26 @@ func (e *Engine) AwaitingReview(ctx context.Context) ([]*audit.Record, error) {
 			switch {
 			case r.Session == "" || r.Event != event:
 			case event == audit.EventReviewed:
-				reviewed[r.Session] = true
-			case r.Outcome.Status == audit.StatusSucceeded && closed[r.Session] == nil:
+				reviews = append(reviews, r)
+			case r.Outcome.Status == audit.StatusSucceeded && (closed[r.Session] == nil || r.Seq < closed[r.Session].Seq):
 				closed[r.Session] = r
 			}
 		}
 	}
+	sortBySeq(reviews)
+	histories := map[string]*audit.Reviews{}
+	for _, r := range reviews {
+		if c := closed[r.Session]; c == nil || r.Seq < c.Seq {
+			continue // the state machine names a review before the close
+		}
+		if histories[r.Session] == nil {
+			histories[r.Session] = &audit.Reviews{}
+		}
+		histories[r.Session].Add(r)
+	}
 	var out []*audit.Record
 	for id, r := range closed {
-		if !reviewed[id] {
+		if h := histories[id]; h == nil || !h.Approved() {
 			out = append(out, r)
 		}
 	}
