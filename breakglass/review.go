@@ -144,7 +144,7 @@ func overturning(req ReviewRequest, s *audit.SessionLog, reviewer string) (*audi
 		}
 	}
 	if !req.Overturn {
-		return nil, fmt.Errorf("%w: %s rejected session %s (record %d): an approval overturns the rejection, saying why", ErrRejectionStands, newest.Actor.Username, req.Session, newest.Seq)
+		return nil, fmt.Errorf("%w: %s rejected session %s (record %d), and only an approval that overturns it counts", ErrRejectionStands, newest.Actor.Username, req.Session, newest.Seq)
 	}
 	return newest, nil
 }

@@ -91,7 +91,7 @@ func explain(err error, command string, app audit.AppRef) error {
 	case errors.Is(err, breakglass.ErrNotCaughtUp):
 		hint = "fix Git and run restore again, or --force --reason …"
 	case errors.Is(err, breakglass.ErrRejectionStands):
-		hint = "pass --overturn, saying in --note why the rejection is overturned"
+		hint = "pass --overturn, saying in --note why"
 	case errors.Is(err, breakglass.ErrTicketNotFound):
 		hint = "give --ticket an existing issue, or leave it out to file a new one"
 	default:

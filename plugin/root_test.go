@@ -126,6 +126,7 @@ func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 		{fmt.Errorf("%w: sync not restored", breakglass.ErrNotCaughtUp), "restore", "fix Git and run restore again, or --force --reason …"},
 		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "restore", "compare with `kubectl gitops audit log --app web`"},
 		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "breakglass", "finish the session with `kubectl gitops restore web --force --reason …`"},
+		{fmt.Errorf("%w: rita rejected session s1 (record 9)", breakglass.ErrRejectionStands), "audit review", "rita rejected session s1 (record 9): pass --overturn, saying in --note why"},
 	} {
 		got := explain(tt.err, tt.command, web)
 		if !strings.Contains(got.Error(), tt.want) || !errors.Is(got, tt.err) {
