@@ -173,6 +173,9 @@ type Actor struct {
 	Groups   []string `json:"groups,omitempty"`
 }
 
+// In says whether the actor is a member of group.
+func (a Actor) In(group string) bool { return contains(a.Groups, group) }
+
 // Client is the machine and local user the command ran as.
 type Client struct {
 	Host string `json:"host,omitempty"`
@@ -260,6 +263,10 @@ type SyncPolicy struct {
 type Review struct {
 	Verdict string `json:"verdict"`
 	Note    string `json:"note"`
+	// Overturns is, on an approval over a standing rejection, the id of
+	// the rejection's record: the note says why it is overturned
+	// (docs/design.md §8).
+	Overturns string `json:"overturns,omitempty"`
 }
 
 // TextCheck records that a person confirmed their text despite the secret

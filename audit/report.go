@@ -29,13 +29,33 @@ type EmergencyChange struct {
 	TimeToRestore string `json:"timeToRestore,omitempty"`
 	GitRevision   string `json:"gitRevision,omitempty"`
 	Ticket        string `json:"ticket,omitempty"`
-	Reviewer      string `json:"reviewer,omitempty"`
-	Verdict       string `json:"verdict,omitempty"`
-	ReviewNote    string `json:"reviewNote,omitempty"`
-	// ReviewDelay is from the close to the review.
-	ReviewDelay string `json:"reviewDelay,omitempty"`
+	// Reviewer, Verdict and ReviewNote are the review whose verdict stands
+	// by the rules of review (docs/design.md §8); Reviews is every review.
+	Reviewer   string `json:"reviewer,omitempty"`
+	Verdict    string `json:"verdict,omitempty"`
+	ReviewNote string `json:"reviewNote,omitempty"`
+	// ReviewDelay is from the close to the first review that counts.
+	ReviewDelay string        `json:"reviewDelay,omitempty"`
+	Reviews     []ReviewEvent `json:"reviews"`
 	reviewed    time.Duration
 	restore     time.Duration
+}
+
+// ReviewEvent is one review in a session's history: who, when, the
+// verdict and note, the rejection it overturns, and whether it counts.
+type ReviewEvent struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Reviewer string    `json:"reviewer"`
+	Verdict  string    `json:"verdict"`
+	Note     string    `json:"note"`
+	// Overturns is the sequence number of the rejection an approval
+	// overturns (0: none, or one the session does not hold).
+	Overturns uint64 `json:"overturns,omitempty"`
+	// Counts says whether the review follows the rules of review; Finding
+	// is why not, as audit verify names it.
+	Counts  bool   `json:"counts"`
+	Finding string `json:"finding,omitempty"`
 }
 
 // Summary is the report's figures.
@@ -112,15 +132,6 @@ func EmergencyChanges(records []*Record, since time.Time) ([]EmergencyChange, Su
 			if r.Git != nil {
 				c.GitRevision = r.Git.Revision
 			}
-		case EventReviewed:
-			if r.Review == nil {
-				break
-			}
-			c.Reviewer, c.Verdict, c.ReviewNote = r.Actor.Username, r.Review.Verdict, r.Review.Note
-			if c.ClosedAt != nil {
-				c.reviewed = r.Time.Sub(*c.ClosedAt)
-				c.ReviewDelay = roundDuration(c.reviewed)
-			}
 		}
 		if c.Ticket == "" && r.Ticket != nil && r.Ticket.Key != "" && s.Tickets[r.Ticket.Key] {
 			c.Ticket = r.Ticket.Key
@@ -131,6 +142,7 @@ func EmergencyChanges(records []*Record, since time.Time) ([]EmergencyChange, Su
 	var restores []time.Duration
 	for _, id := range order {
 		c := byID[id]
+		c.review(&ss.Session(id).Reviews)
 		out = append(out, *c)
 		sum.Changes++
 		sum.PerApplication[c.Application.Namespace+"/"+c.Application.Name]++
@@ -142,10 +154,10 @@ func EmergencyChanges(records []*Record, since time.Time) ([]EmergencyChange, Su
 		case "restored":
 			restores = append(restores, c.restore)
 		}
-		switch {
-		case c.Reviewer != "" && c.ReviewDelay != "" && c.reviewed <= ReviewWindow:
+		if c.ReviewDelay != "" && c.reviewed <= ReviewWindow {
 			sum.ReviewedWithin48h++
-		case c.Reviewer == "" && c.ClosedAt != nil && c.End != "aborted":
+		}
+		if c.ClosedAt != nil && c.End != "aborted" && c.Verdict != VerdictApproved {
 			sum.Unreviewed++
 		}
 	}
@@ -164,12 +176,41 @@ func EmergencyChanges(records []*Record, since time.Time) ([]EmergencyChange, Su
 	return out, sum
 }
 
-// Unreviewed are the sessions restored or forced that no review followed,
-// oldest first.
+// review takes the session's review history: every review, and the one
+// that stands.
+func (c *EmergencyChange) review(h *Reviews) {
+	seqOf := map[string]uint64{}
+	c.Reviews = []ReviewEvent{}
+	for _, e := range h.History {
+		r := e.Record
+		seqOf[r.ID] = r.Seq
+		ev := ReviewEvent{Seq: r.Seq, Time: r.Time.UTC(), Reviewer: r.Actor.Username, Counts: e.Break == nil}
+		if r.Review != nil {
+			ev.Verdict, ev.Note = r.Review.Verdict, r.Review.Note
+			if r.Review.Overturns != "" {
+				ev.Overturns = seqOf[r.Review.Overturns]
+			}
+		}
+		if e.Break != nil {
+			ev.Finding = string(e.Break.Kind) + ": " + e.Break.Detail
+		}
+		if ev.Counts && c.ReviewDelay == "" && c.ClosedAt != nil {
+			c.reviewed = r.Time.Sub(*c.ClosedAt)
+			c.ReviewDelay = roundDuration(c.reviewed)
+		}
+		c.Reviews = append(c.Reviews, ev)
+	}
+	if r := h.Standing(); r != nil {
+		c.Reviewer, c.Verdict, c.ReviewNote = r.Actor.Username, r.Review.Verdict, r.Review.Note
+	}
+}
+
+// Unreviewed are the sessions restored or forced that no approval stands
+// for (never reviewed, or rejected and not overturned), oldest first.
 func (ss *Sessions) Unreviewed() []*SessionLog {
 	var out []*SessionLog
 	for _, s := range ss.byID {
-		if s.Closed != nil && s.Closed.Event != EventAborted && len(s.Reviews) == 0 {
+		if s.Closed != nil && s.Closed.Event != EventAborted && !s.Reviews.Approved() {
 			out = append(out, s)
 		}
 	}

@@ -66,8 +66,9 @@ type SessionLog struct {
 	// Tickets are the Jira keys the session's own records filed or
 	// attached.
 	Tickets map[string]bool
-	// Reviews are the breakglass.reviewed records of the closed session.
-	Reviews []*Record
+	// Reviews are the session's breakglass.reviewed records, read by the
+	// rules of review: the history and the verdict that stands.
+	Reviews Reviews
 	// Notices are its breakglass.expired and breakglass.reenabled records.
 	Notices []*Record
 	// InFlight are the planned records (the opening one and each join)
@@ -156,19 +157,25 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	resolving := r.Resolves != "" && (r.Event == EventPatched || r.Event == EventAbandoned)
 	own := r.Application == nil || appKey(*r.Application) == s.Application
 	if r.Event == EventReviewed {
-		switch {
-		case !own:
+		if !own {
 			return broke(BreakForeignApplication, "%s names application %s/%s; the session was opened on %s/%s",
 				r.Event, r.Application.Namespace, r.Application.Name, s.Application.Namespace, s.Application.Name)
-		case s.Closed == nil || s.Closed.Event == EventAborted:
-			return broke(BreakOutOfOrder, "reviewed by %s before the session was restored", r.Actor.Username)
-		case s.Members[r.Actor.Username]:
-			return broke(BreakSelfReview, "reviewed by %s, who opened or joined the session", r.Actor.Username)
-		case r.Review == nil || (r.Review.Verdict != VerdictApproved && r.Review.Verdict != VerdictRejected):
-			return broke(BreakSelfReview, "a review by %s with no verdict", r.Actor.Username)
 		}
-		s.Reviews = append(s.Reviews, r)
-		return true, nil
+		var b *Break
+		switch {
+		case s.Closed == nil || s.Closed.Event == EventAborted:
+			b = &Break{Kind: BreakOutOfOrder, Seq: r.Seq, Detail: fmt.Sprintf("reviewed by %s before the session was restored", r.Actor.Username)}
+			s.Reviews.keep(r, b)
+		case s.Members[r.Actor.Username]:
+			b = &Break{Kind: BreakSelfReview, Seq: r.Seq, Detail: fmt.Sprintf("reviewed by %s, who opened or joined the session", r.Actor.Username)}
+			s.Reviews.keep(r, b)
+		default:
+			b = s.Reviews.Add(r)
+		}
+		if b == nil {
+			return true, nil
+		}
+		return broke(b.Kind, "%s", b.Detail)
 	}
 	switch {
 	case s.Closed != nil && closing && r.Outcome.Status == StatusSucceeded:

@@ -26,6 +26,7 @@ func (s step) record(seq int) *Record {
 		r.Ticket = &Ticket{Key: s.ticket}
 	}
 	if s.event == EventReviewed {
+		r.Actor.Groups = []string{ReviewerGroup}
 		r.Review = &Review{Verdict: VerdictApproved, Note: "checked"}
 	}
 	if r.Outcome.Status == "" {

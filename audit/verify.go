@@ -190,10 +190,12 @@ func (v *Verifier) Add(e Entry) {
 	if e.Mutable {
 		add(BreakMutable, e, "the ConfigMap is not immutable, so it could have been edited in place")
 	}
+	relabelled := false
 	if e.Labels != nil {
 		for key, want := range recordLabels(rec) {
 			if key != LabelKind && e.Labels[key] != want {
 				add(BreakRelabelled, e, "label %s is %q, the record says %q", key, e.Labels[key], want)
+				relabelled = relabelled || key == LabelEvent
 			}
 		}
 	}
@@ -210,13 +212,15 @@ func (v *Verifier) Add(e Entry) {
 		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash))
 	}
 	// Only a record that is what its writer wrote says anything of the
-	// head it found or of its session.
+	// head it found or of its session; and only one whose event label is
+	// its own of its session, since the admission policy judged it by that
+	// label (a review labelled as something else was let in unchecked).
 	sound := err == nil && computed == rec.Hash
 	if h := rec.HeadFound; h != nil && sound {
 		v.rep.Breaks = append(v.rep.Breaks, Break{Kind: BreakHeadMismatch, Name: "head", Seq: e.Slot, Detail: fmt.Sprintf(
 			"when record %d was written the head named record %d with hash %s, which the log does not hold: the head was moved by hand, and record %d links to the true tip", e.Slot, h.Seq, short(h.Hash), e.Slot)})
 	}
-	if sound && !forged {
+	if sound && !forged && !relabelled {
 		if _, b := v.sessions.Add(rec); b != nil {
 			b.Name = e.Name
 			v.rep.Breaks = append(v.rep.Breaks, *b)

@@ -76,6 +76,7 @@ const (
 	InputTicket      argocd.Input = "ticket"
 	InputSession     argocd.Input = "session"
 	InputVerdict     argocd.Input = "verdict"
+	InputOverturn    argocd.Input = "overturn"
 	InputNote        argocd.Input = "note"
 	InputIncident    argocd.Input = "incident"
 	InputExpires     argocd.Input = "expiry"

@@ -13,7 +13,27 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
+
+// TestReviewerGroupIsTheTools: the audit-log policy, the reviewer role and
+// the tool name one reviewer group; otherwise the engine refuses every
+// reviewer the API server lets write a review, or verify counts none.
+func TestReviewerGroupIsTheTools(t *testing.T) {
+	for path, want := range map[string]string{
+		"policy/audit-log.yaml": "request.userInfo.groups.exists(g, g == '" + audit.ReviewerGroup + "')\n",
+		"rbac/reviewer.yaml":    "  name: " + audit.ReviewerGroup + "\n",
+	} {
+		body, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), want) {
+			t.Errorf("%s does not name the reviewer group %q", path, audit.ReviewerGroup)
+		}
+	}
+}
 
 func TestKustomizationInstallsEveryManifest(t *testing.T) {
 	var k struct {

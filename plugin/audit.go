@@ -90,8 +90,8 @@ type AuditLogOptions struct {
 	since  string
 	Actor  string
 	Event  string
-	// Unreviewed keeps the records of sessions restored or forced that
-	// nobody reviewed yet.
+	// Unreviewed keeps the records of sessions restored or forced that no
+	// approval stands for: never reviewed, or rejected and not overturned.
 	Unreviewed bool
 	unreviewed map[string]bool
 	Output     string
@@ -126,7 +126,7 @@ func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptio
 	cmd.Flags().StringVar(&o.since, "since", "", "only records newer than this duration (e.g. 90m, 24h, 7d)")
 	cmd.Flags().StringVar(&o.Actor, "actor", "", "only records by this user (as the API server names them)")
 	cmd.Flags().StringVar(&o.Event, "event", "", "only records of this event type (e.g. breakglass.patched)")
-	cmd.Flags().BoolVar(&o.Unreviewed, "unreviewed", false, "only records of sessions restored or forced that nobody has reviewed yet (audit review)")
+	cmd.Flags().BoolVar(&o.Unreviewed, "unreviewed", false, "only records of sessions restored or forced with no approval standing: never reviewed, or rejected and not overturned (audit review)")
 	outputFlag(cmd, &o.Output, auditLogFormats...)
 	return cmd
 }

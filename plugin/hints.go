@@ -35,6 +35,7 @@ var inputFlags = map[argocd.Input]string{
 	breakglass.InputHold:        "--hold",
 	breakglass.InputSession:     "SESSION",
 	breakglass.InputVerdict:     "--approve/--reject",
+	breakglass.InputOverturn:    "--overturn",
 	argocd.InputTargetContext:   "--target-context",
 	argocd.InputArgoContext:     "--argocd-context",
 	drift.InputDebtNote:         "--owner/--reason/--review",
@@ -90,6 +91,8 @@ func explain(err error, command string, app audit.AppRef) error {
 		hint = "wait for it, or drop --no-terminate to terminate it before patching"
 	case errors.Is(err, breakglass.ErrNotCaughtUp):
 		hint = "fix Git and run restore again, or --force --reason …"
+	case errors.Is(err, breakglass.ErrRejectionStands):
+		hint = "pass --overturn, saying in --note why"
 	case errors.Is(err, breakglass.ErrTicketNotFound):
 		hint = "give --ticket an existing issue, or leave it out to file a new one"
 	default:

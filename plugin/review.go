@@ -28,23 +28,33 @@ type AuditReviewOptions struct {
 func newCmdAuditReview(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &AuditReviewOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:   "review SESSION (--approve | --reject) --note TEXT",
-		Short: "Review a closed break-glass session, as someone who neither opened nor joined it",
+		Use:   "review SESSION (--approve [--overturn] | --reject) --note TEXT",
+		Short: "Review a closed break-glass session, as a reviewer who neither opened nor joined it",
 		Long: `Append breakglass.reviewed (the verdict, the note, and the reviewer as the
 API server names them) to a restored or forced session, and comment on its
-ticket. Whoever opened or joined the session may not review it: an emergency
-change is reviewed by someone else. The reviewer role (deploy/rbac/reviewer.yaml)
-may append review records and nothing else.`,
-		Example: `  # What awaits review
+ticket. Only the reviewer role (group reviewers, deploy/rbac/reviewer.yaml)
+records a review, and it may append review records and nothing else; whoever
+opened or joined the session may not review it: an emergency change is
+reviewed by someone else.
+
+A rejection stands until an approval by a different reviewer overturns it:
+such an approval needs --overturn, and its --note says why; the record names
+the rejection it overturns. Every review stays in the log, and audit report
+shows them all with the verdict that stands.`,
+		Example: `  # What awaits review: never reviewed, or rejected
   kubectl gitops audit log --unreviewed
 
-  kubectl gitops audit review 20261203-031000-ab12c --approve --note "rollback was right; Git fixed in PR 118"`,
+  kubectl gitops audit review 20261203-031000-ab12c --approve --note "rollback was right; Git fixed in PR 118"
+
+  # Another reviewer overturns a rejection, saying why
+  kubectl gitops audit review 20261203-031000-ab12c --approve --overturn --note "the scale-up was tried first: see OPS-7"`,
 		Args: positional(1, "SESSION"),
 		RunE: run(o),
 	}
 	o.addEngineFlags(cmd)
 	cmd.Flags().BoolVar(&o.Request.Approve, "approve", false, "the change was right")
 	cmd.Flags().BoolVar(&o.Request.Reject, "reject", false, "the change was not right (say why in --note)")
+	cmd.Flags().BoolVar(&o.Request.Overturn, "overturn", false, "with --approve: overturn the rejection that stands (say why in --note); only a reviewer who did not reject it may")
 	cmd.Flags().StringVar(&o.Request.Note, "note", "", "what the review found (required)")
 	allowSecretTextFlag(cmd, &o.Request.AllowSecretText, "--note")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
@@ -84,6 +94,10 @@ func (o *AuditReviewOptions) Run(ctx context.Context) error {
 	if o.Output != "text" {
 		return printStructured(o.Out, o.Output, rec)
 	}
+	if rec.Review.Overturns != "" {
+		note(o.Out, "session %s %s by %s, overturning the rejection %s: audit record %d", rec.Session, rec.Review.Verdict, rec.Actor.Username, rec.Review.Overturns, rec.Seq)
+		return nil
+	}
 	note(o.Out, "session %s %s by %s: audit record %d", rec.Session, rec.Review.Verdict, rec.Actor.Username, rec.Seq)
 	return nil
 }
@@ -108,9 +122,14 @@ func newCmdAuditReport(flags *genericclioptions.ConfigFlags, streams genericioop
 		Short: "The auditor's evidence: one row per emergency change, a summary, and the log it came from",
 		Long: `One row per break-glass session (application, targets, opener, reason,
 incident, what changed as recorded, opened, fix live, how it ended, time to
-restore, the Git revision that caught up, ticket, reviewer, verdict, review
-delay) and a summary (per application and month, median time to restore, share
-forced, share reviewed within 48 h, unreviewed). The report states the result of
+restore, the Git revision that caught up, ticket, the verdict that stands and
+its reviewer, review delay to the first review that counts), every review of
+each session (who, when, verdict, note, the rejection it overturns, and why it
+does not count when it does not: a rejection stands until a different reviewer
+overturns it, saying why, and only the reviewer role's reviews count), and a
+summary (per application and month, median time to restore, share forced, share
+reviewed within 48 h, unreviewed: restored or forced sessions with no approval
+standing, never reviewed or rejected). The report states the result of
 verifying the log it was read from and the newest record's hash, so the file an
 auditor keeps is bound to the log. Exit 0 with an intact log, 1 when verify found
 tampering (the report says so), 2 on a usage error, 3 when the log could not be
@@ -217,7 +236,7 @@ func (o *AuditReportOptions) sourceName() string {
 }
 
 var reportColumns = []string{"application", "targets", "opener", "joiners", "reason", "incident", "changed", "opened", "fix_live",
-	"end", "time_to_restore", "git_revision", "ticket", "reviewer", "verdict", "review_delay", "session"}
+	"end", "time_to_restore", "git_revision", "ticket", "reviewer", "verdict", "review_delay", "session", "reviews"}
 
 func reportRow(c audit.EmergencyChange) []string {
 	at := func(t *time.Time) string {
@@ -228,7 +247,26 @@ func reportRow(c audit.EmergencyChange) []string {
 	}
 	return []string{c.Application.Namespace + "/" + c.Application.Name, strings.Join(c.Targets, " "), c.Opener, strings.Join(c.Joiners, " "),
 		c.Reason, c.Incident, strings.Join(c.Changes, "; "), c.Opened.Format(time.RFC3339), at(c.FixLive), c.End, c.TimeToRestore,
-		c.GitRevision, c.Ticket, c.Reviewer, c.Verdict, c.ReviewDelay, c.Session}
+		c.GitRevision, c.Ticket, c.Reviewer, c.Verdict, c.ReviewDelay, c.Session, strings.Join(reviewHistory(c.Reviews), "; ")}
+}
+
+// reviewHistory is each review of a session in words: record, time, who,
+// verdict, the rejection it overturns, the note, and why it does not
+// count when it does not.
+func reviewHistory(reviews []audit.ReviewEvent) []string {
+	out := make([]string, len(reviews))
+	for i, r := range reviews {
+		s := fmt.Sprintf("record %d, %s, %s %s", r.Seq, r.Time.Format(time.RFC3339), r.Reviewer, r.Verdict)
+		if r.Overturns != 0 {
+			s += fmt.Sprintf(" overturning record %d", r.Overturns)
+		}
+		s += ": " + r.Note
+		if !r.Counts {
+			s += " (does not count: " + r.Finding + ")"
+		}
+		out[i] = s
+	}
+	return out
 }
 
 func writeReportCSV(w io.Writer, ev Evidence) error {
@@ -272,13 +310,28 @@ func writeReportMarkdown(w io.Writer, ev Evidence) {
 	fmt.Fprintf(w, "- Audit log: %s, %d records, %s; Jira witnesses %s\n", mdCell(ev.Log.Source), ev.Log.Records, state, ev.Log.Witnesses)
 	fmt.Fprintf(w, "- Newest record: %d, hash `%s`\n\n", ev.Log.Newest.Seq, ev.Log.Newest.Hash)
 	fmt.Fprintln(w, "| Application | Targets | Opener | Joiners | Reason | Incident | Changed | Opened | Fix live | End | Time to restore | Git revision | Ticket | Reviewer | Verdict | Review delay | Session |")
-	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(reportColumns)))
+	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(reportColumns)-1))
+	reviewed := false
 	for _, c := range ev.Changes {
 		row := reportRow(c)
 		for i := range row {
 			row[i] = mdCell(row[i])
 		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+		// The reviews, the last column, follow the table one to a line.
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row[:len(row)-1], " | "))
+		reviewed = reviewed || len(c.Reviews) > 0
+	}
+	if reviewed {
+		fmt.Fprintf(w, "\n## Reviews\n\nEvery review of each reviewed session, oldest first. The verdict in the table is the one that\nstands: a rejection stands until a different reviewer's approval overturns it, saying why, and a\nreview out of those rules (or not by the reviewer role) counts for nothing.\n\n")
+		for _, c := range ev.Changes {
+			if len(c.Reviews) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "- %s (%s): %s\n", mdCell(c.Session), mdCell(c.Application.Namespace+"/"+c.Application.Name), mdCell(verdictText(c.Verdict)))
+			for _, h := range reviewHistory(c.Reviews) {
+				fmt.Fprintf(w, "  - %s\n", mdCell(h))
+			}
+		}
 	}
 	s := ev.Summary
 	fmt.Fprintf(w, "\n## Summary\n\n- Emergency changes: %d\n", s.Changes)
@@ -287,7 +340,15 @@ func writeReportMarkdown(w io.Writer, ev Evidence) {
 	fmt.Fprintf(w, "- Median time to restore: %s\n", mdCell(s.MedianTimeToRestore))
 	fmt.Fprintf(w, "- Forced: %d (%.1f%% of those restored)\n", s.Forced, s.ShareForced*100)
 	fmt.Fprintf(w, "- Reviewed within 48 h: %d (%.1f%% of those restored)\n", s.ReviewedWithin48h, s.ShareReviewedIn48h*100)
-	fmt.Fprintf(w, "- Awaiting review: %d\n", s.Unreviewed)
+	fmt.Fprintf(w, "- Without an approval (never reviewed, or rejected): %d\n", s.Unreviewed)
+}
+
+// verdictText is a session's standing verdict, "unreviewed" when none.
+func verdictText(v string) string {
+	if v == "" {
+		return "unreviewed"
+	}
+	return v
 }
 
 func counts(m map[string]int) string {

@@ -47,6 +47,7 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"audit review without a verdict", []string{"audit", "review", "s1", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one: approve or reject"},
 		{"audit review with both verdicts", []string{"audit", "review", "s1", "--approve", "--reject", "--note", "n"}, ExitUsage, "error: --approve/--reject: give exactly one"},
 		{"audit review without a note", []string{"audit", "review", "s1", "--approve"}, ExitUsage, "error: --note: required"},
+		{"audit review overturning with a rejection", []string{"audit", "review", "s1", "--reject", "--overturn", "--note", "n"}, ExitUsage, "error: --overturn: only an approval overturns a rejection"},
 		// -n is breakglass's TARGET namespace; elsewhere it was ignored.
 		{"status -n", []string{"status", "-n", "team-a"}, ExitUsage, "error: kubectl gitops status takes no -n/--namespace (it is breakglass's TARGET namespace): use --app-namespace, the namespace where Applications live"},
 		{"restore --namespace", []string{"restore", "web", "--namespace=team-a"}, ExitUsage, "error: kubectl gitops restore takes no -n/--namespace (it is breakglass's TARGET namespace): use --app-namespace"},
@@ -101,7 +102,7 @@ func TestClientVersionJSON(t *testing.T) {
 func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 	for _, in := range []argocd.Input{breakglass.InputReason, breakglass.InputTarget, breakglass.InputImage, breakglass.InputReplicas,
 		breakglass.InputPatch, breakglass.InputPatchType, breakglass.InputChange, breakglass.InputTicket, breakglass.InputExpires, breakglass.InputAutoRestore, breakglass.InputHold,
-		breakglass.InputSession, breakglass.InputVerdict, breakglass.InputNote, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
+		breakglass.InputSession, breakglass.InputVerdict, breakglass.InputOverturn, breakglass.InputNote, argocd.InputTargetContext, argocd.InputArgoContext, drift.InputDebtNote} {
 		if inputFlags[in] == "" {
 			t.Errorf("input %q has no flag to spell it", in)
 		}
@@ -125,6 +126,7 @@ func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 		{fmt.Errorf("%w: sync not restored", breakglass.ErrNotCaughtUp), "restore", "fix Git and run restore again, or --force --reason …"},
 		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "restore", "compare with `kubectl gitops audit log --app web`"},
 		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "breakglass", "finish the session with `kubectl gitops restore web --force --reason …`"},
+		{fmt.Errorf("%w: rita rejected session s1 (record 9)", breakglass.ErrRejectionStands), "audit review", "rita rejected session s1 (record 9): pass --overturn, saying in --note why"},
 	} {
 		got := explain(tt.err, tt.command, web)
 		if !strings.Contains(got.Error(), tt.want) || !errors.Is(got, tt.err) {

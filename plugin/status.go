@@ -360,15 +360,16 @@ func ticketColumn(s *breakglass.Session) string {
 	return dash(s.Ticket)
 }
 
-// noteAwaitingReview says, on stderr, how many closed sessions nobody has
-// reviewed yet and which is the oldest; nothing when none, or when the log
-// cannot be read (the listing above is what status is for).
+// noteAwaitingReview says, on stderr, how many closed sessions no approval
+// stands for yet (never reviewed, or rejected) and which is the oldest;
+// nothing when none, or when the log cannot be read (the listing above is
+// what status is for).
 func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakglass.Engine) {
 	waiting, err := engine.AwaitingReview(ctx)
 	if err != nil || len(waiting) == 0 {
 		return
 	}
 	oldest := waiting[0]
-	note(o.ErrOut, "%d closed session(s) await review; the oldest is %s on %s, %s at %s: kubectl gitops audit log --unreviewed",
+	note(o.ErrOut, "%d closed session(s) await review (never reviewed, or rejected); the oldest is %s on %s, %s at %s: kubectl gitops audit log --unreviewed",
 		len(waiting), oldest.Session, appName(oldest), strings.TrimPrefix(string(oldest.Event), "breakglass."), oldest.Time.UTC().Format(time.RFC3339))
 }

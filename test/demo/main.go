@@ -218,7 +218,7 @@ func run(ctx context.Context) error {
 	if err := os.WriteFile(envFile, []byte(exports), 0o600); err != nil {
 		return err
 	}
-	fmt.Printf("\nThe environment keeps running. In another shell, as the on-call user:\n\n  source %s\n  kubectl gitops breakglass web deployment/web --replicas 4 --reason \"try it\" -y\n\n(kubeconfigs for admin, lead, auditor, reviewer and nobody are beside it.) Logs: %s/logs. Press Ctrl-C to stop.\n",
+	fmt.Printf("\nThe environment keeps running. In another shell, as the on-call user:\n\n  source %s\n  kubectl gitops breakglass web deployment/web --replicas 4 --reason \"try it\" -y\n\n(kubeconfigs for admin, lead, auditor, reviewer, reviewer2 and nobody are beside it.) Logs: %s/logs. Press Ctrl-C to stop.\n",
 		envFile, dir)
 	<-ctx.Done()
 	fmt.Println("\nstopping…")

@@ -87,8 +87,15 @@ func recordObject(seq uint64, actor, doc string, immutable bool) map[string]any 
 // hash, SHA-256), as someone who read the README would.
 func forge(t *testing.T, seq uint64, prev, actor string) (string, string) {
 	t.Helper()
-	r := audit.Record{Schema: 1, ID: fmt.Sprintf("forged-%d", seq), Seq: seq, Time: time.Now().UTC(), Event: audit.EventRestored,
-		Actor: audit.Actor{Username: actor}, Reason: "approved", Outcome: audit.Outcome{Status: audit.StatusSucceeded}, Prev: prev}
+	return forgeRecord(t, audit.Record{Seq: seq, Prev: prev, Event: audit.EventRestored, Actor: audit.Actor{Username: actor},
+		Reason: "approved", Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
+}
+
+// forgeRecord seals r (its Seq and Prev set) as forge does, and returns
+// the document and its hash.
+func forgeRecord(t *testing.T, r audit.Record) (string, string) {
+	t.Helper()
+	r.Schema, r.ID, r.Time = 1, fmt.Sprintf("forged-%d", r.Seq), time.Now().UTC()
 	doc, _ := json.Marshal(r)
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()

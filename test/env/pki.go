@@ -36,11 +36,13 @@ var (
 	Auditor = User{Name: "auditor", Groups: []string{"auditors"}}
 	// Reviewer reviews closed sessions (deploy/rbac/reviewer.yaml).
 	Reviewer = User{Name: "reviewer", Groups: []string{"reviewers"}}
-	Nobody   = User{Name: "nobody"}
+	// SecondReviewer is another reviewer, for what overturns a rejection.
+	SecondReviewer = User{Name: "reviewer2", Groups: []string{"reviewers"}}
+	Nobody         = User{Name: "nobody"}
 )
 
 // Users lists every identity of the environment.
-var Users = []User{Admin, Oncall, Lead, Auditor, Reviewer, Nobody}
+var Users = []User{Admin, Oncall, Lead, Auditor, Reviewer, SecondReviewer, Nobody}
 
 type authority struct {
 	cert    *x509.Certificate
