@@ -38,6 +38,9 @@ type Engine struct {
 	// Progress hears what Execute has done as it happens (the fix being
 	// live comes before the checks that follow it); nil hears nothing.
 	Progress func(msg string)
+	// EventComponent reports the Engine's Kubernetes Events (EventComponent
+	// when ""; the controller's is ControllerEventComponent).
+	EventComponent string
 }
 
 // progress tells Progress, when there is one.

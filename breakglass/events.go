@@ -24,8 +24,14 @@ const (
 	EventForced   = "Forced"
 )
 
-// eventComponent is who reports the Events.
-const eventComponent = "kubectl-gitops"
+// Who reports the Events: the command a person runs, or the in-cluster
+// controller. The admission policy lets only the controller's
+// ServiceAccount report as the controller, so its Events can be told from
+// any a member of the break-glass group could write (deploy/policy).
+const (
+	EventComponent           = "kubectl-gitops"
+	ControllerEventComponent = "kubectl-gitops-controller"
+)
 
 // emit writes a Kubernetes Event on app, of type Normal, or Warning when
 // warning is set. An Event is a notice, never the record: the audit log
@@ -49,12 +55,20 @@ func (e *Engine) emit(ctx context.Context, app *unstructured.Unstructured, reaso
 			Namespace: app.GetNamespace(), Name: app.GetName(), UID: app.GetUID(), ResourceVersion: app.GetResourceVersion(),
 		},
 		Reason: reason, Message: redact.Text(fmt.Sprintf(format, args...)), Type: kind,
-		Source:         corev1.EventSource{Component: eventComponent},
+		Source:         corev1.EventSource{Component: e.eventComponent()},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		ReportingController: eventComponent, ReportingInstance: clientInfo().Host,
+		ReportingController: e.eventComponent(), ReportingInstance: clientInfo().Host,
 	}
 	if _, err := e.Kube.CoreV1().Events(app.GetNamespace()).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		return fmt.Sprintf("could not emit the %s event on application %s (%v): the audit log has it", reason, app.GetName(), argocd.Brief(err))
 	}
 	return ""
+}
+
+// eventComponent is the component the engine's Events are reported by.
+func (e *Engine) eventComponent() string {
+	if e.EventComponent != "" {
+		return e.EventComponent
+	}
+	return EventComponent
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/controller"
 )
 
@@ -103,6 +104,9 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 	if o.AllNamespaces {
 		engine.AppNamespace = ""
 	}
+	// Its Events are the controller's, which only its ServiceAccount may
+	// report as (deploy/policy).
+	engine.EventComponent = breakglass.ControllerEventComponent
 	argo, err := o.argoServer()
 	if err != nil {
 		return err

@@ -163,11 +163,12 @@ func TestHoldMovesAreTheOnlyOnes(t *testing.T) {
 
 // argoSync syncs app through argocd-server as a colleague with Argo CD
 // sync rights would (the UI's Sync button posts the same), with body as
-// the request, and waits for the sync to finish.
+// the request, and waits for the sync to finish. On-call's own Argo CD
+// account is read-only: this needs Argo CD's admin.
 func argoSync(t *testing.T, app, body string) {
 	t.Helper()
 	ctx := context.Background()
-	token, err := testEnv.ArgoToken(ctx)
+	token, err := testEnv.ArgoAdminToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

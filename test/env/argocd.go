@@ -265,14 +265,21 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 		return err
 	}
 	e.adminPassword = hex.EncodeToString(secretKey[:8])
+	e.oncallPassword = hex.EncodeToString(secretKey[8:16])
 	hash, err := bcrypt.GenerateFromPassword([]byte(e.adminPassword), bcrypt.MinCost)
+	if err != nil {
+		return err
+	}
+	oncallHash, err := bcrypt.GenerateFromPassword([]byte(e.oncallPassword), bcrypt.MinCost)
 	if err != nil {
 		return err
 	}
 	labels := map[string]string{"app.kubernetes.io/part-of": "argocd"}
 	configMaps := map[string]map[string]string{
-		"argocd-cm":                 {"admin.enabled": "true", "url": "http://" + e.ArgoServerAddr},
-		"argocd-rbac-cm":            {"policy.default": "role:readonly"},
+		// The on-call engineer's Argo CD account is read-only, as README's
+		// install gives it: enough for the field-level check and status.
+		"argocd-cm":                 {"admin.enabled": "true", "url": "http://" + e.ArgoServerAddr, "accounts." + OncallArgoAccount: "login"},
+		"argocd-rbac-cm":            {"policy.default": "", "policy.csv": "g, " + OncallArgoAccount + ", role:readonly\n"},
 		"argocd-cmd-params-cm":      {},
 		"argocd-tls-certs-cm":       {},
 		"argocd-ssh-known-hosts-cm": {},
@@ -287,9 +294,11 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: ArgoNamespace, Labels: labels},
 		StringData: map[string]string{
-			"admin.password":      string(hash),
-			"admin.passwordMtime": time.Now().UTC().Format(time.RFC3339),
-			"server.secretkey":    hex.EncodeToString(secretKey),
+			"admin.password":                                   string(hash),
+			"admin.passwordMtime":                              time.Now().UTC().Format(time.RFC3339),
+			"accounts." + OncallArgoAccount + ".password":      string(oncallHash),
+			"accounts." + OncallArgoAccount + ".passwordMtime": time.Now().UTC().Format(time.RFC3339),
+			"server.secretkey":                                 hex.EncodeToString(secretKey),
 		},
 	}
 	if _, err := kube.CoreV1().Secrets(ArgoNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
@@ -312,8 +321,10 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 }
 
 // grantTestRoles gives the environment's users the rights their names promise:
-// oncall changes workloads and Argo CD Applications (and ConfigMaps in the
-// demo namespace only), auditors read them, nobody gets nothing; then the
+// oncall changes workloads (the cluster's own rights, which the tool does
+// not ship), and has deploy/rbac's on Argo CD Applications in every namespace
+// (and ConfigMaps in the demo namespace only), auditors read them, nobody
+// gets nothing; then the
 // project's shipped deploy/rbac manifests add the audit log rights. The rules
 // are explicit because no kube-controller-manager runs to fill the aggregated
 // edit and view roles.
@@ -325,7 +336,11 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: write},
 			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: write},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read},
-			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: write},
+			// deploy/rbac's Role, in every namespace Applications may live
+			// in (apps in any namespace): never create, on Applications,
+			// AppProjects or ApplicationSets.
+			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"get", "list", "watch", "patch"}},
+			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applicationsets"}, Verbs: []string{"get"}},
 			// The Events on Applications in team namespaces (Argo CD's
 			// namespace has deploy/rbac's).
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
@@ -454,10 +469,26 @@ func applyShipped(ctx context.Context, dyn dynamic.Interface, dir string, edit f
 	return nil
 }
 
-// ArgoToken logs in to the Argo CD API server as admin and returns a session
-// token usable as ARGOCD_AUTH_TOKEN.
+// OncallArgoAccount is the on-call engineer's Argo CD account: local,
+// read-only (role:readonly).
+const OncallArgoAccount = "oncall"
+
+// ArgoToken logs in to the Argo CD API server as the on-call engineer's
+// read-only account and returns a session token usable as
+// ARGOCD_AUTH_TOKEN: what every test and the demo give the on-call shell.
 func (e *Env) ArgoToken(ctx context.Context) (string, error) {
-	body, _ := json.Marshal(map[string]string{"username": "admin", "password": e.adminPassword})
+	return e.argoLogin(ctx, OncallArgoAccount, e.oncallPassword)
+}
+
+// ArgoAdminToken is Argo CD's admin's token, for a test that acts as a
+// colleague with more Argo CD rights than on-call (a Sync, say): such a
+// test says so.
+func (e *Env) ArgoAdminToken(ctx context.Context) (string, error) {
+	return e.argoLogin(ctx, "admin", e.adminPassword)
+}
+
+func (e *Env) argoLogin(ctx context.Context, username, password string) (string, error) {
+	body, _ := json.Marshal(map[string]string{"username": username, "password": password})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+e.ArgoServerAddr+"/api/v1/session", bytes.NewReader(body))
 	if err != nil {
 		return "", err

@@ -60,9 +60,11 @@ type Env struct {
 	DigestKey string
 
 	adminPassword string
-	keepDir       bool
-	procs         []*process
-	kubeconfigs   map[string]string
+	// oncallPassword is the on-call engineer's read-only Argo CD account's.
+	oncallPassword string
+	keepDir        bool
+	procs          []*process
+	kubeconfigs    map[string]string
 }
 
 // ArgoNamespace is the namespace of Argo CD's objects in every environment.
