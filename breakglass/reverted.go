@@ -80,3 +80,15 @@ func describeReverted(reverted []Reverted) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// PatchedTargets are the objects session s patched (not those still being
+// sent), once each: what a revert would show on.
+func PatchedTargets(s *Session) []audit.Target {
+	var out []audit.Target
+	for _, p := range latestPatches(s) {
+		if !p.Pending {
+			out = append(out, p.Target)
+		}
+	}
+	return out
+}

@@ -71,6 +71,11 @@ type Controller struct {
 	refreshed, noticed, told map[string]time.Time
 	// evaluated is each Application as last evaluated without error.
 	evaluated map[string]evaluation
+	// targets watches the live objects open sessions patched; forced
+	// holds the Applications one of them changed under, to evaluate again
+	// whatever the Application says.
+	targets *targets
+	forced  sync.Map
 }
 
 // evaluation is an Application's state when it was last evaluated, and
@@ -174,6 +179,10 @@ func (c *Controller) lead(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	c.targets = newTargets(ctx, func(key string) {
+		c.forced.Store(key, true)
+		queue.Add(key)
+	})
 	factory.Start(ctx.Done())
 	syncing, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -195,7 +204,8 @@ func (c *Controller) lead(ctx context.Context) error {
 		if err == nil && exists {
 			app := obj.(*unstructured.Unstructured)
 			state := stateOf(app)
-			if last, ok := c.evaluated[key]; ok && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
+			_, forced := c.forced.LoadAndDelete(key)
+			if last, ok := c.evaluated[key]; ok && !forced && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
 				if !last.due.IsZero() {
 					// The queue keeps one wait per key, the earliest: this
 					// one may have stood in for the due one.
@@ -295,14 +305,24 @@ func (c *Controller) leaseDuration() time.Duration {
 func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructured) (time.Time, error) {
 	engine := *c.Engine
 	engine.AppNamespace = app.GetNamespace()
+	key := app.GetNamespace() + "/" + app.GetName()
 	if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; !open {
+		if c.targets != nil {
+			c.targets.forget(key)
+		}
 		return time.Time{}, c.orphan(ctx, &engine, app)
 	}
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
 	if err != nil {
 		return time.Time{}, err
 	}
-	key := app.GetNamespace() + "/" + app.GetName()
+	if c.targets != nil {
+		// A change of a patched object brings the Application back here,
+		// where its live values are read (breakglass.reverted).
+		for kind, err := range c.targets.follow(&engine, app, key, st) {
+			c.logf("%s: not watching %s, so a revert there is seen when the Application changes: %v", key, kind, err)
+		}
+	}
 	// A break-glass run interrupted before it recorded its patch is
 	// resolved from the live target; the write brings the session back.
 	if st.Interrupted() {

@@ -338,6 +338,47 @@ func TestControllerNoticesARevertedFix(t *testing.T) {
 	}
 }
 
+// TestControllerNoticesARevertFromTheLiveObject: the controller watches
+// the objects open sessions patched (an informer per kind in use), so a
+// revert is recorded even when nothing about the Application changes (a
+// kubectl apply of Git's manifest, an operator). Before, the controller
+// looked only when the Application did.
+func TestControllerNoticesARevertFromTheLiveObject(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	runController(t, time.Hour)
+	reverted := func() bool {
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventReverted {
+				return true
+			}
+		}
+		return false
+	}
+	// Let the controller evaluate the session and start watching first.
+	time.Sleep(2 * time.Second)
+	if reverted() {
+		t.Fatal("a revert recorded before any")
+	}
+	// As the API server does, the spec change bumps the generation.
+	d := liveDeployment(t, f)
+	_ = unstructured.SetNestedField(d.Object, int64(2), "spec", "replicas")
+	d.SetGeneration(d.GetGeneration() + 1)
+	now := metav1.Now()
+	d.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", Time: &now,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}})
+	if _, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); !reverted(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no breakglass.reverted record within 15s of the live object changing")
+		}
+	}
+}
+
 // TestControllerNoticesAnOrphanedPause: an Application paused by hand with
 // a paused-by mark that no open session accounts for is recorded once as
 // breakglass.orphaned, with a Warning Event; the controller used to look
