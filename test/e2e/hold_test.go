@@ -61,7 +61,7 @@ func TestHoldKeepsTheFixThroughAManualSync(t *testing.T) {
 	}
 
 	// A colleague presses Sync: default options, then Replace=true.
-	for _, body := range []string{`{}`, `{"syncOptions":{"items":["Replace=true","RespectIgnoreDifferences=true"]}}`} {
+	for _, body := range []string{`{}`, `{"syncOptions":{"items":["Replace=true","RespectIgnoreDifferences=true"]}}`, `{"syncOptions":{"items":["ServerSideApply=true","RespectIgnoreDifferences=true"]}}`} {
 		argoSync(t, "bg-hold", body)
 		if img := imageIn(ctx, t, "bg-hold"); img != "registry.example/web:hotfix" {
 			t.Fatalf("a manual Sync (%s) reverted the held fix: image %s", body, img)

@@ -20,13 +20,24 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
+// ignoreDifferencesOf is the Application's spec.ignoreDifferences, nil when unset.
+func ignoreDifferencesOf(t *testing.T, name string) []any {
+	t.Helper()
+	app, err := appsClient(t).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	return entries
+}
+
 // TestBreakglassKilledAnywhereIsRecoverable: SIGKILL of a break-glass
 // (a closed laptop, a dropped VPN) at 0.05 s steps across its whole run.
 // Whatever state each kill leaves, the tool ends it: status resolves a
 // run that was interrupted mid-patch from the live target, restore (or,
 // when Git has not caught up, restore --force) closes the session, the
 // sync policy comes back exactly, and every record of it is one the
-// session state machine accepts. A kill after the pending mark used to
+// session state machine accepts, and the hold (--hold app) is gone. A kill after the pending mark used to
 // leave a session that not even restore --force could end.
 func TestBreakglassKilledAnywhereIsRecoverable(t *testing.T) {
 	core(t)
@@ -35,7 +46,7 @@ func TestBreakglassKilledAnywhereIsRecoverable(t *testing.T) {
 	oncall := newUser(t, env.Oncall.Name)
 	breakglassAt := func(i int) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(binDir, "kubectl-gitops"), "breakglass", "bg-kill", "deployment/web",
-			"--replicas", fmt.Sprint(3+i%5), "--reason", fmt.Sprintf("killed run %d", i), "-y")
+			"--replicas", fmt.Sprint(3+i%5), "--reason", fmt.Sprintf("killed run %d", i), "--hold", "app", "-y")
 		cmd.Env = oncall.env
 		return cmd
 	}
@@ -54,6 +65,10 @@ func TestBreakglassKilledAnywhereIsRecoverable(t *testing.T) {
 		}
 		if got := syncPolicyOf(t, "bg-kill"); !reflect.DeepEqual(got, want) {
 			t.Fatalf("run %d: sync policy %v after the restore, want %v", i, got, want)
+		}
+		// The hold goes with the session, whatever state the kill left.
+		if got := ignoreDifferencesOf(t, "bg-kill"); got != nil {
+			t.Fatalf("run %d: ignoreDifferences %v left after the restore", i, got)
 		}
 	}
 

@@ -1,0 +1,62 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+)
+
+// TestSilentPauseIsNamed (issue 32, item 1): an on-call pauses an
+// automated Application with a parent's paused-by mark (any value), which
+// the admission policy cannot tell from a parent's pause. No session
+// accounts for it: status -A and contract check name it, and contract
+// check --exit-code exits 1. It used to pass unseen.
+func TestSilentPauseIsNamed(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-silent")
+	oncall := newUser(t, env.Oncall.Name)
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-silent", "--type=merge", "-p",
+		`{"metadata":{"annotations":{"`+breakglass.PausedByAnnotation+`":"anything"}},"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
+	want := `application argocd/sd-silent is marked paused for session "anything"`
+	if _, errOut, _ := oncall.run("kubectl", "gitops", "status", "-A"); !strings.Contains(errOut, want) {
+		t.Errorf("status -A does not name the silent pause: %s", errOut)
+	}
+	if _, errOut, code := oncall.run("kubectl", "gitops", "contract", "check", "-A", "--exit-code"); code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("contract check --exit-code: exit %d, %s", code, errOut)
+	}
+	newUser(t, env.Admin.Name).kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-silent", "--type=merge", "-p",
+		`{"metadata":{"annotations":{"`+breakglass.PausedByAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
+}
+
+// TestForgedCloseIsNamed (issue 32, item 2): a second on-call appends a
+// breakglass.restored record, in their own name, for a live session. The
+// Application stays paused with the fix: status shows the session open
+// with the disagreement, verify names the close, and restore --force
+// ends it (it used to refuse for good).
+func TestForgedCloseIsNamed(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-close")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "sd-close", "deployment/web", "--replicas", "4", "--reason", "load", "--hold", "sync", "-y")
+	session := sessionOf(t, "sd-close")
+	appendAs(t, env.Lead.Name, &audit.Record{Event: audit.EventRestored, Session: session.ID, Reason: "done, trust me",
+		Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "sd-close"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
+	if _, errOut, _ := oncall.run("kubectl", "gitops", "status", "sd-close"); !strings.Contains(errOut, "close-without-restore") && !strings.Contains(errOut, "closed") {
+		t.Errorf("status does not name the forged close: %s", errOut)
+	}
+	if out, _, code := oncall.run("kubectl", "gitops", "audit", "verify"); code == 0 || !strings.Contains(out, "close-without-restore") {
+		t.Errorf("audit verify: exit %d\n%s", code, out)
+	}
+	mustRun(t, oncall, 0, "restore", "sd-close", "--force", "--reason", "the close was forged", "-y")
+	if _, open := appAnnotations(t, "sd-close")[breakglass.SessionAnnotation]; open {
+		t.Error("restore --force left the session")
+	}
+	if policy := syncPolicyOf(t, "sd-close"); !autoSyncOn(policy) {
+		t.Errorf("restore --force left sync off: %v", policy)
+	}
+}
