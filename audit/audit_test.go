@@ -128,7 +128,7 @@ func TestVerifyNamesEachBreak(t *testing.T) {
 // named, as a warning: the log stays intact, for the head hides no record
 // and writers never believe it. A record's note of a wrong head is a
 // warning too, until an audit.head-repaired record after it, by the user
-// who created it.
+// who created it and labelled as what it is.
 func TestVerifyWarnsOfTheHead(t *testing.T) {
 	log := func(t *testing.T, recs ...*Record) []Entry {
 		s := &FileStore{Path: filepath.Join(t.TempDir(), "audit.jsonl")}
@@ -170,6 +170,11 @@ func TestVerifyWarnsOfTheHead(t *testing.T) {
 		{name: "a note after the repair", records: []*Record{noted(), repaired(), noted()}, want: []BreakKind{BreakHeadMismatch}},
 		{name: "a repair in another's name", records: []*Record{noted(), repaired()},
 			edit: func(es []Entry) []Entry { es[1].Actor = "mallory"; return es }, want: []BreakKind{BreakHeadMismatch}},
+		{name: "a repair labelled as another event", records: []*Record{noted(), repaired()},
+			edit: func(es []Entry) []Entry {
+				es[1].Labels = map[string]string{LabelEvent: string(EventPatched)}
+				return es
+			}, want: []BreakKind{BreakHeadMismatch}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			es := log(t, tc.records...)
@@ -192,7 +197,7 @@ func TestVerifyWarnsOfTheHead(t *testing.T) {
 				t.Errorf("warnings %v, want %v", rep.Warnings, tc.want)
 			}
 			for _, b := range rep.Breaks {
-				if b.Kind != BreakForged {
+				if b.Kind != BreakForged && b.Kind != BreakRelabelled {
 					t.Errorf("a break: %s", b)
 				}
 			}

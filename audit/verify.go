@@ -275,8 +275,9 @@ func (v *Verifier) Add(e Entry) {
 	if h := rec.HeadFound; h != nil && sound {
 		v.note(e.Slot, *h)
 	}
-	if rec.Event == EventHeadRepaired && sound && !forged {
-		// Someone allowed to move the head back looked at it here.
+	if rec.Event == EventHeadRepaired && sound && !forged && (e.Labels == nil || e.Labels[LabelEvent] == string(rec.Event)) {
+		// Someone allowed to move the head back looked at it here (the
+		// admission policy judges a record by its event label).
 		v.noted = nil
 	}
 	if sound && !forged {
