@@ -59,6 +59,7 @@ type ConfigMapStore struct {
 	mu     sync.Mutex
 	tip    HeadState
 	headCM *corev1.ConfigMap
+	known  bool
 }
 
 // NewConfigMapStore returns the store of namespace.
@@ -67,169 +68,300 @@ func NewConfigMapStore(client kubernetes.Interface, namespace string) *ConfigMap
 }
 
 // Append implements Store. After its own append a store remembers the tip
-// and the head it wrote, and starts the next append there: two writes, no
-// reads. Should another writer have appended meanwhile, the create at the
-// remembered position fails and the append starts again from the head.
+// and the head as it last saw it, and starts the next append there: two
+// writes, no reads (one write while the head is ahead of the log, since
+// writers never move it back). Should another writer have appended
+// meanwhile, the create at the remembered position fails and the append
+// looks for the tip again, from there.
 func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
-	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-	for attempt := 0; attempt < 100; attempt++ {
-		tip, headCM := s.remembered()
-		var wrongHead *HeadState
-		if attempt > 0 || headCM == nil {
-			var err error
-			if tip, headCM, wrongHead, err = s.findTip(ctx); err != nil {
-				return err
-			}
+	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
+	if err != nil {
+		return err
+	}
+	to := HeadState{Seq: r.Seq, Hash: r.Hash}
+	// The record is written, and it is what the log is: a head that
+	// cannot be moved (made immutable, say) does not make the write
+	// fail. Verify reports a head left behind.
+	seen, _ := s.advanceHead(ctx, f.headCM, to)
+	s.remember(to, seen)
+	return nil
+}
+
+// RepairHead puts the head back on the log, whatever it says (ahead of
+// the log, behind it, another hash, unreadable, or missing): it appends r
+// as an EventHeadRepaired record saying what the head said before
+// (HeadBefore) at the log's end, found as an append finds it, and points
+// the head at that record, backwards too. The shipped admission policy
+// lets only users outside the on-call, auditor and reviewer groups record
+// a repair or move the head back: anyone else's attempt fails with the
+// API server's Forbidden error, and nothing is written.
+func (s *ConfigMapStore) RepairHead(ctx context.Context, r *Record) error {
+	f, err := s.write(ctx, r, false, func(rec *Record, f tipFound) { rec.Event, rec.HeadBefore = EventHeadRepaired, f.head })
+	if err != nil {
+		return err
+	}
+	to := HeadState{Seq: r.Seq, Hash: r.Hash}
+	headCM, err := s.writeHead(ctx, f.headCM, to, func(current HeadState) (bool, error) {
+		// Left alone only when it names the repair, or a record another
+		// writer appended after it.
+		if current.Seq <= to.Seq {
+			return current == to, nil
 		}
-		if tip.Seq+1 > maxSeq {
-			return fmt.Errorf("writing audit record: the log has reached record %d, the last a 10-digit name can hold", tip.Seq)
+		return (&positions{s: s}).holds(ctx, current)
+	})
+	if err != nil {
+		return fmt.Errorf("the repair is audit record %d, but the head could not be moved to it: %w", r.Seq, err)
+	}
+	s.remember(to, headCM)
+	return nil
+}
+
+// write seals r at the end of the log and creates it, looking for the end
+// again whenever another writer took the position first. remembered
+// starts at the tip this store last wrote, with no reads; note fills in
+// what the record says of the head found on the way (none on that path).
+func (s *ConfigMapStore) write(ctx context.Context, r *Record, remembered bool, note func(*Record, tipFound)) (tipFound, error) {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	var f tipFound
+	known := false
+	if remembered {
+		f.tip, f.headCM, known = s.remembered()
+	}
+	for attempt := 0; attempt < 100; attempt++ {
+		if attempt > 0 || !known {
+			found, err := s.findTip(ctx, f.tip)
+			if err != nil {
+				return tipFound{}, err
+			}
+			f = found
+		}
+		if f.tip.Seq+1 > maxSeq {
+			return tipFound{}, fmt.Errorf("writing audit record: the log has reached record %d, the last a 10-digit name can hold", f.tip.Seq)
 		}
 		attemptRec := *r
-		attemptRec.HeadFound = wrongHead
-		doc, err := seal(&attemptRec, tip.Seq+1, tip.Hash)
+		note(&attemptRec, f)
+		doc, err := seal(&attemptRec, f.tip.Seq+1, f.tip.Hash)
 		if err != nil {
-			return err
+			return tipFound{}, err
 		}
 		if _, err := cms.Create(ctx, RecordConfigMap(s.Namespace, &attemptRec, doc), metav1.CreateOptions{}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				continue // another writer took this sequence number
 			}
-			return fmt.Errorf("writing audit record: %w", err)
+			return tipFound{}, fmt.Errorf("writing the %s audit record: %w", attemptRec.Event, err)
 		}
 		*r = attemptRec
-		to := HeadState{Seq: r.Seq, Hash: r.Hash}
-		// The record is written, and it is what the log is: a head that
-		// cannot be moved (made immutable, say) does not make the write
-		// fail. Verify reports a head left behind.
-		written, _ := s.advanceHead(ctx, headCM, to)
-		s.remember(to, written)
-		return nil
+		return f, nil
 	}
-	return ErrConflict
+	return tipFound{}, ErrConflict
 }
 
 // maxSeq is the last sequence number a record name holds.
 const maxSeq = 9_999_999_999
 
-// remembered is the tip and head this store last wrote; headCM is nil when
-// there is none to start from.
-func (s *ConfigMapStore) remembered() (HeadState, *corev1.ConfigMap) {
+// remembered is the tip and head this store last wrote or saw; known is
+// false until it has appended.
+func (s *ConfigMapStore) remembered() (tip HeadState, headCM *corev1.ConfigMap, known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tip, s.headCM
+	return s.tip, s.headCM, s.known
 }
 
-// remember keeps tip and the head ConfigMap as written (nil forgets).
+// remember keeps tip and the head ConfigMap as last seen (nil: none).
 func (s *ConfigMapStore) remember(tip HeadState, headCM *corev1.ConfigMap) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tip, s.headCM = tip, headCM
+	s.tip, s.headCM, s.known = tip, headCM, true
 }
 
-// findTip reads the head and walks forward to the real tip. When the head
-// names a record the log does not hold as named (absent, or with another
-// hash: moved by hand), it is not believed: the tip is found from the
-// records themselves, and that head is returned as wrongHead.
-func (s *ConfigMapStore) findTip(ctx context.Context) (tip HeadState, headCM *corev1.ConfigMap, wrongHead *HeadState, err error) {
-	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-	head, headCM, err := s.head(ctx)
-	if err != nil {
-		return HeadState{}, nil, nil, err
-	}
-	tip, believed, err := s.startFrom(ctx, head)
-	if err != nil {
-		return HeadState{}, nil, nil, err
-	}
-	if !believed {
-		wrongHead = head
-	}
-	// The head may lag behind records whose writer stopped before
-	// advancing it: walk forward to the real tip.
-	for {
-		cm, err := cms.Get(ctx, RecordName(tip.Seq+1), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return tip, headCM, wrongHead, nil
-		}
-		if err != nil {
-			return HeadState{}, nil, nil, fmt.Errorf("reading audit record %d: %w", tip.Seq+1, err)
-		}
-		tip = next(tip, cm.Data[docKey])
-	}
+// tipFound is the end of the log as findTip found it, and the head beside
+// it.
+type tipFound struct {
+	tip HeadState
+	// last is the newest record, the one tip.Hash is the hash of (nil
+	// when the log holds none).
+	last *Record
+	// head is the head as read (nil: there is none) and headCM its
+	// ConfigMap; believed is whether it names a record the log holds as
+	// named.
+	head     *HeadState
+	headCM   *corev1.ConfigMap
+	believed bool
 }
 
-// next is the tip after the object at position tip.Seq+1, whose stored
-// document is doc: a record there that is the one this position promises
-// becomes the tip; anything else is stepped past, the next record linking
-// to the last one before it, so that one foreign object cannot jam the
-// log (Verify names it).
-func next(tip HeadState, doc string) HeadState {
-	return stepPast(tip, recordHash(tip.Seq+1, []byte(doc)))
-}
-
-// stepPast is the tip after the object at position tip.Seq+1, whose record
-// hash is hash ("" for no record of that position).
-func stepPast(tip HeadState, hash string) HeadState {
-	if hash == "" {
-		hash = tip.Hash
-	}
-	return HeadState{Seq: tip.Seq + 1, Hash: hash}
-}
-
-// recordHash is the hash of the record doc holds when it is the record of
-// position slot, "" otherwise.
-func recordHash(slot uint64, doc []byte) string {
-	if rec, err := Parse(doc); err == nil && rec.Seq == slot {
-		return rec.Hash
-	}
-	return ""
-}
-
-// startFrom is where an append starts looking for the tip: the head, when
-// the record it names exists with the hash it names (believed). Otherwise
-// the head was moved by hand, and the tip is the end of the run of
-// positions that follows on from record 1: an object planted far beyond
-// the log (to exhaust the record names, say) is not where the log goes on.
-func (s *ConfigMapStore) startFrom(ctx context.Context, head *HeadState) (HeadState, bool, error) {
-	if head == nil {
-		return HeadState{}, true, nil
-	}
-	if head.Seq != 0 {
-		cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, RecordName(head.Seq), metav1.GetOptions{})
-		switch {
-		case err == nil:
-			if rec, err := Parse([]byte(cm.Data[docKey])); err == nil && rec.Seq == head.Seq && rec.Hash == head.Hash && s.couldHold(ctx, head.Seq) {
-				return *head, true, nil
-			}
-		case !apierrors.IsNotFound(err):
-			return HeadState{}, false, fmt.Errorf("reading audit record %d: %w", head.Seq, err)
-		}
-	}
-	// Only each position's record hash is kept, not the documents.
-	hashes := map[uint64]string{}
-	err := s.Walk(ctx, Filter{}, func(e Entry) error {
-		if e.Slot != 0 {
-			hashes[e.Slot] = recordHash(e.Slot, e.Doc)
-		}
+// unnoted is the head the next record notes (HeadFound): one that was not
+// believed, unless the newest record already notes that same head (a head
+// left far ahead is noted once, not in every record until it is repaired).
+func (f tipFound) unnoted() *HeadState {
+	if f.head == nil || f.believed {
 		return nil
-	})
-	tip := HeadState{}
-	for hash, ok := hashes[1]; ok; hash, ok = hashes[tip.Seq+1] {
-		tip = stepPast(tip, hash)
 	}
-	return tip, false, err
+	if f.last != nil && f.last.HeadFound != nil && *f.last.HeadFound == *f.head {
+		return nil
+	}
+	return f.head
 }
 
-// couldHold is whether the namespace holds enough objects for a log that
-// reaches record seq: a head and a record planted far beyond the log (to
-// use up the record names) are then not believed. The count is the API
-// server's remainingItemCount of a one-item list; a server that does not
-// say is believed.
-func (s *ConfigMapStore) couldHold(ctx context.Context, seq uint64) bool {
-	list, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil || list.RemainingItemCount == nil {
-		return true
+// findTip reads the head and finds the log's end from there. The head is
+// believed only when the record it names exists with the hash it names
+// and the namespace holds enough objects for a log that long; otherwise
+// (moved by hand, ahead of the log, a record planted far beyond it) the
+// end is found from from: the tip this store last wrote, or the start.
+// Either way the end is probed record by record name, never listed: a
+// head left ahead of the log costs each append a few dozen reads, not a
+// listing of the namespace.
+func (s *ConfigMapStore) findTip(ctx context.Context, from HeadState) (tipFound, error) {
+	var f tipFound
+	var err error
+	if f.head, f.headCM, err = s.head(ctx); err != nil {
+		return tipFound{}, err
 	}
-	return uint64(len(list.Items))+uint64(*list.RemainingItemCount) >= seq
+	bound := s.objects(ctx)
+	pos := &positions{s: s}
+	lo := from
+	if f.head != nil && f.head.Seq != 0 && f.head.Seq <= bound {
+		if f.believed, err = pos.holds(ctx, *f.head); err != nil {
+			return tipFound{}, err
+		}
+		if f.believed && f.head.Seq > lo.Seq {
+			lo = *f.head
+		}
+	}
+	f.tip, f.last, err = pos.end(ctx, lo, bound)
+	return f, err
+}
+
+// objects is how many objects the namespace holds, the most records a log
+// there can reach: the API server's remainingItemCount of a one-item
+// list. A server that does not say bounds nothing (maxSeq).
+func (s *ConfigMapStore) objects(ctx context.Context) uint64 {
+	list, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case err != nil:
+		return maxSeq
+	case list.RemainingItemCount != nil:
+		return uint64(len(list.Items)) + uint64(*list.RemainingItemCount)
+	case list.Continue == "":
+		return uint64(len(list.Items)) // all of them
+	}
+	return maxSeq
+}
+
+// positions reads record positions by name, each once.
+type positions struct {
+	s *ConfigMapStore
+	// docs holds each position read: its document, nil for none there.
+	docs map[uint64]*string
+}
+
+// at is the stored document at position seq, and whether an object is
+// there at all.
+func (p *positions) at(ctx context.Context, seq uint64) (string, bool, error) {
+	if doc, ok := p.docs[seq]; ok {
+		return derefDoc(doc)
+	}
+	if p.docs == nil {
+		p.docs = map[uint64]*string{}
+	}
+	cm, err := p.s.Client.CoreV1().ConfigMaps(p.s.Namespace).Get(ctx, RecordName(seq), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		p.docs[seq] = nil
+	case err != nil:
+		return "", false, fmt.Errorf("reading audit record %d: %w", seq, err)
+	default:
+		doc := cm.Data[docKey]
+		p.docs[seq] = &doc
+	}
+	return derefDoc(p.docs[seq])
+}
+
+func derefDoc(doc *string) (string, bool, error) {
+	if doc == nil {
+		return "", false, nil
+	}
+	return *doc, true, nil
+}
+
+// holds says whether position h.Seq holds the record h names.
+func (p *positions) holds(ctx context.Context, h HeadState) (bool, error) {
+	doc, ok, err := p.at(ctx, h.Seq)
+	if err != nil || !ok {
+		return false, err
+	}
+	rec := recordAt(h.Seq, doc)
+	return rec != nil && rec.Hash == h.Hash, nil
+}
+
+// end finds the end of the run of positions the log holds from lo (a
+// position it holds, with its chain hash; zero for the start), never
+// beyond bound: steps that double from lo until a position is empty, then
+// halving between the last position held and the first empty one, about
+// 2·log2 of the distance in reads. The tip's hash is the newest record's
+// at or before the end, so that objects that are not records (Verify
+// names them) are stepped past and cannot jam the log. An empty position
+// met on the way back means the run ends below it: the search starts
+// again under it. Objects planted beyond the end can still draw the
+// search over a gap below them, but never past bound: no further than
+// the namespace holds objects.
+func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadState, *Record, error) {
+	for {
+		bound = max(bound, lo.Seq)
+		held, empty := lo.Seq, bound+1
+		for step := uint64(1); held+step < empty; step *= 2 {
+			_, ok, err := p.at(ctx, held+step)
+			if err != nil {
+				return HeadState{}, nil, err
+			}
+			if !ok {
+				empty = held + step
+				break
+			}
+			held += step
+		}
+		for empty-held > 1 {
+			mid := held + (empty-held)/2
+			_, ok, err := p.at(ctx, mid)
+			if err != nil {
+				return HeadState{}, nil, err
+			}
+			if ok {
+				held = mid
+			} else {
+				empty = mid
+			}
+		}
+		gap := uint64(0)
+		for seq := held; seq > 0 && gap == 0; seq-- {
+			doc, ok, err := p.at(ctx, seq)
+			switch {
+			case err != nil:
+				return HeadState{}, nil, err
+			case !ok:
+				gap = seq
+			default:
+				if rec := recordAt(seq, doc); rec != nil {
+					return HeadState{Seq: held, Hash: rec.Hash}, rec, nil
+				}
+			}
+		}
+		if gap == 0 {
+			return HeadState{Seq: held}, nil, nil // no record at all yet
+		}
+		if gap <= lo.Seq {
+			lo = HeadState{}
+		}
+		bound = gap - 1
+	}
+}
+
+// recordAt is the record doc holds when it is the record of position
+// slot, nil otherwise.
+func recordAt(slot uint64, doc string) *Record {
+	if rec, err := Parse([]byte(doc)); err == nil && rec.Seq == slot {
+		return rec
+	}
+	return nil
 }
 
 // RecordConfigMap is the immutable ConfigMap that stores sealed record r,
@@ -259,11 +391,21 @@ func labelValueOK(v string) bool {
 	return v != "" && len(validation.IsValidLabelValue(v)) == 0
 }
 
-// advanceHead moves the head forward to to, unless another writer already
-// moved it further. The head only ever moves forward. It returns the head
-// ConfigMap as this writer last wrote it, nil when another writer's is
-// newer.
+// advanceHead moves the head forward to to, unless it is there already or
+// further: moved on by another writer, or ahead of the log by hand. Writers
+// never move it back (only RepairHead does). It returns the head ConfigMap
+// as last written or read, for the next append to start from.
 func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigMap, to HeadState) (*corev1.ConfigMap, error) {
+	return s.writeHead(ctx, headCM, to, func(current HeadState) (bool, error) {
+		// At the same position only to repair a hash written by hand.
+		return current.Seq > to.Seq || current == to, nil
+	})
+}
+
+// writeHead points the head at to, creating it when there is none,
+// unless keep says to leave the head it finds as it is. It returns the
+// head ConfigMap as last written or read.
+func (s *ConfigMapStore) writeHead(ctx context.Context, headCM *corev1.ConfigMap, to HeadState, keep func(current HeadState) (bool, error)) (*corev1.ConfigMap, error) {
 	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
 	for attempt := 0; attempt < 100; attempt++ {
 		if headCM == nil {
@@ -280,10 +422,8 @@ func (s *ConfigMapStore) advanceHead(ctx context.Context, headCM *corev1.ConfigM
 			}
 		} else {
 			current, _ := parseHead(headCM) // an unreadable head is overwritten
-			// Forward only; at the same position only to repair a hash
-			// written by hand.
-			if current.Seq > to.Seq || current == to {
-				return nil, nil
+			if done, err := keep(current); done || err != nil {
+				return headCM, err
 			}
 			update := headCM.DeepCopy()
 			update.Data = headData(to)

@@ -30,7 +30,7 @@ const KeyPrefix = "kubectl-gitops.io/"
 // Event names a state change a record documents (docs/design.md §6).
 type Event string
 
-// The events of a break-glass session and of its ticket.
+// The events of a break-glass session, of its ticket, and of the log.
 const (
 	EventPlanned  Event = "breakglass.planned"
 	EventPaused   Event = "breakglass.paused"
@@ -68,10 +68,16 @@ const (
 	EventQueued   Event = "ticket.queued"
 	EventFiled    Event = "ticket.filed"
 	EventFailed   Event = "ticket.failed"
+	// EventHeadRepaired is outside any session: someone the admission
+	// policy lets move the head back (a cluster admin) pointed it at the
+	// log's end again, at this record; HeadBefore says what it named.
+	// Verify takes it as having looked at the head findings before it.
+	EventHeadRepaired Event = "audit.head-repaired"
 )
 
-// Events lists every event, in the order of a session's life.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventOrphaned, EventAbandoned, EventQueued, EventFiled, EventFailed}
+// Events lists every event, in the order of a session's life, then the
+// log's own.
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventOrphaned, EventAbandoned, EventQueued, EventFiled, EventFailed, EventHeadRepaired}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of
@@ -130,8 +136,11 @@ type Record struct {
 	// record the log does not hold as named (moved by hand): this record
 	// links to the true tip instead, and Verify names the head.
 	HeadFound *HeadState `json:"headFound,omitempty"`
-	Prev      string     `json:"prev"`
-	Hash      string     `json:"hash"`
+	// HeadBefore is, on an audit.head-repaired record, what the head
+	// named before the repair (nil: there was no head).
+	HeadBefore *HeadState `json:"headBefore,omitempty"`
+	Prev       string     `json:"prev"`
+	Hash       string     `json:"hash"`
 }
 
 // Pin is what an Application renders from and where: the parts of its

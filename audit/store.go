@@ -95,6 +95,10 @@ func VerifyStore(ctx context.Context, s Store, witnesses []Witness) (Report, err
 	if unordered != nil {
 		rep = Verify(unordered, head)
 	}
+	if _, keeps := s.(*ConfigMapStore); keeps && head == nil && rep.Records > 0 {
+		rep.Warnings = append(rep.Warnings, Break{Kind: BreakHeadMissing, Name: "head",
+			Detail: "the log has records but no head: it was deleted; appends recreate it only while the log is short (the admission policy bounds a head the on-call group creates)"})
+	}
 	if witnesses != nil {
 		rep.Witnesses = len(witnesses)
 		rep.Breaks = append(rep.Breaks, CheckWitnesses(passed, witnesses)...)

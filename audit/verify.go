@@ -38,16 +38,35 @@ type BreakKind string
 
 // The kinds of break Verify reports.
 const (
-	BreakMissing      BreakKind = "missing"
-	BreakAltered      BreakKind = "altered"
-	BreakReordered    BreakKind = "reordered"
-	BreakInserted     BreakKind = "inserted"
+	BreakMissing    BreakKind = "missing"
+	BreakAltered    BreakKind = "altered"
+	BreakReordered  BreakKind = "reordered"
+	BreakInserted   BreakKind = "inserted"
+	BreakForged     BreakKind = "forged"
+	BreakUnlabelled BreakKind = "unlabelled"
+	BreakWitness    BreakKind = "witness-mismatch"
+	BreakMutable    BreakKind = "mutable"
+	BreakRelabelled BreakKind = "relabelled"
+)
+
+// The findings Verify reports about the head, as warnings: the head is a
+// pointer beside the chain, not part of it. Writers never believe a wrong
+// one (they find the log's end themselves) and it hides no record, so a
+// wrong head is named but does not make an intact log fail. Nor can it
+// prove the newest records were deleted: whoever may delete records (no
+// member of the groups the admission policy guards) may also move the head
+// back; Jira witnesses and exports catch that.
+const (
+	// BreakHeadAhead is a head naming a record past the log's end.
+	BreakHeadAhead BreakKind = "head-ahead"
+	// BreakHeadBehind is a head naming a record before the log's end.
+	BreakHeadBehind BreakKind = "head-behind"
+	// BreakHeadMismatch is a head naming the log's end with another hash,
+	// and a record whose writer found the head wrong (HeadFound) since
+	// the last audit.head-repaired record.
 	BreakHeadMismatch BreakKind = "head-mismatch"
-	BreakForged       BreakKind = "forged"
-	BreakUnlabelled   BreakKind = "unlabelled"
-	BreakWitness      BreakKind = "witness-mismatch"
-	BreakMutable      BreakKind = "mutable"
-	BreakRelabelled   BreakKind = "relabelled"
+	// BreakHeadMissing is a log of records with no head.
+	BreakHeadMissing BreakKind = "head-missing"
 )
 
 // Witness is a record's sequence number and hash kept outside the cluster
@@ -85,12 +104,18 @@ type Break struct {
 	Seq    uint64    `json:"seq,omitempty"`
 	Name   string    `json:"name,omitempty"`
 	Detail string    `json:"detail"`
+	// Fix is what puts it right, when something does; set by the caller
+	// that knows how it is spelt (the command line).
+	Fix string `json:"fix,omitempty"`
 }
 
 func (b Break) String() string {
 	where := b.Name
 	if where == "" {
 		where = fmt.Sprintf("record %d", b.Seq)
+	}
+	if b.Fix != "" {
+		return fmt.Sprintf("%s: %s: %s (fix: %s)", b.Kind, where, b.Detail, b.Fix)
 	}
 	return fmt.Sprintf("%s: %s: %s", b.Kind, where, b.Detail)
 }
@@ -101,12 +126,15 @@ type Report struct {
 	Head    *HeadState `json:"head,omitempty"`
 	Tip     HeadState  `json:"tip"`
 	Breaks  []Break    `json:"breaks"`
+	// Warnings are the findings about the head: named, never a break.
+	Warnings []Break `json:"warnings"`
 	// Witnesses is how many witnesses kept outside the cluster were
 	// checked (audit verify --jira).
 	Witnesses int `json:"witnesses,omitempty"`
 }
 
-// Intact reports whether Verify found nothing wrong.
+// Intact reports whether Verify found the chain unbroken; Warnings may
+// still name the head.
 func (r Report) Intact() bool { return len(r.Breaks) == 0 }
 
 // Verify checks a chain: every record's hash matches its content, sits at
@@ -137,11 +165,43 @@ type Verifier struct {
 	last      uint64
 	unordered bool
 	sessions  *Sessions
+	// noted are the heads records found wrong since the last repair,
+	// each head once.
+	noted []notedHead
+}
+
+// notedHead is a wrong head as records noted it: the first and last
+// record that did, and how many.
+type notedHead struct {
+	head        HeadState
+	first, last uint64
+	records     int
+}
+
+func (n notedHead) warning() Break {
+	detail := fmt.Sprintf("when record %d was written the head named record %d with hash %s, which the log does not hold: the head was moved by hand, and record %d links to the true tip",
+		n.first, n.head.Seq, short(n.head.Hash), n.first)
+	if n.records > 1 {
+		detail = fmt.Sprintf("when records %d to %d were written (%d of them noted it) the head named record %d with hash %s, which the log does not hold: the head was moved by hand, and each record links to the true tip",
+			n.first, n.last, n.records, n.head.Seq, short(n.head.Hash))
+	}
+	return Break{Kind: BreakHeadMismatch, Name: "head", Seq: n.first, Detail: detail}
+}
+
+// note adds that record seq found head wrong.
+func (v *Verifier) note(seq uint64, head HeadState) {
+	for i := range v.noted {
+		if n := &v.noted[i]; n.head == head {
+			n.last, n.records = seq, n.records+1
+			return
+		}
+	}
+	v.noted = append(v.noted, notedHead{head: head, first: seq, last: seq, records: 1})
 }
 
 // NewVerifier starts checking a chain from record 1.
 func NewVerifier() *Verifier {
-	return &Verifier{rep: Report{Breaks: []Break{}}, expect: 1, prevKnown: true, sessions: NewSessions()}
+	return &Verifier{rep: Report{Breaks: []Break{}, Warnings: []Break{}}, expect: 1, prevKnown: true, sessions: NewSessions()}
 }
 
 // Ordered says whether every entry came in ascending position order, as Add
@@ -217,8 +277,12 @@ func (v *Verifier) Add(e Entry) {
 	// label (a review labelled as something else was let in unchecked).
 	sound := err == nil && computed == rec.Hash
 	if h := rec.HeadFound; h != nil && sound {
-		v.rep.Breaks = append(v.rep.Breaks, Break{Kind: BreakHeadMismatch, Name: "head", Seq: e.Slot, Detail: fmt.Sprintf(
-			"when record %d was written the head named record %d with hash %s, which the log does not hold: the head was moved by hand, and record %d links to the true tip", e.Slot, h.Seq, short(h.Hash), e.Slot)})
+		v.note(e.Slot, *h)
+	}
+	if rec.Event == EventHeadRepaired && sound && !forged && (e.Labels == nil || e.Labels[LabelEvent] == string(rec.Event)) {
+		// Someone allowed to move the head back looked at it here (the
+		// admission policy judges a record by its event label).
+		v.noted = nil
 	}
 	if sound && !forged && !relabelled {
 		if _, b := v.sessions.Add(rec); b != nil {
@@ -235,17 +299,21 @@ func (v *Verifier) Report(head *HeadState) Report {
 	rep := v.rep
 	rep.Head = head
 	rep.Breaks = append(append([]Break{}, v.foreign...), rep.Breaks...)
-	add := func(format string, args ...any) {
-		rep.Breaks = append(rep.Breaks, Break{Kind: BreakHeadMismatch, Name: "head", Detail: fmt.Sprintf(format, args...)})
+	rep.Warnings = append([]Break{}, rep.Warnings...)
+	for _, n := range v.noted {
+		rep.Warnings = append(rep.Warnings, n.warning())
+	}
+	add := func(kind BreakKind, format string, args ...any) {
+		rep.Warnings = append(rep.Warnings, Break{Kind: kind, Name: "head", Detail: fmt.Sprintf(format, args...)})
 	}
 	if head != nil {
 		switch {
 		case head.Seq > rep.Tip.Seq:
-			add("the head names record %d but the log ends at record %d: newer records were deleted, or the head was moved by hand", head.Seq, rep.Tip.Seq)
+			add(BreakHeadAhead, "the head names record %d but the log ends at record %d: the head was moved ahead by hand, or newer records were deleted; appends pass it over and link to the log's end", head.Seq, rep.Tip.Seq)
 		case head.Seq < rep.Tip.Seq:
-			add("the head names record %d but the log goes on to record %d: the head was rolled back or records were added around it (an append interrupted between record and head also leaves this; the next append repairs it)", head.Seq, rep.Tip.Seq)
+			add(BreakHeadBehind, "the head names record %d but the log goes on to record %d: the head was rolled back or records were added around it (an append interrupted between record and head also leaves this; the next append moves it on)", head.Seq, rep.Tip.Seq)
 		case head.Hash != rep.Tip.Hash:
-			add("the head names hash %s for record %d, the record has %s", short(head.Hash), head.Seq, short(rep.Tip.Hash))
+			add(BreakHeadMismatch, "the head names hash %s for record %d, the record has %s", short(head.Hash), head.Seq, short(rep.Tip.Hash))
 		}
 	}
 	return rep

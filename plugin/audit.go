@@ -73,12 +73,12 @@ func NewCmdAudit(flags *genericclioptions.ConfigFlags, streams genericiooptions.
 		Short: "Read and verify the tamper-evident break-glass audit log",
 		Long: `Every break-glass state change is written as a hash-chained record: one
 immutable ConfigMap per record in the Applications' namespace. These commands
-list, show and verify it.`,
+list, show and verify it, and repair its head.`,
 		Args: positional(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams),
-		newCmdAuditReview(flags, streams), newCmdAuditReport(flags, streams))
+		newCmdAuditReview(flags, streams), newCmdAuditReport(flags, streams), newCmdAuditRepairHead(flags, streams))
 	return cmd
 }
 
@@ -482,14 +482,19 @@ func newCmdAuditVerify(flags *genericclioptions.ConfigFlags, streams genericioop
 		Long: `Recompute every record's hash and check the chain links, the sequence and the
 head, and that each record's actor is the user the API server let create it
 (its kubectl-gitops.io/actor annotation). Each break is named: missing
-(deleted), altered, reordered, inserted, head-mismatch, forged (another
-person's name on a record), unlabelled (a record hidden from listings),
-mutable (a record that could be edited in place) or relabelled (labels that
-disagree with the record).
+(deleted), altered, reordered, inserted, forged (another person's name on a
+record), unlabelled (a record hidden from listings), mutable (a record that
+could be edited in place) or relabelled (labels that disagree with the record),
+and what the records mean, per session.
 
-Exit status: 0 the chain is intact; 1 tampering found; 2 usage error; 3 the log
-could not be read, or holds no record at all (no records and no head: most
-likely the wrong --audit-namespace or --file).`,
+A head that does not name the log's end is a warning, not a break: head-ahead,
+head-behind, head-mismatch (also each head a writer found wrong and noted in its
+record) or head-missing. Writers never believe it and it hides no record; each
+warning names its fix, kubectl gitops audit repair-head, for a cluster admin.
+
+Exit status: 0 the chain is intact (warnings about the head or not); 1 tampering
+found; 2 usage error; 3 the log could not be read, or holds no record at all (no
+records and no head: most likely the wrong --audit-namespace or --file).`,
 		Example: `  kubectl gitops audit verify
   kubectl gitops audit verify -o json
   kubectl gitops audit verify --file audit.jsonl
@@ -503,6 +508,29 @@ likely the wrong --audit-namespace or --file).`,
 	cmd.Flags().BoolVar(&o.Jira, "jira", false, "also check that the records break-glass tickets witnessed (sequence number and hash) are still in the chain")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
+}
+
+// printText prints the breaks, then the warnings about the head, then
+// one line that sums them up.
+func (o *AuditVerifyOptions) printText(rep audit.Report) {
+	for _, b := range rep.Breaks {
+		fmt.Fprintln(o.Out, printable(b.String()))
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(o.Out, "warning: "+printable(w.String()))
+	}
+	warnings := ""
+	if n := len(rep.Warnings); n > 0 {
+		warnings = fmt.Sprintf("; %d warning(s) about the head", n)
+	}
+	if !rep.Intact() {
+		fmt.Fprintf(o.Out, "chain broken: %d problem(s) in %d records%s\n", len(rep.Breaks), rep.Records, warnings)
+		return
+	}
+	fmt.Fprintf(o.Out, "chain intact: %d records, newest %d (hash %.12s)%s\n", rep.Records, rep.Tip.Seq, rep.Tip.Hash, warnings)
+	if o.Jira {
+		fmt.Fprintf(o.Out, "%d records witnessed in Jira are in the chain as witnessed\n", rep.Witnesses)
+	}
 }
 
 // witnesses reads the records Jira witnessed.
@@ -565,20 +593,13 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 		}
 		return &ExitError{Code: ExitCannotTell, Err: empty}
 	}
+	rep.Warnings = withFixes(rep.Warnings)
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {
 			return err
 		}
-	} else if rep.Intact() {
-		fmt.Fprintf(o.Out, "chain intact: %d records, newest %d (hash %.12s)\n", rep.Records, rep.Tip.Seq, rep.Tip.Hash)
-		if o.Jira {
-			fmt.Fprintf(o.Out, "%d records witnessed in Jira are in the chain as witnessed\n", rep.Witnesses)
-		}
 	} else {
-		for _, b := range rep.Breaks {
-			fmt.Fprintln(o.Out, printable(b.String()))
-		}
-		fmt.Fprintf(o.Out, "chain broken: %d problem(s) in %d records\n", len(rep.Breaks), rep.Records)
+		o.printText(rep)
 	}
 	if !rep.Intact() {
 		return &ExitError{Code: ExitFailure}

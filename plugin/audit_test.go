@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +15,17 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // auditFixture writes a small, deterministic audit log as a JSONL file.
@@ -279,4 +291,115 @@ func emptyClusterKubeconfig(t *testing.T) string {
 	}))
 	t.Cleanup(api.Close)
 	return kubeconfigFor(t, api.URL)
+}
+
+// TestAuditVerifyWarnsOfTheHead: a record that found the head wrong is
+// named as a warning with its fix, and the log is still intact (exit 0):
+// a head moved by hand used to make verify exit 1 for good.
+func TestAuditVerifyWarnsOfTheHead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	store := &audit.FileStore{Path: path}
+	for _, found := range []*audit.HeadState{nil, {Seq: 4000, Hash: "bogus"}} {
+		r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: "oncall"}, HeadFound: found, Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+		if err := store.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runPlugin(t, "audit", "verify", "--file", path)
+	want := "warning: head-mismatch: head: when record 2 was written the head named record 4000 with hash bogus, which the log does not hold: the head was moved by hand, and record 2 links to the true tip (fix: kubectl gitops audit repair-head (a cluster admin))\n"
+	if code != ExitOK || !strings.HasPrefix(out, want) || !strings.Contains(out, "chain intact: 2 records") || !strings.HasSuffix(out, "; 1 warning(s) about the head\n") {
+		t.Errorf("audit verify: exit %d, stdout:\n%s\nstderr: %s\nwant exit 0 and\n%s", code, out, errOut, want)
+	}
+}
+
+// TestAuditRepairHead: a head moved far ahead is repaired by a cluster
+// admin (recorded, the head back on the log, verify clean); asked again,
+// there is nothing to repair. The API server's refusal to anyone else
+// says that nothing was changed and whom to ask.
+func TestAuditRepairHead(t *testing.T) {
+	ctx := context.Background()
+	far := audit.HeadState{Seq: 4000, Hash: "bogus"}
+	setup := func(t *testing.T, user string) *kubefake.Clientset {
+		kube := kubefake.NewSimpleClientset()
+		kube.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{Username: user}}}, nil
+		})
+		store := audit.NewConfigMapStore(kube, "argocd")
+		for i := 0; i < 2; i++ {
+			if err := store.Append(ctx, &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: "oncall"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		head, err := kube.CoreV1().ConfigMaps("argocd").Get(ctx, audit.HeadName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		head.Data = map[string]string{"seq": fmt.Sprint(far.Seq), "hash": far.Hash}
+		if _, err := kube.CoreV1().ConfigMaps("argocd").Update(ctx, head, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		previous := newEngine
+		newEngine = func(flags *engineFlags) (*breakglass.Engine, error) {
+			return &breakglass.Engine{Client: argocd.Client{Kube: kube}, Audit: audit.NewConfigMapStore(kube, flags.AuditNamespace)}, nil
+		}
+		t.Cleanup(func() { newEngine = previous })
+		return kube
+	}
+	headOf := func(t *testing.T, kube *kubefake.Clientset) *audit.HeadState {
+		h, err := audit.NewConfigMapStore(kube, "argocd").Head(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	t.Run("by a cluster admin", func(t *testing.T) {
+		kube := setup(t, "admin")
+		code, out, errOut := runPlugin(t, "audit", "repair-head", "--yes", "-o", "json")
+		var got HeadRepair
+		if code != ExitOK || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("exit %d: %s %s", code, out, errOut)
+		}
+		if r := got.Record; !got.Repaired || r == nil || r.Event != audit.EventHeadRepaired || r.Seq != 3 || r.Actor.Username != "admin" || r.HeadBefore == nil || *r.HeadBefore != far {
+			t.Errorf("repair: %s", out)
+		}
+		if len(got.Findings) == 0 || got.Findings[0].Kind != audit.BreakHeadAhead || got.Findings[0].Fix == "" {
+			t.Errorf("findings %+v, want the head ahead, with its fix", got.Findings)
+		}
+		if h := headOf(t, kube); h.Seq != 3 {
+			t.Errorf("head %+v, want record 3", h)
+		}
+		rep, err := audit.VerifyStore(ctx, audit.NewConfigMapStore(kube, "argocd"), nil)
+		if err != nil || !rep.Intact() || len(rep.Warnings) != 0 {
+			t.Errorf("verify after the repair: %v %+v", err, rep)
+		}
+		code, out, errOut = runPlugin(t, "audit", "repair-head", "--yes")
+		if code != ExitOK || out != "the audit head in namespace argocd names the newest record, 3: nothing to repair\n" {
+			t.Errorf("a second repair: exit %d, %q %q", code, out, errOut)
+		}
+	})
+	t.Run("refused to the on-call group", func(t *testing.T) {
+		kube := setup(t, "oncall")
+		kube.PrependReactor("create", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			cm := a.(clienttesting.CreateAction).GetObject().(*corev1.ConfigMap)
+			if cm.Labels[audit.LabelEvent] != string(audit.EventHeadRepaired) {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewForbidden(corev1.Resource("configmaps"), cm.Name, errors.New("ValidatingAdmissionPolicy 'kubectl-gitops-audit-log' denied request"))
+		})
+		code, out, errOut := runPlugin(t, "audit", "repair-head", "--yes")
+		want := "only a cluster admin (a user outside the on-call, auditor and reviewer groups) may repair the audit head, and nothing was changed: ask one to run `kubectl gitops audit repair-head --audit-namespace argocd`\n"
+		if code != ExitFailure || out != "" || !strings.HasPrefix(errOut, "head-ahead: head:") || !strings.HasSuffix(errOut, want) {
+			t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 ending %q", code, out, errOut, want)
+		}
+		if h := headOf(t, kube); *h != far {
+			t.Errorf("head %+v, want it left at %+v", h, far)
+		}
+	})
+	t.Run("not a terminal, no --yes", func(t *testing.T) {
+		setup(t, "admin")
+		if code, _, errOut := runPlugin(t, "audit", "repair-head"); code != ExitUsage || errOut != "error: --yes is required when stdin is not a terminal\n" {
+			t.Errorf("exit %d, %q; want a usage error", code, errOut)
+		}
+	})
 }

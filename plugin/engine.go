@@ -37,9 +37,15 @@ func (f *engineFlags) addAppNamespace(cmd *cobra.Command) {
 // apps-in-any-namespace, Applications live where app teams may be able to
 // delete ConfigMaps.
 func (f *engineFlags) addEngineFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.AuditNamespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
+	f.addAuditNamespace(cmd)
 	cmd.Flags().StringVar(&f.ArgoNamespace, "argocd-namespace", "argocd", "namespace Argo CD runs in: argocd-cm (resource tracking, installationID) is read there, whatever --app-namespace says")
 	cmd.Flags().StringVar(&f.ArgoContext, "argocd-context", "", "context of the argocd CLI's configuration (argocd login) to reach the Argo CD API server with, when ARGOCD_SERVER is not set (default: its current context)")
+}
+
+// addAuditNamespace registers --audit-namespace alone, for the commands
+// that drive the engine only to write the audit log.
+func (f *engineFlags) addAuditNamespace(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.AuditNamespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
 }
 
 // kubeClient builds a Kubernetes client from the kubeconfig flags.

@@ -6,6 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 var (
@@ -57,4 +61,30 @@ func TestBreakglassHelpShowsNoSentinel(t *testing.T) {
 			t.Errorf("--replicas help shows a default: %q", line)
 		}
 	}
+}
+
+// TestREADMEDocumentsEveryFlag: every flag of every command is named
+// somewhere in the README, by its long name or its shorthand (`-o`), so
+// that no flag is added without a word about it.
+func TestREADMEDocumentsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			named := regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `([^a-z-]|$)`)
+			short := regexp.MustCompile("`-" + regexp.QuoteMeta(f.Shorthand) + "[ ,`]")
+			if f.Hidden || named.Match(readme) || f.Shorthand != "" && short.Match(readme) {
+				return
+			}
+			t.Errorf("README.md does not document %s --%s", cmd.CommandPath(), f.Name)
+		})
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(streams))
 }

@@ -174,6 +174,7 @@ type EvidenceLog struct {
 	Records   int             `json:"records"`
 	Intact    bool            `json:"intact"`
 	Breaks    []audit.Break   `json:"breaks"`
+	Warnings  []audit.Break   `json:"warnings,omitempty"`
 	Witnesses string          `json:"witnesses"`
 	Newest    audit.HeadState `json:"newest"`
 }
@@ -204,7 +205,7 @@ func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return o.source.explain(err)
 	}
-	ev := Evidence{Generated: o.now().UTC().Truncate(time.Second), Log: EvidenceLog{Source: o.sourceName(), Records: rep.Records, Intact: rep.Intact(), Breaks: rep.Breaks, Witnesses: witnessed, Newest: rep.Tip}}
+	ev := Evidence{Generated: o.now().UTC().Truncate(time.Second), Log: EvidenceLog{Source: o.sourceName(), Records: rep.Records, Intact: rep.Intact(), Breaks: rep.Breaks, Warnings: withFixes(rep.Warnings), Witnesses: witnessed, Newest: rep.Tip}}
 	var since time.Time
 	if o.Since > 0 {
 		since = ev.Generated.Add(-o.Since)
@@ -305,6 +306,9 @@ func writeReportMarkdown(w io.Writer, ev Evidence) {
 	state := "chain intact"
 	if !ev.Log.Intact {
 		state = fmt.Sprintf("**%d break(s) found** (`kubectl gitops audit verify` names them)", len(ev.Log.Breaks))
+	}
+	if n := len(ev.Log.Warnings); n > 0 {
+		state += fmt.Sprintf(", %d warning(s) about the head (`kubectl gitops audit verify` names them)", n)
 	}
 	fmt.Fprintf(w, "- Generated: %s, covering %s\n", ev.Generated.Format(time.RFC3339), period)
 	fmt.Fprintf(w, "- Audit log: %s, %d records, %s; Jira witnesses %s\n", mdCell(ev.Log.Source), ev.Log.Records, state, ev.Log.Witnesses)

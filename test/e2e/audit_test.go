@@ -239,7 +239,9 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 	tests := []struct {
 		name   string
 		tamper func(t *testing.T, u *user, ns string)
-		want   string
+		// want is what verify prints: a break, with exit 1, or a
+		// warning about the head, with exit 0 (the chain is intact).
+		want string
 	}{
 		{"delete", func(t *testing.T, u *user, ns string) {
 			u.kubectl("-n", ns, "delete", "cm", audit.RecordName(3))
@@ -268,7 +270,7 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 				t.Fatal(err)
 			}
 			u.kubectl("-n", ns, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"seq":"4","hash":"`+rec.Hash+`"}}`)
-		}, "head-mismatch: head: the head names record 4 but the log goes on to record 6"},
+		}, "warning: head-behind: head: the head names record 4 but the log goes on to record 6"},
 		// Where the admission policies are not installed (this namespace),
 		// verify still names what they would have refused.
 		{"strip the label", func(t *testing.T, u *user, ns string) {
@@ -290,9 +292,13 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			admin, ns := tamperChain(t, strconv.Itoa(i), 6)
 			tt.tamper(t, admin, ns)
+			want := 1
+			if strings.HasPrefix(tt.want, "warning: ") {
+				want = 0
+			}
 			out, errOut, code := admin.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns)
-			if code != 1 || !strings.Contains(out, tt.want) {
-				t.Errorf("audit verify after %s: exit %d, stdout:\n%s\nstderr: %s\nwant exit 1 and %q", tt.name, code, out, errOut, tt.want)
+			if code != want || !strings.Contains(out, tt.want) {
+				t.Errorf("audit verify after %s: exit %d, stdout:\n%s\nstderr: %s\nwant exit %d and %q", tt.name, code, out, errOut, want, tt.want)
 			}
 		})
 	}
@@ -414,4 +420,133 @@ func withoutAuditPolicy(t *testing.T) {
 		}
 		wait("the audit-log policy to be enforced again", func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) })
 	})
+}
+
+// TestAuditHeadCannotRunAway: the on-call group moves the head at most
+// 1000 records a request, but as often as it likes, and nobody could move
+// it back: a head sent far past the log stayed there, every append listed
+// the namespace and verify exited 1 for good. Now, with the head moved
+// ahead through kubectl again and again, a break-glass still writes its
+// records at the log's end (each command noting the head once), verify warns of the
+// head and exits 0, the on-call user's repair-head is refused by the API
+// server, a cluster admin's puts the head back (recorded) and verify is
+// clean, and a lost head cannot be created far ahead either.
+func TestAuditHeadCannotRunAway(t *testing.T) {
+	ctx := context.Background()
+	ns := auditNamespace(t, "runaway")
+	oncall, admin := newUser(t, env.Oncall.Name), newUser(t, env.Admin.Name)
+	store := func() *audit.ConfigMapStore { return audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), ns) }
+	headIn := func() audit.HeadState {
+		t.Helper()
+		h, err := store().Head(ctx)
+		if err != nil || h == nil {
+			t.Fatalf("reading the head in %s: %v", ns, err)
+		}
+		return *h
+	}
+	records := func() []*audit.Record {
+		t.Helper()
+		entries, err := store().Entries(ctx, audit.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return audit.Records(entries)
+	}
+	tip := headIn()
+	for i := uint64(1); i <= 5; i++ {
+		oncall.kubectl("-n", ns, "patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d"}}`, tip.Seq+1000*i))
+	}
+	far := headIn()
+	if far.Seq != tip.Seq+5000 {
+		t.Fatalf("the head is at %d, want %d", far.Seq, tip.Seq+5000)
+	}
+
+	// Appends still land at the log's end.
+	deployApp(t, "ha-runaway")
+	mustRun(t, oncall, 0, "breakglass", "ha-runaway", "deployment/web", "--replicas", "3", "--reason", "the head is far ahead", "-y", "--audit-namespace", ns)
+	mustRun(t, oncall, 0, "restore", "ha-runaway", "--force", "--reason", "test over", "-y", "--audit-namespace", ns)
+	recs := records()
+	noted := 0
+	for i, r := range recs {
+		if r.Seq != uint64(i+1) {
+			t.Fatalf("record %d is at position %d: the log skipped ahead", r.Seq, i+1)
+		}
+		if r.HeadFound != nil {
+			noted++
+			if *r.HeadFound != far {
+				t.Errorf("record %d noted the head %+v, want %+v", r.Seq, *r.HeadFound, far)
+			}
+		}
+	}
+	// Each command notes the head in its first record, no more.
+	if first := recs[tip.Seq]; len(recs) < int(tip.Seq)+3 || first.Prev != tip.Hash || first.HeadFound == nil || noted > 2 {
+		t.Errorf("%d records, record %d linking to %.12s noting the head %+v, %d noting it; want the break-glass at the log's end linking to %.12s, noting the head, once per command",
+			len(recs), first.Seq, first.Prev, first.HeadFound, noted, tip.Hash)
+	}
+	if h := headIn(); h != far {
+		t.Errorf("a writer moved the head from %+v to %+v", far, h)
+	}
+	end := recs[len(recs)-1]
+
+	out, errOut, code := oncall.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns)
+	warned := fmt.Sprintf("warning: head-ahead: head: the head names record %d but the log ends at record %d", far.Seq, end.Seq)
+	if code != 0 || !strings.Contains(out, warned) || !strings.Contains(out, "(fix: kubectl gitops audit repair-head (a cluster admin))") || !strings.Contains(out, "chain intact") {
+		t.Errorf("audit verify: exit %d, stdout:\n%s\nstderr: %s\nwant exit 0 and %q with its fix", code, out, errOut, warned)
+	}
+
+	// The on-call user can neither repair it nor move it back.
+	_, errOut, code = oncall.run("kubectl", "gitops", "audit", "repair-head", "--audit-namespace", ns, "--yes")
+	if code != 1 || !strings.Contains(errOut, "only a cluster admin") || !strings.Contains(errOut, "nothing was changed: ask one to run `kubectl gitops audit repair-head --audit-namespace "+ns+"`") {
+		t.Errorf("on-call repair-head: exit %d, %s", code, errOut)
+	}
+	back := fmt.Sprintf(`{"data":{"seq":"%d","hash":"%s"}}`, end.Seq, end.Hash)
+	if _, errOut, code := oncall.run("kubectl", "-n", ns, "patch", "cm", audit.HeadName, "--type=merge", "-p", back); code == 0 || !strings.Contains(errOut, "the audit head only moves forward") {
+		t.Errorf("on-call moved the head back: exit %d, %s", code, errOut)
+	}
+	if h, n := headIn(), len(records()); h != far || n != len(recs) {
+		t.Fatalf("after the refusals the head is %+v and the log has %d records; want %+v and %d", h, n, far, len(recs))
+	}
+
+	// A cluster admin repairs it; verify is clean, the repair recorded.
+	out, errOut = mustRun(t, admin, 0, "audit", "repair-head", "--audit-namespace", ns, "--yes", "-o", "json")
+	var repair struct {
+		Repaired bool          `json:"repaired"`
+		Record   *audit.Record `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(out), &repair); err != nil || !repair.Repaired || repair.Record == nil {
+		t.Fatalf("admin repair-head: %v: %s %s", err, out, errOut)
+	}
+	if r := repair.Record; r.Event != audit.EventHeadRepaired || r.Seq != end.Seq+1 || r.Prev != end.Hash || r.HeadBefore == nil || *r.HeadBefore != far || r.Actor.Username != env.Admin.Name {
+		t.Errorf("the repair record: %s", out)
+	}
+	if h := headIn(); h.Seq != repair.Record.Seq || h.Hash != repair.Record.Hash {
+		t.Errorf("the head after the repair is %+v, want record %d", h, repair.Record.Seq)
+	}
+	out, errOut, code = oncall.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns)
+	if code != 0 || strings.Contains(out, "warning") || !strings.Contains(out, fmt.Sprintf("chain intact: %d records", repair.Record.Seq)) {
+		t.Errorf("audit verify after the repair: exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
+	if out, _ := mustRun(t, oncall, 0, "audit", "log", "--audit-namespace", ns, "--event", string(audit.EventHeadRepaired)); !strings.Contains(out, repair.Record.ID) {
+		t.Errorf("audit log does not list the repair:\n%s", out)
+	}
+
+	// A head the on-call group creates starts near the beginning, and the
+	// tool's own append still creates it where the log ends.
+	admin.kubectl("-n", ns, "delete", "cm", audit.HeadName)
+	handmade := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": audit.HeadName, "namespace": ns, "labels": map[string]any{audit.LabelKind: "head"}},
+		"data":     map[string]any{"seq": "5000", "hash": end.Hash}}
+	if errOut, code := applyAs(t, oncall, handmade); code == 0 || !strings.Contains(errOut, "the audit head is created at record 1000 at most") {
+		t.Errorf("on-call created the head at 5000: exit %d, %s", code, errOut)
+	}
+	r := &audit.Record{Event: audit.EventPatched, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: "after the head was lost", Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+	if err := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), ns).Append(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if h := headIn(); r.Seq != repair.Record.Seq+1 || h.Seq != r.Seq || h.Hash != r.Hash {
+		t.Errorf("the append after the head was lost wrote record %d and left the head at %+v; want record %d, named by the head", r.Seq, h, repair.Record.Seq+1)
+	}
+	if out, errOut, code := oncall.run("kubectl", "gitops", "audit", "verify", "--audit-namespace", ns); code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("audit verify at the end: exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
+	}
 }
