@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
@@ -71,4 +73,24 @@ func TestForgedCloseIsNamed(t *testing.T) {
 	if policy := syncPolicyOf(t, "sd-close"); !autoSyncOn(policy) {
 		t.Errorf("restore --force left sync off: %v", policy)
 	}
+}
+
+// TestJoinHonoursItsNamespacesMaxPause (issue 32, item 7): a --join is
+// refused when the target namespace's contract pauses sync for less than
+// the session does; it used to patch there under a session held longer
+// than that namespace allows.
+func TestJoinHonoursItsNamespacesMaxPause(t *testing.T) {
+	environment(t)
+	deployApp(t, "sd-join")
+	oncall := newUser(t, env.Oncall.Name)
+	mustRun(t, oncall, 0, "breakglass", "sd-join", "deployment/web", "--replicas", "3", "--reason", "load", "-y")
+	newUser(t, env.Admin.Name).kubectl("annotate", "namespace", "sd-join", "--overwrite", drift.ContractMaxPause+"=1h")
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "sd-join", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y")
+	if !strings.Contains(errOut, "namespace sd-join pauses sync for at most 1h0m0s") || !strings.Contains(errOut, "never expires") {
+		t.Errorf("join beyond the namespace's max-pause: %s", errOut)
+	}
+	if n := replicasIn(context.Background(), t, "sd-join"); n != 3 {
+		t.Errorf("the refused join patched: replicas %d", n)
+	}
+	mustRun(t, oncall, 0, "restore", "sd-join", "--force", "--reason", "test over", "-y")
 }
