@@ -61,7 +61,7 @@ func diffValue(path string, a, b any, out *[]Change) {
 	al, aIsList := a.([]any)
 	bl, bIsList := b.([]any)
 	if aIsList && bIsList {
-		if ak, bk, ok := byName(al), byName(bl), named(al) && named(bl); ok {
+		if ak, bk, ok := ByName(al), ByName(bl), Named(al) && Named(bl); ok {
 			diffValue(path, ak, bk, out)
 			return
 		}
@@ -77,7 +77,9 @@ func diffValue(path string, a, b any, out *[]Change) {
 	}
 }
 
-func named(l []any) bool {
+// Named is whether every item of list l is an object with a string name:
+// such a list is addressed by item name in a path, not by index.
+func Named(l []any) bool {
 	if len(l) == 0 {
 		return false
 	}
@@ -93,7 +95,8 @@ func named(l []any) bool {
 	return true
 }
 
-func byName(l []any) map[string]any {
+// ByName is the items of list l by their name.
+func ByName(l []any) map[string]any {
 	m := map[string]any{}
 	for _, item := range l {
 		if im, ok := item.(map[string]any); ok {
@@ -120,9 +123,9 @@ func Lookup(v any, path string) (any, bool) {
 				return nil, false
 			}
 		case []any:
-			if named(t) {
+			if Named(t) {
 				var ok bool
-				if v, ok = byName(t)[seg]; !ok {
+				if v, ok = ByName(t)[seg]; !ok {
 					return nil, false
 				}
 				continue

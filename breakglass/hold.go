@@ -109,10 +109,10 @@ func jqPath(path string, obj any) string {
 	for _, seg := range redact.Segments(path) {
 		switch t := node.(type) {
 		case []any:
-			if named(t) {
+			if audit.Named(t) {
 				name, _ := json.Marshal(seg)
 				fmt.Fprintf(&b, "[] | select(.name == %s) | .", name)
-				node = itemNamed(t, seg)
+				node = audit.ByName(t)[seg]
 				continue
 			}
 			if i, err := strconv.Atoi(seg); err == nil {
@@ -143,32 +143,6 @@ func jqPath(path string, obj any) string {
 		}
 	}
 	return b.String()
-}
-
-// named is whether every item of l is an object with a string name.
-func named(l []any) bool {
-	if len(l) == 0 {
-		return false
-	}
-	for _, item := range l {
-		m, ok := item.(map[string]any)
-		if !ok {
-			return false
-		}
-		if _, ok := m["name"].(string); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func itemNamed(l []any, name string) any {
-	for _, item := range l {
-		if m, _ := item.(map[string]any); m["name"] == name {
-			return m
-		}
-	}
-	return nil
 }
 
 // holdPatch is the spec part of the write that holds a patch of target
