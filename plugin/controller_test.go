@@ -180,14 +180,21 @@ func TestControllerNoticesExpiryBehindAnEditedAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	runController(t, time.Hour)
+	awaitLastRecord(t, f, audit.EventExpired)
+}
+
+// awaitLastRecord waits, 15s at most, until the audit log's last record
+// is of event.
+func awaitLastRecord(t *testing.T, f *fakeCluster, event audit.Event) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		last := records(t, f)
-		if r := last[len(last)-1]; r.Event == audit.EventExpired {
+		if r := last[len(last)-1]; r.Event == event {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no breakglass.expired record 12s after the expiry")
+			t.Fatalf("no %s record within 15s", event)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -349,17 +356,7 @@ func TestControllerNoticesSyncTurnedBackOnBehindAnAnnotationThatSaysPausing(t *t
 	statePausing(t, f)
 	syncTurnedBackOn(t, f)
 	runController(t, time.Hour)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		last := records(t, f)
-		if r := last[len(last)-1]; r.Event == audit.EventReenabled {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no breakglass.reenabled record within 15s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	awaitLastRecord(t, f, audit.EventReenabled)
 }
 
 // TestControllerNoticesARevertedFix: a fix put back to Git's value by a
