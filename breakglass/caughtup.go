@@ -63,10 +63,17 @@ type SessionStatus struct {
 	// an edit by anyone the admission policy does not hold): Argo CD may
 	// have reverted the fix. It is never ready: restore needs --force.
 	SyncReenabled bool `json:"syncReenabled,omitempty"`
-	// Mismatch names what in the session annotation the verified audit log
-	// contradicts: the session evaluated is the log's, and it is not ready
-	// until the disagreement is resolved (restore refuses, --force
-	// restores what the log says).
+	// Untrusted says why the session the annotation names is not the one
+	// the verified audit log has open on the Application (it names
+	// another session, or one the log closed): never ready, restore
+	// refuses, and --force restores the log's open session when there is
+	// one. "" when the annotation names the log's open session.
+	Untrusted string `json:"untrusted,omitempty"`
+	// Mismatch names each field of the session annotation the verified
+	// audit log contradicts (anyone in the break-glass group may edit the
+	// annotation). The session evaluated is the log's, so a mismatch
+	// holds nothing back: it is named, recorded with the restore, and
+	// mended by the next --join.
 	Mismatch []string `json:"mismatch,omitempty"`
 	// InFlight are the session's break-glass runs that have not recorded
 	// how their patch ended, as the audit log has them: still running, or
@@ -256,17 +263,18 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 	// The annotation is a pointer anyone may edit: what is evaluated is the
 	// session as its verified audit records have it.
-	session, mismatch, ls, err := e.loggedSessionOf(ctx, ref, annotated, !argocd.SyncsAutomatically(app))
+	view, err := e.logViewOf(ctx, ref, annotated, !argocd.SyncsAutomatically(app))
 	if err != nil {
 		return nil, err
 	}
-	st := &SessionStatus{App: ref, Session: session, FieldLevel: argo != nil, Notes: notes, Mismatch: mismatch, annotated: annotated, trusted: session != nil}
+	session := view.session
+	st := &SessionStatus{App: ref, Session: session, FieldLevel: argo != nil, Notes: notes, Untrusted: view.untrusted, Mismatch: view.mismatch, annotated: annotated, trusted: session != nil}
 	if session == nil {
 		st.Session = annotated
 		session = annotated
 	} else {
-		st.InFlight = ls.inFlight(time.Now())
-		if pinned := ls.log.Opened.Pinned; pinned != nil {
+		st.InFlight = view.log.inFlight(time.Now())
+		if pinned := view.log.log.Opened.Pinned; pinned != nil {
 			st.Retargeted = argocd.PinChanges(*pinned, argocd.Pin(app, redact.Text))
 		}
 	}
@@ -293,8 +301,11 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 			}
 		}
 	}
-	if len(mismatch) > 0 {
-		st.Notes = append(st.Notes, fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(mismatch, "; ")))
+	switch disagreement := st.disagreement(); {
+	case st.Untrusted != "":
+		st.Notes = append(st.Notes, disagreement)
+	case disagreement != "":
+		st.Notes = append(st.Notes, disagreement+": the session is read from the audit log, which restore and --join act on; --join writes the annotation back from it")
 	}
 	if len(st.Retargeted) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s --force --reason …`",
@@ -321,7 +332,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	defer func() {
 		// A pending patch is the annotation's word alone: it must not
 		// count as caught up (nor override a logged one).
-		if len(st.Mismatch) > 0 || st.SyncReenabled || pending != nil || len(st.Retargeted) > 0 {
+		if st.Untrusted != "" || st.SyncReenabled || pending != nil || len(st.Retargeted) > 0 {
 			st.Ready = false
 		}
 	}()
@@ -496,10 +507,25 @@ func (st *SessionStatus) Interrupted() bool {
 // Restorable is the one caught-up decision, which status' READY,
 // --exit-code and --wait and restore all ask: every patched resource is
 // caught up, as of a refresh Argo CD's controller made (a state as of an
-// earlier reconcile may predate a revert in Git), and the annotation agrees
-// with the audit log.
+// earlier reconcile may predate a revert in Git), and the annotation names
+// the session the audit log has open there. Fields of the annotation the
+// log contradicts (Mismatch) do not count: what is judged is the log's
+// session.
 func (st *SessionStatus) Restorable() bool {
-	return st.Ready && !st.Stale && len(st.Mismatch) == 0 && !st.SyncReenabled
+	return st.Ready && !st.Stale && st.Untrusted == "" && !st.SyncReenabled
+}
+
+// disagreement names every way the session annotation disagrees with the
+// audit log (Untrusted first, then Mismatch), "" when it agrees.
+func (st *SessionStatus) disagreement() string {
+	all := st.Mismatch
+	if st.Untrusted != "" {
+		all = append([]string{st.Untrusted}, all...)
+	}
+	if len(all) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(all, "; "))
 }
 
 // GitAt is where Git stood at this status, as audit.Git has it.

@@ -231,8 +231,8 @@ func TestCaughtUpAllReadsTheLogOnce(t *testing.T) {
 		t.Errorf("%d listings of the audit log for %d sessions; want 2", lists, len(apps))
 	}
 	for _, st := range statuses {
-		if st.trusted || len(st.Mismatch) == 0 {
-			t.Errorf("%s: trusted %v, mismatch %v; a session the log does not hold is not trusted", st.App.Name, st.trusted, st.Mismatch)
+		if st.trusted || st.Untrusted == "" {
+			t.Errorf("%s: trusted %v, untrusted %q; a session the log does not hold is not trusted", st.App.Name, st.trusted, st.Untrusted)
 		}
 	}
 }

@@ -110,7 +110,12 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			return holdPatch(app, p.Target, p.fields, p.Patched)
 		}
 	}
-	marked, app, err := e.writeSessionWith(ctx, app, session.ID, noOtherSync(p.App.Name, terminated), func(s *Session) {
+	check, fromLog := noOtherSync(p.App.Name, terminated), func(s *Session) *Session { return s }
+	if p.Join != nil {
+		check, fromLog = e.joinedFromLog(ctx, p.App, session.ID, check)
+	}
+	marked, app, err := e.writeSessionWith(ctx, app, session.ID, check, func(s *Session) {
+		*s = *fromLog(s)
 		s.Patches = append(s.Patches, pending)
 		if terminated != "" {
 			s.TerminatedSync = terminated
@@ -171,6 +176,31 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}
 	res.Warnings = append(res.Warnings, e.emitExecuted(ctx, p, session)...)
 	return res, nil
+}
+
+// joinedFromLog is what a join's first write checks (also, then the
+// session still the audit log's open one on app) and writes: the
+// annotation as the log has the session, so that whatever was edited in
+// it behind the session is mended. The log is read for each attempt, once
+// the Application is read: every mark a run in flight left in it then
+// has its planned record in what is read.
+func (e *Engine) joinedFromLog(ctx context.Context, app audit.AppRef, id string, also func(*unstructured.Unstructured) error) (func(*unstructured.Unstructured) error, func(*Session) *Session) {
+	ref := audit.AppRef{Namespace: app.Namespace, Name: app.Name}
+	var ls *loggedSession
+	check := func(current *unstructured.Unstructured) error {
+		if err := also(current); err != nil {
+			return err
+		}
+		var err error
+		if ls, err = e.sessionFromLog(ctx, ref, id); err != nil {
+			return err
+		}
+		if why := ls.untrusted(ref, id); why != "" {
+			return fmt.Errorf("%w on %s: %s; nothing was patched", ErrSessionMismatch, app.Name, why)
+		}
+		return nil
+	}
+	return check, func(s *Session) *Session { return ls.repaired(s) }
 }
 
 // observePatch waits for Argo CD's reconcile after the patch (asked is the

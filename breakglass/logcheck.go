@@ -362,44 +362,72 @@ func names(m map[string]any) string {
 	return "[" + strings.Join(sortedKeys(m), ",") + "]"
 }
 
-// trustedSession is the session to act on for app, whose annotation holds
-// annotated: the one the audit log has open there, with what the
-// annotation gets wrong. It is nil when the log has no open session on
-// app at all (the annotation was written by hand).
-func (e *Engine) trustedSession(ctx context.Context, app audit.AppRef, annotated *Session) (*Session, []string, error) {
-	session, mismatch, _, err := e.loggedSessionOf(ctx, app, annotated, false)
-	return session, mismatch, err
+// logView is the session to act on for an Application, as its verified
+// audit log has it, and what the annotation gets wrong about it.
+type logView struct {
+	// session is the one the log has open on the Application, nil when it
+	// has none there (the annotation was written by hand).
+	session *Session
+	// untrusted says why the session the annotation names is not the one
+	// the log has open there as it is (it names another session, or one
+	// the log closed): nothing acts on it then but a forced restore of the
+	// log's open session. "" when the annotation names the log's open
+	// session.
+	untrusted string
+	// mismatch names each field of the annotation the log contradicts:
+	// named, never acted on (session is the log's).
+	mismatch []string
+	log      *loggedSession
 }
 
-// loggedSessionOf is trustedSession with the session's log, nil when the
-// log has no open session on app. paused is whether app's automated sync
-// is off: a session the log closed is still held there only then.
-func (e *Engine) loggedSessionOf(ctx context.Context, app audit.AppRef, annotated *Session, paused bool) (*Session, []string, *loggedSession, error) {
+// logViewOf is the session to act on for app, whose annotation holds
+// annotated. paused is whether app's automated sync is off: a session the
+// log closed is still held there only then.
+func (e *Engine) logViewOf(ctx context.Context, app audit.AppRef, annotated *Session, paused bool) (*logView, error) {
 	ls, err := e.sessionFromLog(ctx, app, annotated.ID)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	why := ls.untrusted(app, annotated.ID)
 	switch {
 	case why == "":
 		logged := ls.session(annotated)
-		return logged, ls.differences(annotated, logged), ls, nil
+		return &logView{session: logged, mismatch: ls.differences(annotated, logged), log: ls}, nil
 	case paused && ls.closedButHeld(app, annotated.ID):
 		// The log says closed, the Application still holds the session:
 		// the close did not happen here. The session is the log's, up to
 		// its close; it is never ready, and a forced restore ends it.
 		c := ls.log.Closed
 		logged := ls.session(annotated)
-		return logged, append([]string{fmt.Sprintf("%s: the audit log's %s (record %d, by %s) closed session %s, but the Application still holds it",
-			audit.BreakCloseWithoutRestore, c.Event, c.Seq, c.Actor.Username, annotated.ID)}, ls.differences(annotated, logged)...), ls, nil
+		return &logView{session: logged, log: ls, mismatch: ls.differences(annotated, logged),
+			untrusted: fmt.Sprintf("%s: the audit log's %s (record %d, by %s) closed session %s, but the Application still holds it",
+				audit.BreakCloseWithoutRestore, c.Event, c.Seq, c.Actor.Username, annotated.ID)}, nil
 	case ls.holder != "" && ls.holder != annotated.ID:
 		held, err := e.sessionFromLog(ctx, app, ls.holder)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		if held.untrusted(app, ls.holder) == "" {
-			return held.session(&Session{}), []string{why}, held, nil
+			return &logView{session: held.session(&Session{}), untrusted: why, log: held}, nil
 		}
 	}
-	return nil, []string{why}, nil, nil
+	return &logView{untrusted: why}, nil
+}
+
+// repaired is the annotation s written back from the log: every field the
+// log knows as the log has it, and what only the annotation can know kept
+// (the marks of runs the log has in flight, queued Jira work, the
+// terminated sync, the saved notice), so that a write within the session
+// mends whatever was edited behind it.
+func (ls *loggedSession) repaired(s *Session) *Session {
+	r := ls.session(s)
+	r.SavedNotice = s.SavedNotice
+	// A run whose patch landed writes its mark done before it records
+	// the patch: the log has the run in flight still.
+	for _, run := range ls.log.InFlight {
+		if p := s.patchNamed(run.ID); p != nil && !p.Pending {
+			r.Patches = append(r.Patches, *p)
+		}
+	}
+	return r
 }

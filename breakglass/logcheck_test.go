@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -115,5 +116,41 @@ func TestReplayedSessions(t *testing.T) {
 		Actor: audit.Actor{Username: "mallory"}, Application: &web, Target: &deployment, Patch: &audit.Patch{Type: "merge"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
 	if got := len(foldSession(web, "s", withForeign, withForeign).patches); got != 1 {
 		t.Errorf("patches with a foreign record: %d, want 1", got)
+	}
+}
+
+// TestRepairedIsTheLogs (issue 32): a join writes the annotation back from
+// the log, whatever was edited in it behind the session, keeping only what
+// the log cannot know: queued Jira work, the saved notice, and the marks
+// of runs the log has in flight.
+func TestRepairedIsTheLogs(t *testing.T) {
+	web := audit.AppRef{Namespace: "argocd", Name: "web"}
+	records := sessionRecords("s", web)
+	logged := foldSession(web, "s", records, records)
+	later := records[0].Time.Add(48 * time.Hour)
+	edited := &Session{ID: "s", State: StatePausing, OpenedBy: "mallory", SavedSyncPolicy: []byte(`null`), Expires: &later, AutoRestore: true,
+		Patches: []SessionPatch{
+			{ID: "p1", Target: deployment, Type: "merge", Fields: []PatchedField{{Path: "/spec/replicas", After: digest(3)}}},
+			{ID: "forged", Target: deployment, Type: "merge", Pending: true},
+		},
+		TicketPending: "jira down", SavedNotice: map[string]string{"notice.argocd.argoproj.io/content": "team"}}
+	if len(logged.differences(edited, logged.session(edited))) == 0 {
+		t.Fatal("the edited annotation agrees with the log")
+	}
+	r := logged.repaired(edited)
+	if bad := logged.differences(r, logged.session(r)); len(bad) != 0 {
+		t.Errorf("the annotation written back still disagrees: %v", bad)
+	}
+	if r.TicketPending != "jira down" || r.SavedNotice["notice.argocd.argoproj.io/content"] != "team" || r.Patches[0].ID != "p1" {
+		t.Errorf("what only the annotation knows was lost: %+v", r)
+	}
+	// A join whose patch landed marks it done before it records it.
+	join := &audit.Record{Seq: 6, ID: "r6", Event: audit.EventPlanned, Session: "s", Actor: audit.Actor{Username: "bob"}, Application: &web, Target: &deployment,
+		Patch: &audit.Patch{Type: "merge"}, Changes: []audit.Change{{Path: "/spec/replicas", Before: 2.0, After: 4.0}}, Outcome: audit.Outcome{Status: audit.StatusStarted}}
+	inFlight := append(sessionRecords("s", web), join)
+	marked := logged.repaired(edited)
+	marked.Patches = append(marked.Patches, SessionPatch{ID: "r6", Target: deployment, Type: "merge", Fields: loggedFields(join)})
+	if r := foldSession(web, "s", inFlight, inFlight).repaired(marked); len(r.Patches) != 2 || r.Patches[1].ID != "r6" || r.Patches[1].Pending {
+		t.Errorf("the landed mark of a run in flight: %+v", r.Patches)
 	}
 }

@@ -18,7 +18,17 @@ const (
 	EventReenabled     = "SyncReenabled"
 	EventRetargeted    = "Retargeted"
 	EventReverted      = "Reverted"
+	EventMismatch      = "SessionMismatch"
 )
+
+// WarnMismatch emits a Warning Event naming what the session annotation of
+// app gets wrong (st.Mismatch): nothing acts on it, since restore, --join
+// and the controller read the session from its audit records, but someone
+// edited it behind the session. It returns a warning when it could not.
+func (e *Engine) WarnMismatch(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus) string {
+	return e.emit(ctx, app, EventMismatch, true, "The annotation of break-glass session %s on %s disagrees with its audit records: %s. Restore, --join and auto-restore act on the session as the records have it; the next --join writes the annotation back. Who edited it: kubectl get application %s -n %s --show-managed-fields",
+		st.Session.ID, st.App.Name, strings.Join(st.Mismatch, "; "), st.App.Name, st.App.Namespace)
+}
 
 // Notice is something noticed about an open session that a person must
 // act on: its pause expired while Git had not caught up, or automated sync

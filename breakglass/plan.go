@@ -186,15 +186,23 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if enabled, set, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "enabled"); join == nil && set && !enabled {
 		return nil, fmt.Errorf("%w on %s (automated.enabled: false) and no break-glass session holds it: nothing was changed", ErrSyncOff, req.App)
 	}
+	var warnings []string
 	if join != nil {
-		// A joined patch inherits the session's saved policy and ticket:
-		// only if its audit records agree with the annotation.
-		trusted, bad, err := e.trustedSession(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join)
+		// A joined patch joins the session the audit log has open there,
+		// as the log has it: its saved policy, expiry, state and ticket.
+		// Fields of the annotation the log contradicts are named, and the
+		// join writes them back from the log; an annotation naming another
+		// session, or one the log closed, is no session to join.
+		view, err := e.logViewOf(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join, false)
 		if err != nil {
 			return nil, err
 		}
-		if len(bad) > 0 {
-			return nil, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(bad, "; "))
+		if view.untrusted != "" {
+			return nil, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, view.untrusted)
+		}
+		trusted := view.session
+		if len(view.mismatch) > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: %s: patching within session %s as its audit records have it, and writing the annotation back from them", ErrSessionMismatch, strings.Join(view.mismatch, "; "), trusted.ID))
 		}
 		if trusted.State != StatePatched {
 			// As the log has it: an annotation that says otherwise is named
@@ -248,7 +256,6 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
 		return nil, err
 	}
-	var warnings []string
 	contract := drift.Contract{}
 	if namespace != "" {
 		// The contract is the target namespace's, checked with who the

@@ -103,15 +103,19 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	}
 	// The annotation is a pointer anyone with patch rights can edit: what
 	// restore acts on is the session the verified audit log has open on
-	// the Application (evaluate put it in st.Session).
-	discrepancy := ""
-	if len(st.Mismatch) > 0 {
-		discrepancy = fmt.Sprintf("%s: %s", ErrSessionMismatch, strings.Join(st.Mismatch, "; "))
+	// the Application (evaluate put it in st.Session). A field of the
+	// annotation the log contradicts is recorded with the restore and
+	// holds nothing back: everything restore judges and writes back is the
+	// log's. An annotation naming another session than the log's open one
+	// (or one the log closed) is no honest restore's: only forcing
+	// restores the log's open session.
+	discrepancy := st.disagreement()
+	if st.Untrusted != "" {
 		switch {
 		case !req.Force:
-			return st, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, strings.Join(st.Mismatch, "; "))
+			return st, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, st.Untrusted)
 		case !st.trusted:
-			return st, fmt.Errorf("%w on %s: %s; the audit log has no open session there to restore, so not even a forced restore knows what to write back: nothing was changed", ErrSessionMismatch, req.App, strings.Join(st.Mismatch, "; "))
+			return st, fmt.Errorf("%w on %s: %s; the audit log has no open session there to restore, so not even a forced restore knows what to write back: nothing was changed", ErrSessionMismatch, req.App, st.Untrusted)
 		}
 		st.Notes = append(st.Notes, discrepancy+": restoring what the audit log says")
 	}

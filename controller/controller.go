@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -354,7 +355,14 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		}
 		next = earliest(next, reminder)
 	}
-	if !st.Session.AutoRestore || len(st.Mismatch) > 0 || st.SyncReenabled {
+	// A field of the annotation the log contradicts holds nothing back
+	// (what is acted on is the log's session), but someone edited it:
+	// told once. A run in flight is between a write of the annotation and
+	// its record, which honestly differ for that while.
+	if len(st.Mismatch) > 0 && st.Untrusted == "" && len(st.InFlight) == 0 {
+		c.warnMismatch(ctx, &engine, app, st, key)
+	}
+	if !st.Session.AutoRestore || st.Untrusted != "" || st.SyncReenabled {
 		return next, nil
 	}
 	every := c.RefreshEvery
@@ -394,6 +402,20 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 		c.logf("%s/%s: warning: %s", app.GetNamespace(), app.GetName(), w)
 	}
 	return time.Time{}, nil
+}
+
+// warnMismatch emits, once per session and disagreement, a Warning Event
+// naming what app's session annotation gets wrong.
+func (c *Controller) warnMismatch(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, key string) {
+	told := "mismatch " + st.Session.ID + " " + strings.Join(st.Mismatch, "; ")
+	if _, done := c.noticed[told]; done {
+		return
+	}
+	c.noticed[told] = time.Now()
+	c.logf("%s: the session annotation disagrees with its audit records: %s", key, strings.Join(st.Mismatch, "; "))
+	if w := engine.WarnMismatch(ctx, app, st); w != "" {
+		c.logf("%s: warning: %s", key, w)
+	}
 }
 
 // orphan records, once per mark, a paused-by mark on app that no open

@@ -206,18 +206,49 @@ func syncTurnedBackOn(t *testing.T, f *fakeCluster) {
 
 // pendingPatchForged adds to the session annotation, as on-call may, a
 // patch "being applied" whose digests would say Git holds the fix.
-func pendingPatchForged(t *testing.T, f *fakeCluster) {
-	t.Helper()
-	s, err := breakglass.ParseSession(f.app().GetAnnotations()[breakglass.SessionAnnotation])
-	if err != nil {
-		t.Fatal(err)
-	}
+var pendingPatchForged = annotationEdited(func(s *breakglass.Session) {
 	s.Patches = append(s.Patches, breakglass.SessionPatch{ID: "forged", Target: s.Patches[0].Target, Type: "merge", Fields: s.Patches[0].Fields, At: time.Now(), Pending: true})
-	value, _ := json.Marshal(s)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
-	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+})
+
+// annotationEdited writes the session annotation as edit leaves it, as
+// another on-call may (the policy lets the group write within a session).
+func annotationEdited(edit func(*breakglass.Session)) func(*testing.T, *fakeCluster) {
+	return func(t *testing.T, f *fakeCluster) {
+		t.Helper()
+		s := sessionOn(t, f)
+		edit(s)
+		value, _ := json.Marshal(s)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
+		if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+}
+
+// editedBehind is the session annotation as another on-call may write it:
+// still pausing (which refused every --join and hid sync turned back on),
+// expiring a day later (which silenced the expiry), auto-restore turned
+// over, and a parent the log never paused, whose saved policy a restore
+// acting on the annotation would write back.
+var editedBehind = annotationEdited(func(s *breakglass.Session) {
+	s.State = breakglass.StatePausing
+	later := time.Now().Add(24 * time.Hour).Truncate(time.Second)
+	if s.Expires != nil {
+		later = s.Expires.Add(24 * time.Hour)
+	}
+	s.Expires, s.AutoRestore = &later, !s.AutoRestore
+	s.PausedParents = append(s.PausedParents, breakglass.PausedParent{Name: "root", Namespace: "argocd", SavedSyncPolicy: []byte(`{"automated":{"selfHeal":true}}`)})
+})
+
+// statusOf is `status web -o json`, which must succeed.
+func statusOf(t *testing.T) *breakglass.SessionStatus {
+	t.Helper()
+	code, out, errOut := runPlugin(t, "status", "web", "-o", "json")
+	var statuses []*breakglass.SessionStatus
+	if err := json.Unmarshal([]byte(out), &statuses); code != ExitOK || err != nil || len(statuses) != 1 {
+		t.Fatalf("status web -o json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	return statuses[0]
 }
 
 // interruptedJoin is a --join by the session's opener whose run was
@@ -365,17 +396,8 @@ func forgedClose(t *testing.T, f *fakeCluster) {
 }
 
 // statePausing writes "state":"pausing" into the session annotation, as
-// another on-call may (the policy lets the group write within a session).
-func statePausing(t *testing.T, f *fakeCluster) {
-	t.Helper()
-	s := sessionOn(t, f)
-	s.State = breakglass.StatePausing
-	value, _ := json.Marshal(s)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
-	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
+// another on-call may.
+var statePausing = annotationEdited(func(s *breakglass.Session) { s.State = breakglass.StatePausing })
 
 // silentPause is another Application, "other", paused by hand with a
 // paused-by mark naming web's open session, as the admission policy lets
@@ -500,7 +522,7 @@ func TestCommands(t *testing.T) {
 		// override the logged patch in the catch-up check, and to hold
 		// every restore, forced or not, for good.
 		{name: "status names a pending patch no run of the log sends", setup: then(given(breakglass), gitCatchesUp, pendingPatchForged), args: []string{"status", "web", "--exit-code"},
-			assert: assertError(ExitFailure, "pending patches (annotation 1, audit log 0 runs in flight)")},
+			assert: assertError(ExitOK, "pending patches (annotation 1, audit log 0 runs in flight)")},
 		{name: "forced restore ends a session with a forged pending patch", setup: then(given(breakglass), pendingPatchForged),
 			args: []string{"restore", "web", "--force", "--reason", "stuck", "-y"}, assert: assertLastSession("forced")},
 		// A run killed after it marked its patch as being sent: the next
@@ -655,6 +677,59 @@ func TestCommands(t *testing.T) {
 					t.Errorf("exit %d, stderr %q", r.code, r.errs)
 				}
 			}},
+		// Issue 32: a field of the annotation the log contradicts refused
+		// every --join and every plain restore (and auto-restore), though
+		// what they act on is the log's session. It is named, and holds
+		// nothing back; a join writes the annotation back from the log.
+		{name: "status names every field edited behind the session and is ready", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1h"})), gitCatchesUp, editedBehind),
+			args: []string{"status", "web", "--exit-code"}, assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				for _, want := range []string{`state (annotation "pausing", audit log patched)`, "expires (annotation ", "autoRestore (annotation true, audit log false)", "pausedParents (annotation [root], audit log [])"} {
+					if !strings.Contains(r.errs, want) {
+						t.Errorf("status --exit-code: stderr %q lacks %q", r.errs, want)
+					}
+				}
+				if r.code != ExitOK {
+					t.Errorf("status --exit-code: exit %d; Git caught up with the log's session", r.code)
+				}
+				if st := statusOf(t); !st.Session.Expires.Equal(*opened(t, f).Expires) || st.Session.AutoRestore || len(st.Session.PausedParents) != 0 || st.Session.State != "patched" || len(st.Mismatch) != 4 {
+					t.Errorf("status -o json: session %+v, mismatch %q; want the log's", st.Session, st.Mismatch)
+				}
+			}},
+		{name: "breakglass --join within a session edited behind it writes it back from the log", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1h"})), editedBehind),
+			args: []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y"},
+			assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				if r.code != ExitOK || !strings.Contains(r.errs, `warning: the session annotation disagrees with its audit records: state (annotation "pausing", audit log patched)`) {
+					t.Fatalf("--join: exit %d\n%s%s", r.code, r.out, r.errs)
+				}
+				if replicas, _, _ := unstructured.NestedInt64(liveDeployment(t, f).Object, "spec", "replicas"); replicas != 4 {
+					t.Errorf("replicas %d after the join, want 4", replicas)
+				}
+				s := sessionOn(t, f)
+				if s.State != "patched" || !s.Expires.Equal(*opened(t, f).Expires) || s.AutoRestore || len(s.PausedParents) != 0 || len(s.Patches) != 2 {
+					t.Errorf("the annotation after the join: %+v; want the log's", s)
+				}
+				if st := statusOf(t); len(st.Mismatch) != 0 || st.Untrusted != "" {
+					t.Errorf("after the join: mismatch %q, untrusted %q", st.Mismatch, st.Untrusted)
+				}
+			}},
+		{name: "restore of a session edited behind it once Git caught up", setup: then(given(slices.Concat(breakglass, []string{"--expires", "1h"})), gitCatchesUp, editedBehind),
+			args: []string{"restore", "web"}, assert: func(t *testing.T, f *fakeCluster, r cmdResult) {
+				if r.code != ExitOK || !strings.Contains(r.errs, "warning: the session annotation disagrees with its audit records (see the note): session ") {
+					t.Fatalf("restore: exit %d\n%s%s", r.code, r.out, r.errs)
+				}
+				assertLastSession("restored")(t, f, r)
+				last := records(t, f)[len(records(t, f))-1]
+				if last.Event != audit.EventRestored || last.Outcome.Status != audit.StatusSucceeded || !strings.Contains(last.Outcome.Error, "pausedParents (annotation [root], audit log [])") {
+					t.Errorf("last record %s/%s %q; want restored, naming the disagreement", last.Event, last.Outcome.Status, last.Outcome.Error)
+				}
+				if policy, _, _ := unstructured.NestedMap(f.app().Object, "spec", "syncPolicy"); !strings.Contains(jsonText(policy), `"automated":{"prune":true,"selfHeal":true}`) {
+					t.Errorf("restored policy %s", jsonText(policy))
+				}
+			}},
+		{name: "restore while Git waits, whatever an edited annotation says", setup: then(given(breakglass), editedBehind, pendingPatchForged),
+			args: []string{"restore", "web"}, assert: assertError(ExitFailure, "sync not restored, deployment.apps/web waiting")},
+		{name: "restore of a session with a forged pending patch once Git caught up", setup: then(given(breakglass), gitCatchesUp, pendingPatchForged),
+			args: []string{"restore", "web"}, assert: assertLastSession("restored")},
 		{name: "status notices sync turned back on", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn), args: []string{"status", "web", "--exit-code"},
 			assert: assertError(ExitFailure, "automated sync is on again behind the session")},
 		{name: "forced restore of a session whose sync was turned back on is forced", setup: then(given(breakglass), gitCatchesUp, syncTurnedBackOn),
@@ -1096,7 +1171,11 @@ func TestReadyIsTheOneDecision(t *testing.T) {
 		"caught up after a refresh":          {breakglass.SessionStatus{Ready: true}, "yes", true},
 		"caught up as of the last reconcile": {breakglass.SessionStatus{Ready: true, Stale: true}, "stale", false},
 		"not caught up":                      {breakglass.SessionStatus{}, "no", false},
-		"the annotation disagrees":           {breakglass.SessionStatus{Ready: true, Mismatch: []string{"patches"}}, "no", false},
+		// A field of the annotation the log contradicts is named only:
+		// the session judged is the log's.
+		"a field of the annotation disagrees":       {breakglass.SessionStatus{Ready: true, Mismatch: []string{"patches"}}, "yes", true},
+		"the annotation names another session":      {breakglass.SessionStatus{Ready: true, Untrusted: "the audit log's open session on web is s"}, "no", false},
+		"another session, as of the last reconcile": {breakglass.SessionStatus{Ready: true, Stale: true, Untrusted: "closed"}, "no", false},
 	} {
 		st := tc.st
 		if got := readyColumn(&st); got != tc.ready || allReady([]*breakglass.SessionStatus{&st}) != tc.exit || st.Restorable() != tc.exit {

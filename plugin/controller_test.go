@@ -180,14 +180,21 @@ func TestControllerNoticesExpiryBehindAnEditedAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	runController(t, time.Hour)
+	awaitLastRecord(t, f, audit.EventExpired)
+}
+
+// awaitLastRecord waits, 15s at most, until the audit log's last record
+// is of event.
+func awaitLastRecord(t *testing.T, f *fakeCluster, event audit.Event) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		last := records(t, f)
-		if r := last[len(last)-1]; r.Event == audit.EventExpired {
+		if r := last[len(last)-1]; r.Event == event {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no breakglass.expired record 12s after the expiry")
+			t.Fatalf("no %s record within 15s", event)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -293,6 +300,63 @@ func TestControllerNoticesRetargetingAndResolvesInterruptedRuns(t *testing.T) {
 	if !warned {
 		t.Error("no Warning Event Retargeted")
 	}
+}
+
+// TestControllerActsOnTheLogsSessionBehindAnEditedAnnotation (issue 32):
+// an annotation edited behind an auto-restore session (pausing, a later
+// expiry, auto-restore turned off, a parent the log never paused) held
+// the auto-restore back for good. The controller names it once with a
+// Warning Event and restores the log's session once Git has caught up.
+func TestControllerActsOnTheLogsSessionBehindAnEditedAnnotation(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--auto-restore", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	editedBehind(t, f)
+	runController(t, time.Hour)
+	gitCatchesUp(t, f)
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+argocd.RefreshAnnotation+`":"normal"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for sessionOn(t, f) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller did not restore the session once Git caught up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	last := records(t, f)
+	if r := last[len(last)-1]; r.Event != audit.EventRestored || r.Outcome.Status != audit.StatusSucceeded || !strings.Contains(r.Outcome.Error, "autoRestore (annotation false, audit log true)") {
+		t.Errorf("last record %s/%s %q, want a succeeded breakglass.restored naming the disagreement", r.Event, r.Outcome.Status, r.Outcome.Error)
+	}
+	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := 0
+	for _, ev := range list.Items {
+		if ev.Type == "Warning" && ev.Reason == breakglass.EventMismatch && strings.Contains(ev.Message, `state (annotation "pausing", audit log patched)`) {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d Warning Events SessionMismatch, want one", warned)
+	}
+}
+
+// TestControllerNoticesSyncTurnedBackOnBehindAnAnnotationThatSaysPausing:
+// "pausing" in the annotation hid sync turned back on behind the session;
+// the state the controller reads is the log's.
+func TestControllerNoticesSyncTurnedBackOnBehindAnAnnotationThatSaysPausing(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	statePausing(t, f)
+	syncTurnedBackOn(t, f)
+	runController(t, time.Hour)
+	awaitLastRecord(t, f, audit.EventReenabled)
 }
 
 // TestControllerNoticesARevertedFix: a fix put back to Git's value by a

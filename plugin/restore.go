@@ -100,6 +100,13 @@ func (o *RestoreOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if len(st.Mismatch) > 0 {
+		done := "was restored as its records have it, and the restore's record names the disagreement"
+		if o.Request.DryRun {
+			done = "would be restored as its records have it"
+		}
+		warn(o.ErrOut, fmt.Sprintf("the session annotation disagrees with its audit records (see the note): session %s %s", st.Session.ID, done))
+	}
 	for _, w := range st.Warnings {
 		warn(o.ErrOut, w)
 	}

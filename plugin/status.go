@@ -225,7 +225,7 @@ func readyColumn(s *breakglass.SessionStatus) string {
 	switch {
 	case s.Restorable():
 		return "yes"
-	case s.Ready && s.Stale && len(s.Mismatch) == 0:
+	case s.Ready && s.Stale && s.Untrusted == "":
 		return "stale"
 	}
 	return "no"

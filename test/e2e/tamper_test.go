@@ -260,38 +260,80 @@ func TestRestoreDryRunWritesNothing(t *testing.T) {
 	mustRun(t, oncall, 0, "restore", "tp-dry", "--force", "--reason", "cleanup", "-y")
 }
 
-// TestEditedSessionIsCheckedAgainstTheLog: emptying the session's patches
-// used to let a plain restore succeed (recorded as restored, not forced),
-// and an edited saved policy was written back. The session's verified
-// audit records are the truth now.
+// TestEditedSessionIsCheckedAgainstTheLog: another on-call edits the
+// session annotation with kubectl patch, as the admission policy lets the
+// group within a session: still pausing, a later expiry, no patches,
+// another saved policy. An edited saved policy used to be written back;
+// then any such edit refused every --join and every plain restore (issue
+// 32). The session's verified audit records are the truth: status names
+// each field, --join patches within the log's session and writes the
+// annotation back from it, and once Git has the fix a plain restore
+// restores the log's saved policy, recorded as restored with the edit.
 func TestEditedSessionIsCheckedAgainstTheLog(t *testing.T) {
 	e := environment(t)
+	ctx := context.Background()
 	deployApp(t, "tp-edit")
-	oncall := newUser(t, env.Oncall.Name)
-	mustRun(t, oncall, 0, "breakglass", "tp-edit", "deployment/web", "--replicas", "3", "--reason", "edit me", "-y")
+	oncall := argoUser(t)
+	mustRun(t, oncall, 0, "breakglass", "tp-edit", "deployment/web", "--image", "web=registry.example/web:hotfix", "--reason", "edit me", "-y")
 	s := sessionOf(t, "tp-edit")
-	s.Patches = nil
-	s.SavedSyncPolicy = []byte(`{"automated":{"prune":false,"selfHeal":false}}`)
-	edited, _ := json.Marshal(s)
-	oncall.kubectl("-n", e.ArgoNamespace, "annotate", "application", "tp-edit", "--overwrite", breakglass.SessionAnnotation+"="+string(edited))
-
-	_, errOut := mustRun(t, oncall, 1, "breakglass", "tp-edit", "deployment/web", "--replicas", "4", "--reason", "join", "--join", "-y")
-	if !strings.Contains(errOut, "the session annotation disagrees with its audit records") || replicasIn(context.Background(), t, "tp-edit") != 3 {
-		t.Errorf("--join on an edited session: %q", errOut)
+	planned := s.Expires
+	edit := func(change func(*breakglass.Session)) {
+		t.Helper()
+		edited := sessionOf(t, "tp-edit")
+		later := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+		edited.State, edited.Expires = breakglass.StatePausing, &later
+		change(edited)
+		value, _ := json.Marshal(edited)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}})
+		oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "tp-edit", "--type", "merge", "-p", string(patch))
 	}
-	_, errOut = mustRun(t, oncall, 1, "restore", "tp-edit", "-y")
-	for _, want := range []string{"the session annotation disagrees with its audit records", "savedSyncPolicy", "patches (annotation 0, audit log 1)", "nothing was changed"} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("restore of an edited session: %q lacks %q", errOut, want)
+	edit(func(s *breakglass.Session) {
+		s.Patches = nil
+		s.SavedSyncPolicy = []byte(`{"automated":{"prune":false,"selfHeal":false}}`)
+	})
+
+	st := statusJSON(t, oncall, "tp-edit")
+	for _, want := range []string{`state (annotation "pausing", audit log patched)`, "expires (annotation ", "savedSyncPolicy", "patches (annotation 0, audit log 1)"} {
+		if !strings.Contains(strings.Join(st.Mismatch, "; "), want) {
+			t.Errorf("status of the edited session: mismatch %q lacks %q", st.Mismatch, want)
 		}
 	}
-	mustRun(t, oncall, 0, "restore", "tp-edit", "--force", "--reason", "session was edited", "-y")
+	if st.Untrusted != "" || st.Session.State != breakglass.StatePatched || !reflect.DeepEqual(st.Session.Expires, planned) || st.Git != breakglass.GitWaiting {
+		t.Errorf("status of the edited session: untrusted %q, state %s, expires %v (planned %v), git %s; want the log's session, waiting", st.Untrusted, st.Session.State, st.Session.Expires, planned, st.Git)
+	}
+
+	_, errOut := mustRun(t, oncall, 0, "breakglass", "tp-edit", "deployment/web", "--image", "web=registry.example/web:hotfix2", "--reason", "join", "--join", "-y")
+	if !strings.Contains(errOut, "warning: the session annotation disagrees with its audit records") || imageIn(ctx, t, "tp-edit") != "registry.example/web:hotfix2" {
+		t.Errorf("--join on an edited session: image %s, %q", imageIn(ctx, t, "tp-edit"), errOut)
+	}
+	if st := statusJSON(t, oncall, "tp-edit"); len(st.Mismatch) != 0 || st.Untrusted != "" {
+		t.Errorf("after the join the annotation still disagrees: %q %q", st.Mismatch, st.Untrusted)
+	}
+	if joined := sessionOf(t, "tp-edit"); joined.State != breakglass.StatePatched || len(joined.Patches) != 2 || string(joined.SavedSyncPolicy) != string(s.SavedSyncPolicy) {
+		t.Errorf("the annotation after the join: %+v", joined)
+	}
+
+	// Edited again, then Git gets the fix: an honest restore goes ahead.
+	edit(func(*breakglass.Session) {})
+	_, errOut = mustRun(t, oncall, 1, "restore", "tp-edit")
+	if !strings.Contains(errOut, "sync not restored, deployment.apps/web waiting") {
+		t.Errorf("restore while Git waits: %q", errOut)
+	}
+	if _, err := e.Git.Commit("tp-edit: the hotfix", env.AppFiles("apps/tp-edit", "tp-edit", "registry.example/web:hotfix2")); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, oncall, 0, "status", "tp-edit", "--wait", "--timeout", "2m")
+	out, errOut := mustRun(t, oncall, 0, "restore", "tp-edit")
+	if !strings.Contains(out, "restored the saved sync policy of tp-edit") || !strings.Contains(errOut, "warning: the session annotation disagrees with its audit records") {
+		t.Errorf("restore of the edited session: %s%s", out, errOut)
+	}
 	if got := syncPolicyOf(t, "tp-edit"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
 		t.Errorf("restored policy %v, want the one the audit log saved %v", got, fullPolicy)
 	}
 	records := sessionRecords(t, s.ID)
 	last := records[len(records)-1]
-	if last.Event != audit.EventForced || !strings.Contains(last.Outcome.Error, "disagrees with its audit records") {
-		t.Errorf("the restore was recorded as %s (%q), want forced with the discrepancy", last.Event, last.Outcome.Error)
+	if last.Event != audit.EventRestored || !strings.Contains(last.Outcome.Error, `state (annotation "pausing", audit log patched)`) {
+		t.Errorf("the restore was recorded as %s (%q), want restored, naming the edit", last.Event, last.Outcome.Error)
 	}
+	assertChainIntact(t, oncall)
 }

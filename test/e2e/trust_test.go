@@ -104,8 +104,8 @@ func TestReplayedSessionsAreRefused(t *testing.T) {
 		if !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "nothing was changed") {
 			t.Errorf("%s: restore said %q, want %q", tc.name, errOut, tc.want)
 		}
-		if st := statusJSON(t, oncall, "tr-live"); st.Ready || len(st.Mismatch) == 0 {
-			t.Errorf("%s: status says ready %v, mismatch %v", tc.name, st.Ready, st.Mismatch)
+		if st := statusJSON(t, oncall, "tr-live"); st.Ready || !strings.Contains(st.Untrusted, tc.want) {
+			t.Errorf("%s: status says ready %v, untrusted %q", tc.name, st.Ready, st.Untrusted)
 		}
 		time.Sleep(2 * time.Second) // longer than self-heal takes to revert a fix once sync is back
 		if got := replicasIn(ctx, t, "tr-live"); got != 3 {
@@ -134,7 +134,8 @@ func TestReplayedSessionsAreRefused(t *testing.T) {
 
 // TestEditedDigestAndSightingAreRefused: the annotation's digests and
 // argoSawPatch were never compared with the records, so an edited digest
-// could make an unseen patch read as caught up. Both are the log's now.
+// could make an unseen patch read as caught up. Both are the log's now:
+// restore still waits for Git, naming the edit.
 func TestEditedDigestAndSightingAreRefused(t *testing.T) {
 	e := environment(t)
 	deployApp(t, "tr-digest")
