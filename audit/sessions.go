@@ -236,7 +236,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 	case EventPatched:
 		s.patched = s.patched || ok
-		s.takeInFlight(func(p *Record) bool { return p.Actor.Username == r.Actor.Username })
+		s.takeInFlight(sameRun(r))
 	case EventExpired, EventReenabled, EventRetargeted, EventReverted:
 		s.Notices = append(s.Notices, r)
 	case EventTicketed, EventFiled:
@@ -244,7 +244,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 			s.Tickets[r.Ticket.Key] = true
 		}
 	case EventAborted:
-		s.takeInFlight(func(p *Record) bool { return p.Actor.Username == r.Actor.Username })
+		s.takeInFlight(sameRun(r))
 		// A joined patch that fails leaves the session as it was; the
 		// opening break-glass failing before any patch ends it.
 		if s.joins == 0 && !s.patched && !strings.Contains(r.Outcome.Error, PauseNotUndone) {
@@ -265,6 +265,19 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		}
 	}
 	return true, nil
+}
+
+// sameRun matches the plan of the run whose outcome r is: the same actor
+// and, where both records say (clients since the process id is recorded),
+// the same process on the same host. Concurrent joins by one person are
+// runs of their own: the outcome of one must not end another's plan.
+func sameRun(r *Record) func(*Record) bool {
+	return func(p *Record) bool {
+		if p.Actor.Username != r.Actor.Username {
+			return false
+		}
+		return p.Client.PID == 0 || r.Client.PID == 0 || (p.Client.PID == r.Client.PID && p.Client.Host == r.Client.Host)
+	}
 }
 
 // takeInFlight removes the oldest in-flight plan that matches and returns

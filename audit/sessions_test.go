@@ -242,3 +242,27 @@ func TestCloseWithoutRestore(t *testing.T) {
 		t.Errorf("the session's close is %+v; want carol's forced record 6", s.Closed)
 	}
 }
+
+// TestConcurrentJoinsByOnePersonEndTheirOwnRuns: three joins by the same
+// person at once; the one that records first ends its own plan, not the
+// oldest of that person's (which made a later join write back a finished
+// run's mark beside its record: a patch counted twice).
+func TestConcurrentJoinsByOnePersonEndTheirOwnRuns(t *testing.T) {
+	app := &AppRef{Namespace: "argocd", Name: "web"}
+	rec := func(id string, event Event, status string, pid int) *Record {
+		return &Record{ID: id, Event: event, Session: "s", Actor: Actor{Username: "alice"}, Client: Client{Host: "h", PID: pid}, Application: app, Outcome: Outcome{Status: status}}
+	}
+	records := []*Record{
+		rec("p0", EventPlanned, StatusStarted, 10), rec("x0", EventPaused, StatusSucceeded, 10), rec("x1", EventPatched, StatusSucceeded, 10),
+		rec("pa", EventPlanned, StatusStarted, 11), rec("pb", EventPlanned, StatusStarted, 12), rec("pc", EventPlanned, StatusStarted, 13),
+		rec("xc", EventPatched, StatusSucceeded, 13),
+	}
+	_, ss := Legal(records)
+	var ids []string
+	for _, p := range ss.Session("s").InFlight {
+		ids = append(ids, p.ID)
+	}
+	if strings.Join(ids, ",") != "pa,pb" {
+		t.Errorf("runs in flight %v, want pa,pb (pc recorded its patch)", ids)
+	}
+}
