@@ -205,7 +205,7 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	admin := newUser(t, env.Admin.Name)
 	admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "cr-toggle", "--type", "merge", "-p",
 		`{"spec":{"syncPolicy":{"automated":{"enabled":true,"prune":true,"selfHeal":true}}}}`)
-	if m := leader.metrics(t); !strings.Contains(m, `kubectl_gitops_open_sessions{namespace="argocd",application="cr-auto",auto_restore="true"} 1`) {
+	if m := leader.metrics(t); !strings.Contains(m, `kubectl_gitops_open_sessions{application="cr-auto",auto_restore="true",namespace="argocd"} 1`) {
 		// The cache is event-driven: give it a moment.
 		time.Sleep(2 * time.Second)
 		if m = leader.metrics(t); !strings.Contains(m, `application="cr-auto"`) {
