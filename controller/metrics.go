@@ -21,8 +21,9 @@ import (
 // OpenMetrics as the scraper asks: the open sessions by Application with
 // their age and whether they expired, the sessions restored with no
 // person, controller errors, and whether this replica leads; beside them
-// the Go runtime's and the process's. Its counting methods do nothing on
-// a nil Metrics.
+// the Go runtime's and the process's, client-go's requests' and the work
+// queue's (see NewMetrics). Its counting methods do nothing on a nil
+// Metrics.
 type Metrics struct {
 	mu           sync.Mutex
 	leader       bool
@@ -39,8 +40,11 @@ type Metrics struct {
 }
 
 // NewMetrics returns the controller's metrics, served from a registry of
-// their own.
+// their own. The first call has client-go count its requests and the work
+// queues' metrics into this process (client-go takes those once per
+// process), so make it before the clients are used.
 func NewMetrics() *Metrics {
+	instrumentClientGo()
 	m := &Metrics{}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(
@@ -48,6 +52,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		sessionCollector{m},
 	)
+	registry.MustRegister(clientGoCollectors...)
 	m.handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	return m
 }

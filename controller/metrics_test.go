@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +15,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -167,4 +171,52 @@ func TestMetricsSayWhatExists(t *testing.T) {
 	}
 	var none *Metrics
 	none.countError() // a nil Metrics counts nothing, and does not panic
+}
+
+// TestMetricsCountClientGo: client-go's requests, by code, method and
+// host, and the named work queues are counted, however many Metrics the
+// process makes (client-go takes its metrics once per process).
+func TestMetricsCountClientGo(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"31","gitVersion":"v1.31.2"}`))
+	}))
+	defer api.Close()
+	first, second := NewMetrics(), NewMetrics()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.Discovery().ServerVersion(); err != nil {
+		t.Fatal(err)
+	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "test"})
+	defer queue.ShutDown()
+	queue.Add("argocd/web")
+	queue.AddRateLimited("argocd/api")
+	host, _ := url.Parse(api.URL)
+	for _, m := range []*Metrics{first, second} {
+		body, families := scrapeText(t, m)
+		for _, want := range []struct {
+			name   string
+			labels map[string]string
+		}{
+			{"rest_client_requests_total", map[string]string{"code": "200", "method": "GET", "host": host.Host}},
+			{"rest_client_request_duration_seconds", map[string]string{"verb": "GET", "host": host.Host}},
+			{"rest_client_rate_limiter_duration_seconds", map[string]string{"verb": "GET", "host": host.Host}},
+			{"workqueue_adds_total", map[string]string{"name": "test"}},
+			{"workqueue_depth", map[string]string{"name": "test"}},
+			{"workqueue_retries_total", map[string]string{"name": "test"}},
+		} {
+			if v, ok := sample(families, want.name, want.labels); !ok || v < 1 {
+				t.Errorf("%s%v = %v (%t), want 1 or more:\n%s", want.name, want.labels, v, ok, body)
+			}
+		}
+		for _, name := range []string{"workqueue_queue_duration_seconds", "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds"} {
+			if _, ok := sample(families, name, map[string]string{"name": "test"}); !ok {
+				t.Errorf("no %s{name=\"test\"}", name)
+			}
+		}
+	}
 }

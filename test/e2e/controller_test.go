@@ -250,6 +250,19 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	if m := leader.metrics(t); !strings.Contains(m, "\nkubectl_gitops_auto_restores_total 1\n") || strings.Contains(m, `application="cr-auto"`) || !strings.Contains(m, `application="cr-wait"`) {
 		t.Errorf("metrics after the restore:\n%s", m)
 	}
+	// Beside them: its requests to the API server, its work queue, the Go
+	// runtime and the process.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\nrest_client_requests_total\{code="200",host="[^"]+",method="GET"\} [1-9]`),
+		regexp.MustCompile(`\nrest_client_request_duration_seconds_count\{host="[^"]+",verb="GET"\} [1-9]`),
+		regexp.MustCompile(`\nworkqueue_adds_total\{name="applications"\} [1-9]`),
+		regexp.MustCompile(`\ngo_goroutines [1-9]`),
+		regexp.MustCompile(`\nprocess_start_time_seconds [1-9]`),
+	} {
+		if m := leader.metrics(t); !want.MatchString(m) {
+			t.Errorf("metrics lack %s:\n%s", want, m)
+		}
+	}
 
 	// The expired session and the one whose sync came back on are noticed
 	// once each, as records by the controller and Warning Events; the
