@@ -162,7 +162,9 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Engine.Dynamic, resync, c.Engine.AppNamespace, nil)
 	informer := factory.ForResource(argocd.ApplicationGVR).Informer()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	// Named, the queue has metrics (workqueue_*{name="applications"}).
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
 	defer queue.ShutDown()
 	go func() { <-ctx.Done(); queue.ShutDown() }() // a lost lease stops the work at once
 	enqueue := func(obj any) {

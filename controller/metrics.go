@@ -1,13 +1,15 @@
 package controller
 
 import (
-	"fmt"
-	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -15,10 +17,13 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
-// Metrics is what /metrics serves, in Prometheus' text format: the open
-// sessions by Application with their age and whether they expired, the
-// sessions restored with no person, controller errors, and whether this
-// replica leads. Its methods do nothing on a nil Metrics.
+// Metrics is what /metrics serves, in Prometheus' text format or
+// OpenMetrics as the scraper asks: the open sessions by Application with
+// their age and whether they expired, the sessions restored with no
+// person, controller errors, and whether this replica leads; beside them
+// the Go runtime's and the process's, client-go's requests' and the work
+// queue's (see NewMetrics). Its counting methods do nothing on a nil
+// Metrics.
 type Metrics struct {
 	mu           sync.Mutex
 	leader       bool
@@ -28,6 +33,28 @@ type Metrics struct {
 	// store is the leader's informer cache, which the session gauges are
 	// read from when scraped; nil while this replica does not lead.
 	store cache.Store
+	// now is the scrape's time (nil: time.Now), which session ages are
+	// counted to.
+	now     func() time.Time
+	handler http.Handler
+}
+
+// NewMetrics returns the controller's metrics, served from a registry of
+// their own. The first call has client-go count its requests and the work
+// queues' metrics into this process (client-go takes those once per
+// process), so make it before the clients are used.
+func NewMetrics() *Metrics {
+	instrumentClientGo()
+	m := &Metrics{}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		sessionCollector{m},
+	)
+	registry.MustRegister(clientGoCollectors...)
+	m.handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	return m
 }
 
 type sessionMetric struct {
@@ -94,62 +121,71 @@ func sessions(store cache.Store, now time.Time) []sessionMetric {
 	return out
 }
 
-// ServeHTTP writes the metrics.
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.write(w, time.Now())
+// ServeHTTP serves the metrics of a Metrics made by NewMetrics, in the
+// format the request accepts.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+
+// The controller's own metrics. Their names, types and labels are what
+// dashboards and the README know: keep them.
+var (
+	leaderDesc = prometheus.NewDesc("kubectl_gitops_leader", "Whether this replica holds the lease and acts.", nil, nil)
+	openDesc   = prometheus.NewDesc("kubectl_gitops_open_sessions", "Open break-glass sessions, by Application.",
+		[]string{"namespace", "application", "auto_restore"}, nil)
+	ageDesc = prometheus.NewDesc("kubectl_gitops_session_age_seconds", "How long each open session has been open.",
+		[]string{"namespace", "application"}, nil)
+	expiredDesc = prometheus.NewDesc("kubectl_gitops_session_expired", "Whether each open session's pause has expired.",
+		[]string{"namespace", "application"}, nil)
+	autoRestoresDesc = prometheus.NewDesc("kubectl_gitops_auto_restores_total", "Sessions this replica restored with no person.", nil, nil)
+	errorsDesc       = prometheus.NewDesc("kubectl_gitops_controller_errors_total", "Reconciles that failed (retried with backoff).", nil, nil)
+	// noticeDescs count the notices this replica recorded, by event.
+	noticeDescs = []struct {
+		event audit.Event
+		desc  *prometheus.Desc
+	}{
+		{audit.EventExpired, prometheus.NewDesc("kubectl_gitops_expired_total", "Sessions this replica found expired with Git behind (breakglass.expired).", nil, nil)},
+		{audit.EventReenabled, prometheus.NewDesc("kubectl_gitops_sync_reenabled_total", "Sessions this replica found with sync turned back on behind them (breakglass.reenabled).", nil, nil)},
+		{audit.EventRetargeted, prometheus.NewDesc("kubectl_gitops_retargeted_total", "Sessions this replica found repointed behind them (breakglass.retargeted).", nil, nil)},
+		{audit.EventReverted, prometheus.NewDesc("kubectl_gitops_reverted_total", "Sessions this replica found with their live fix reverted (breakglass.reverted).", nil, nil)},
+		{audit.EventOrphaned, prometheus.NewDesc("kubectl_gitops_orphaned_pauses_total", "Applications this replica found paused with a paused-by mark no open session accounts for (breakglass.orphaned).", nil, nil)},
+	}
+)
+
+// sessionCollector reads the controller's metrics from its Metrics at
+// each scrape.
+type sessionCollector struct{ m *Metrics }
+
+func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{leaderDesc, openDesc, ageDesc, expiredDesc, autoRestoresDesc, errorsDesc} {
+		ch <- d
+	}
+	for _, n := range noticeDescs {
+		ch <- n.desc
+	}
 }
 
-func (m *Metrics) write(w io.Writer, now time.Time) {
-	if m == nil {
-		return
-	}
+func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	open := sessions(m.store, now)
-	bit := func(b bool) int {
+	now := time.Now()
+	if m.now != nil {
+		now = m.now()
+	}
+	bit := func(b bool) float64 {
 		if b {
 			return 1
 		}
 		return 0
 	}
-	fmt.Fprintln(w, "# HELP kubectl_gitops_leader Whether this replica holds the lease and acts.")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_leader gauge")
-	fmt.Fprintf(w, "kubectl_gitops_leader %d\n", bit(m.leader))
-	fmt.Fprintln(w, "# HELP kubectl_gitops_open_sessions Open break-glass sessions, by Application.")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_open_sessions gauge")
-	for _, s := range open {
-		fmt.Fprintf(w, "kubectl_gitops_open_sessions{namespace=%q,application=%q,auto_restore=\"%t\"} 1\n", s.namespace, s.name, s.auto)
+	ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, bit(m.leader))
+	for _, s := range sessions(m.store, now) {
+		ch <- prometheus.MustNewConstMetric(openDesc, prometheus.GaugeValue, 1, s.namespace, s.name, strconv.FormatBool(s.auto))
+		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(int(now.Sub(s.opened).Seconds())), s.namespace, s.name)
+		ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.GaugeValue, bit(s.expired), s.namespace, s.name)
 	}
-	fmt.Fprintln(w, "# HELP kubectl_gitops_session_age_seconds How long each open session has been open.")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_session_age_seconds gauge")
-	for _, s := range open {
-		fmt.Fprintf(w, "kubectl_gitops_session_age_seconds{namespace=%q,application=%q} %d\n", s.namespace, s.name, int(now.Sub(s.opened).Seconds()))
+	ch <- prometheus.MustNewConstMetric(autoRestoresDesc, prometheus.CounterValue, float64(m.autoRestores))
+	for _, n := range noticeDescs {
+		ch <- prometheus.MustNewConstMetric(n.desc, prometheus.CounterValue, float64(m.notices[n.event]))
 	}
-	fmt.Fprintln(w, "# HELP kubectl_gitops_session_expired Whether each open session's pause has expired.")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_session_expired gauge")
-	for _, s := range open {
-		fmt.Fprintf(w, "kubectl_gitops_session_expired{namespace=%q,application=%q} %d\n", s.namespace, s.name, bit(s.expired))
-	}
-	fmt.Fprintln(w, "# HELP kubectl_gitops_auto_restores_total Sessions this replica restored with no person.")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_auto_restores_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_auto_restores_total %d\n", m.autoRestores)
-	fmt.Fprintln(w, "# HELP kubectl_gitops_expired_total Sessions this replica found expired with Git behind (breakglass.expired).")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_expired_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_expired_total %d\n", m.notices[audit.EventExpired])
-	fmt.Fprintln(w, "# HELP kubectl_gitops_sync_reenabled_total Sessions this replica found with sync turned back on behind them (breakglass.reenabled).")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_sync_reenabled_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_sync_reenabled_total %d\n", m.notices[audit.EventReenabled])
-	fmt.Fprintln(w, "# HELP kubectl_gitops_retargeted_total Sessions this replica found repointed behind them (breakglass.retargeted).")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_retargeted_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_retargeted_total %d\n", m.notices[audit.EventRetargeted])
-	fmt.Fprintln(w, "# HELP kubectl_gitops_reverted_total Sessions this replica found with their live fix reverted (breakglass.reverted).")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_reverted_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_reverted_total %d\n", m.notices[audit.EventReverted])
-	fmt.Fprintln(w, "# HELP kubectl_gitops_orphaned_pauses_total Applications this replica found paused with a paused-by mark no open session accounts for (breakglass.orphaned).")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_orphaned_pauses_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_orphaned_pauses_total %d\n", m.notices[audit.EventOrphaned])
-	fmt.Fprintln(w, "# HELP kubectl_gitops_controller_errors_total Reconciles that failed (retried with backoff).")
-	fmt.Fprintln(w, "# TYPE kubectl_gitops_controller_errors_total counter")
-	fmt.Fprintf(w, "kubectl_gitops_controller_errors_total %d\n", m.errors)
+	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(m.errors))
 }

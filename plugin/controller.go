@@ -113,7 +113,7 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 	}
 	c := &controller.Controller{
 		Engine: engine, Argo: argo, LeaseNamespace: o.LeaseNamespace, LeaseName: o.LeaseName, LeaseDuration: o.LeaseDuration,
-		Identity: o.Identity, Resync: o.Resync, RefreshEvery: o.RefreshEvery, RemindEvery: o.RemindEvery, Metrics: &controller.Metrics{},
+		Identity: o.Identity, Resync: o.Resync, RefreshEvery: o.RefreshEvery, RemindEvery: o.RemindEvery, Metrics: controller.NewMetrics(),
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(o.ErrOut, "%s %s\n", time.Now().UTC().Format(time.RFC3339), printable(fmt.Sprintf(format, args...)))
 		},

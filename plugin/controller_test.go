@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,7 +89,7 @@ func TestControllerOnFakes(t *testing.T) {
 	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--auto-restore", "-y"); code != ExitOK {
 		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
 	}
-	log := runController(t, time.Hour)
+	log, metrics := runController(t, time.Hour)
 	ctx := context.Background()
 	// Its first look refreshes the Application (Git is behind); the fake
 	// Argo CD answers. Wait until its reads settle.
@@ -130,12 +134,33 @@ func TestControllerOnFakes(t *testing.T) {
 	if r := last[len(last)-1]; r.Event != audit.EventRestored || r.Outcome.Status != audit.StatusSucceeded {
 		t.Errorf("last record %s/%s, want a succeeded breakglass.restored", r.Event, r.Outcome.Status)
 	}
+	// What it did shows on /metrics, its work queue's adds too.
+	rec := httptest.NewRecorder()
+	metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := families["kubectl_gitops_auto_restores_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 1 {
+		t.Errorf("kubectl_gitops_auto_restores_total %v, want 1", n)
+	}
+	adds := 0.0
+	for _, m := range families["workqueue_adds_total"].GetMetric() {
+		if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetName() == "name" && m.GetLabel()[0].GetValue() == "applications" {
+			adds = m.GetCounter().GetValue()
+		}
+	}
+	if adds == 0 {
+		t.Errorf("no workqueue_adds_total{name=\"applications\"} after a restore")
+	}
 }
 
 // runController runs the controller over the fake cluster (a resync every
 // second, refreshes hourly, reminders every remind) until the test ends,
-// once it leads; it returns the audit log it reads, counting the reads.
-func runController(t *testing.T, remind time.Duration) *countingLog {
+// once it leads; it returns the audit log it reads, counting the reads,
+// and its metrics.
+func runController(t *testing.T, remind time.Duration) (*countingLog, *controller.Metrics) {
 	t.Helper()
 	engine, err := newEngine(&engineFlags{AppNamespace: "argocd"})
 	if err != nil {
@@ -145,7 +170,7 @@ func runController(t *testing.T, remind time.Duration) *countingLog {
 	engine.Audit = log
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
-		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind}
+		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind, Metrics: controller.NewMetrics()}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -156,7 +181,7 @@ func runController(t *testing.T, remind time.Duration) *countingLog {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the controller did not lead within 10s")
 	}
-	return log
+	return log, c.Metrics
 }
 
 // TestControllerNoticesExpiryBehindAnEditedAnnotation: on-call pushed the

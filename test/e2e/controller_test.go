@@ -205,7 +205,7 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	admin := newUser(t, env.Admin.Name)
 	admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "cr-toggle", "--type", "merge", "-p",
 		`{"spec":{"syncPolicy":{"automated":{"enabled":true,"prune":true,"selfHeal":true}}}}`)
-	if m := leader.metrics(t); !strings.Contains(m, `kubectl_gitops_open_sessions{namespace="argocd",application="cr-auto",auto_restore="true"} 1`) {
+	if m := leader.metrics(t); !strings.Contains(m, `kubectl_gitops_open_sessions{application="cr-auto",auto_restore="true",namespace="argocd"} 1`) {
 		// The cache is event-driven: give it a moment.
 		time.Sleep(2 * time.Second)
 		if m = leader.metrics(t); !strings.Contains(m, `application="cr-auto"`) {
@@ -249,6 +249,19 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	}
 	if m := leader.metrics(t); !strings.Contains(m, "\nkubectl_gitops_auto_restores_total 1\n") || strings.Contains(m, `application="cr-auto"`) || !strings.Contains(m, `application="cr-wait"`) {
 		t.Errorf("metrics after the restore:\n%s", m)
+	}
+	// Beside them: its requests to the API server, its work queue, the Go
+	// runtime and the process.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\nrest_client_requests_total\{code="200",host="[^"]+",method="GET"\} [1-9]`),
+		regexp.MustCompile(`\nrest_client_request_duration_seconds_count\{host="[^"]+",verb="GET"\} [1-9]`),
+		regexp.MustCompile(`\nworkqueue_adds_total\{name="applications"\} [1-9]`),
+		regexp.MustCompile(`\ngo_goroutines [1-9]`),
+		regexp.MustCompile(`\nprocess_start_time_seconds [1-9]`),
+	} {
+		if m := leader.metrics(t); !want.MatchString(m) {
+			t.Errorf("metrics lack %s:\n%s", want, m)
+		}
 	}
 
 	// The expired session and the one whose sync came back on are noticed
