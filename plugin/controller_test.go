@@ -214,8 +214,7 @@ func awaitLastRecord(t *testing.T, f *fakeCluster, event audit.Event) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		last := records(t, f)
-		if r := last[len(last)-1]; r.Event == event {
+		if lastRecord(t, f).Event == event {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -223,6 +222,12 @@ func awaitLastRecord(t *testing.T, f *fakeCluster, event audit.Event) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func lastRecord(t *testing.T, f *fakeCluster) *audit.Record {
+	t.Helper()
+	all := records(t, f)
+	return all[len(all)-1]
 }
 
 func mustMarshal(t *testing.T, v any) []byte {
@@ -344,15 +349,16 @@ func TestControllerActsOnTheLogsSessionBehindAnEditedAnnotation(t *testing.T) {
 		[]byte(`{"metadata":{"annotations":{"`+argocd.RefreshAnnotation+`":"normal"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The annotation goes before the outcome record is written: wait for
+	// both, or the restore's started record is read as its last word.
 	deadline := time.Now().Add(15 * time.Second)
-	for sessionOn(t, f) != nil {
+	for sessionOn(t, f) != nil || lastRecord(t, f).Outcome.Status == audit.StatusStarted {
 		if time.Now().After(deadline) {
 			t.Fatal("the controller did not restore the session once Git caught up")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	last := records(t, f)
-	if r := last[len(last)-1]; r.Event != audit.EventRestored || r.Outcome.Status != audit.StatusSucceeded || !strings.Contains(r.Outcome.Error, "autoRestore (annotation false, audit log true)") {
+	if r := lastRecord(t, f); r.Event != audit.EventRestored || r.Outcome.Status != audit.StatusSucceeded || !strings.Contains(r.Outcome.Error, "autoRestore (annotation false, audit log true)") {
 		t.Errorf("last record %s/%s %q, want a succeeded breakglass.restored naming the disagreement", r.Event, r.Outcome.Status, r.Outcome.Error)
 	}
 	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
