@@ -226,11 +226,11 @@ func (f *fakeCluster) commit(revision string, replicas int64) {
 // spec.syncPolicy.automated.enabled exists), which the fake lacks.
 type argoSchema struct{ *kubefake.Clientset }
 
-func (k argoSchema) Discovery() discovery.DiscoveryInterface {
+func (k argoSchema) Discovery() discovery.DiscoveryInterfaces {
 	return argoDiscovery{k.Clientset.Discovery()}
 }
 
-type argoDiscovery struct{ discovery.DiscoveryInterface }
+type argoDiscovery struct{ discovery.DiscoveryInterfaces }
 
 func (argoDiscovery) OpenAPIV3() openapi.Client { return argoOpenAPI{} }
 
@@ -240,6 +240,8 @@ func (argoOpenAPI) Paths() (map[string]openapi.GroupVersion, error) {
 	return map[string]openapi.GroupVersion{"apis/argoproj.io/v1alpha1": argoOpenAPI{}}, nil
 }
 
+func (argoOpenAPI) ServerRelativeURL() string { return "/openapi/v3/apis/argoproj.io/v1alpha1" }
+
 func (argoOpenAPI) Schema(string) ([]byte, error) {
 	return []byte(`{"components":{"schemas":{"io.argoproj.v1alpha1.Application":{"properties":{"spec":{"properties":{"syncPolicy":{"properties":{"automated":{"properties":{"enabled":{},"prune":{},"selfHeal":{}}}}}}}}}}}}`), nil
 }
@@ -248,6 +250,14 @@ func (argoOpenAPI) Schema(string) ([]byte, error) {
 // the fake does not: server-side dry run (a dry-run patch returns the
 // patched object and stores nothing) and strategic merge patches.
 type dryRunAware struct{ dynamic.Interface }
+
+// IsWatchListSemanticsUnSupported passes on the fake's answer: it cannot
+// stream a list, so informers over it list and watch (client-go 1.35+
+// streams by default and would wait for a bookmark the fake never sends).
+func (d dryRunAware) IsWatchListSemanticsUnSupported() bool {
+	unsupported, ok := d.Interface.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return ok && unsupported.IsWatchListSemanticsUnSupported()
+}
 
 func (d dryRunAware) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
 	return dryRunResource{NamespaceableResourceInterface: d.Interface.Resource(gvr), gvr: gvr}
