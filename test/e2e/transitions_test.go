@@ -111,6 +111,7 @@ func syncPolicyPatch(policy map[string]any) map[string]any {
 // break-glass in sight.
 func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-arm")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-arm", "arming automated {prune, selfHeal}", refusedSyncPolicy,
@@ -121,6 +122,7 @@ func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 // Force=true make the next sync delete and recreate resources.
 func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-options")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-options", "adding syncOptions Replace=true, Force=true", refusedSyncPolicy,
@@ -132,6 +134,7 @@ func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 // namespace to run privileged pods.
 func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-namespace")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-namespace", "adding a privileged managedNamespaceMetadata", refusedSyncPolicy,
@@ -194,6 +197,7 @@ func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
 // so could carry any id a reader picks.
 func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-form")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-form", "a session annotation not starting with its id",
@@ -206,6 +210,7 @@ func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 // pause no record of the new session explains.
 func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-id")
 	oncall := newUser(t, env.Oncall.Name)
@@ -219,6 +224,7 @@ func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 // an automated sync that was never paused.
 func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-mark")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-mark", "a paused-by mark with no pause", "paused-by mark of application",
@@ -232,6 +238,7 @@ func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 // closes, in the form the tool writes, and nothing else changes it.
 func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-last")
 	oncall := newUser(t, env.Oncall.Name)
@@ -269,6 +276,7 @@ func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
 // Argo CD's own namespace, while the moves the tool makes still pass there.
 func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	environment(t)
 	const ns, name = "team-transitions", "tx-team"
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -384,6 +392,7 @@ func refusedHead(t *testing.T, ns, what, want string, args ...string) {
 // again, so every later append would fail.
 func TestTransitionImmutableHeadIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "immutable")
 	refusedHead(t, ns, "making the head immutable", refusedImmutable, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"immutable":true}`)
 }
@@ -392,6 +401,7 @@ func TestTransitionImmutableHeadIsRefused(t *testing.T) {
 // to the garbage collector, which deletes it with (or without) its owner.
 func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "owner")
 	owner, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns).Create(context.Background(),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tx-owner"}}, metav1.CreateOptions{})
@@ -406,6 +416,7 @@ func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
 // deleted head around for ever.
 func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "finalizer")
 	refusedHead(t, ns, "a finalizer on the head", refusedHeadMeta, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"metadata":{"finalizers":["kubectl-gitops.io/hold"]}}`)
 }
@@ -414,6 +425,7 @@ func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
 // nothing a reader could take for part of the log.
 func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "data")
 	refusedHead(t, ns, "an extra data key in the head", refusedHeadData, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"approvedBy":"alice"}}`)
 }
@@ -422,6 +434,7 @@ func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
 // on-call group may create it only as the tool does, never immutable.
 func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "create")
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)
@@ -463,6 +476,7 @@ func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
 // passes, and the head is readable again.
 func TestTransitionUnreadableHeadIsOverwrittenByTheWriter(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "unreadable")
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)
