@@ -170,6 +170,79 @@ func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
 	}
 }
 
+// TestTransitionPausedSessionMovesPass: a session's moves on an Application
+// with automated sync, written with kubectl in the form the tool writes
+// them, pass: the pause with the session, the hold's ignoreDifferences
+// entry and sync option within it, the close with the unpause and the
+// last-session mark. On the paused Application, flipping selfHeal,
+// dropping the session and a hold entry of another form are refused. The
+// break-glass, hold and restore tests prove the tool's own writes where
+// Argo CD runs; this test proves the policy's rules for them on every
+// Kubernetes release, with no Argo CD process. Argo CD 3.x's form (the
+// pause sets automated.enabled: false): not of the core loop.
+func TestTransitionPausedSessionMovesPass(t *testing.T) {
+	apiOnly(t)
+	e := environment(t)
+	const name = "tx-paused"
+	ctx := context.Background()
+	// A path Git does not hold: Argo CD, where it runs, compares and
+	// never syncs.
+	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
+	apps := appsClient(t)
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = apps.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	oncall := newUser(t, env.Oncall.Name)
+	patch := func(body map[string]any) {
+		t.Helper()
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", name, "--type=merge", "-p", string(data))
+	}
+	session := func(s breakglass.Session) map[string]any {
+		value, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}
+	}
+	opened := breakglass.Session{ID: name + "-1", State: breakglass.StatePaused, OpenedBy: env.Oncall.Name, SavedSyncPolicy: mustJSON(fullPolicy)}
+	options := fullPolicy["syncOptions"].([]any)
+
+	patch(map[string]any{"metadata": session(opened), "spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}}})
+	if got := syncPolicyOf(t, name); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(pausedFullPolicy())) {
+		t.Fatalf("after the pause the sync policy is %v, want %v", got, pausedFullPolicy())
+	}
+	refusedApp(t, oncall, e.ArgoNamespace, name, "flipping selfHeal on the paused application", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{"automated": map[string]any{"selfHeal": false}}))
+	refusedApp(t, oncall, e.ArgoNamespace, name, "dropping the session of the paused application", "its break-glass session comes only with the pause",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: nil}}})
+	entry := map[string]any{"group": "apps", "kind": "Deployment", "name": "web", "namespace": name, "jqPathExpressions": []any{".spec.replicas"}}
+	refusedApp(t, oncall, e.ArgoNamespace, name, "a hold entry by JSON pointer", "only to hold the patched fields of its open session",
+		map[string]any{"spec": map[string]any{"ignoreDifferences": []any{map[string]any{"kind": "Deployment", "name": "web", "jsonPointers": []any{"/spec/replicas"}}}}})
+
+	held := opened
+	held.Hold = breakglass.HoldApp
+	patch(map[string]any{"metadata": session(held), "spec": map[string]any{
+		"ignoreDifferences": []any{entry},
+		"syncPolicy":        map[string]any{"syncOptions": append(append([]any{}, options...), breakglass.RespectIgnoreDifferences)},
+	}})
+
+	patch(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{
+			breakglass.SessionAnnotation:     nil,
+			breakglass.LastSessionAnnotation: `{"id":"` + opened.ID + `","closed":"restored"}`,
+		}},
+		"spec": map[string]any{"ignoreDifferences": nil, "syncPolicy": map[string]any{"automated": map[string]any{"enabled": nil}, "syncOptions": options}},
+	})
+	if got := syncPolicyOf(t, name); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
+		t.Errorf("after the close the sync policy is %v, want %v", got, fullPolicy)
+	}
+}
+
 // TestTransitionSilentPauseByPhaseIsRefused: writing a phase on an
 // Application with no running operation (Failed over a finished sync)
 // would stop Argo CD from acting on it with no session and no record;
