@@ -9,6 +9,8 @@ LDFLAGS  := -s -w $(STAMP)
 
 # Pinned test binaries, built once into ~/.cache/kubectl-gitops (hack/tools).
 KUBE_TOOLS  := etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
+# kube130 and kube137: the kube-apiserver of the other Kubernetes releases (test/env KubeReleases).
+APISERVER   := kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
 ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
 ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
@@ -28,13 +30,17 @@ unit: ## unit and command tests (no cluster; the e2e suite is behind the e2e bui
 
 tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh kube $(KUBE_TOOLS) >/dev/null
+	@hack/tools/build.sh kube130 $(APISERVER) >/dev/null
+	@hack/tools/build.sh kube137 $(APISERVER) >/dev/null
 	@hack/tools/build.sh argocd $(ARGO_TOOLS) >/dev/null
 	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 
-e2e: require tools ## end-to-end tests against real kube-apiserver and Argo CD 3.6.1, then the core loop (the tests that call core(t)) against 2.14.21
+e2e: require tools ## end-to-end tests against real kube-apiserver 1.35 and Argo CD 3.6.1, the core loop (the tests that call core(t)) against 2.14.21, then the tests that need only the API server (apiOnly(t): the admission policies') on Kubernetes 1.30, the oldest README claims, and 1.37, with no Argo CD process
 	ARGOCD_VERSION=3.6.1 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/...
 	ARGOCD_VERSION=2.14.21 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/...
+	KUBE_VERSION=1.30.14 E2E_API_ONLY=1 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 10m ./test/e2e/...
+	KUBE_VERSION=1.37.2 E2E_API_ONLY=1 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 10m ./test/e2e/...
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

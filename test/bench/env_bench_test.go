@@ -14,7 +14,7 @@ import (
 // (etcd, kube-apiserver, Argo CD CRDs, redis, repo-server, controller, API
 // server) takes from nothing to ready.
 func BenchmarkEnvironmentStartup(b *testing.B) {
-	if _, err := env.FindBinaries(); err != nil {
+	if _, err := env.FindBinaries(true); err != nil {
 		b.Fatal(err)
 	}
 	var total time.Duration

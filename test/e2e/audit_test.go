@@ -305,6 +305,7 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 }
 
 func TestAuditRBAC(t *testing.T) {
+	apiOnly(t)
 	e := environment(t)
 	ctx := context.Background()
 	oncallStore := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace)

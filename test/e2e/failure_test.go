@@ -137,6 +137,7 @@ func TestTwoBreakglassAtOnceOneWins(t *testing.T) {
 }
 
 func TestAutomatedSchemaIsReadFromTheAPIServer(t *testing.T) {
+	apiOnly(t)
 	suite(t)
 	// Argo CD 3.x's CRD has automated.enabled (the pause sets it false);
 	// 2.14's has automated but not enabled (the pause removes automated).

@@ -64,12 +64,16 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if testEnv, err = env.Start(ctx, env.Options{}); err != nil {
+	if testEnv, err = env.Start(ctx, env.Options{APIOnly: os.Getenv("E2E_API_ONLY") != ""}); err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
 		return 1
 	}
 	defer testEnv.Stop()
-	fmt.Fprintf(os.Stderr, "test environment up in %s (%s)\n", time.Since(start).Round(time.Millisecond), testEnv.Dir)
+	argo := "Argo CD " + testEnv.Argo.Version
+	if !testEnv.ArgoRunning() {
+		argo = "no Argo CD process (" + testEnv.Argo.Version + "'s CRDs); only the tests that need just the API server run"
+	}
+	fmt.Fprintf(os.Stderr, "test environment up in %s: Kubernetes %s, %s (%s)\n", time.Since(start).Round(time.Millisecond), testEnv.Kube.Version, argo, testEnv.Dir)
 	return m.Run()
 }
 
@@ -82,14 +86,29 @@ var coreTests sync.Map
 // core marks t part of the core loop.
 func core(t *testing.T) { coreTests.Store(t.Name(), true) }
 
+// apiOnlyTests are the tests that need the API server and kubectl but no
+// Argo CD process (most of the admission policies' transitions and
+// refusals). They alone run where the environment starts none
+// (E2E_API_ONLY=1), which is how they run on the Kubernetes releases
+// other than the default (KUBE_VERSION); each says so itself with
+// apiOnly(t).
+var apiOnlyTests sync.Map
+
+// apiOnly marks t as needing no Argo CD process.
+func apiOnly(t *testing.T) { apiOnlyTests.Store(t.Name(), true) }
+
 // suite skips t when the environment runs the older Argo CD release (2.x)
 // and t is not of the core loop: the whole suite runs against the current
-// release, the core loop against both.
+// release, the core loop against both. Where no Argo CD process runs, it
+// skips all but the tests that need none.
 func suite(t *testing.T) {
 	t.Helper()
 	top, _, _ := strings.Cut(t.Name(), "/")
 	if _, isCore := coreTests.Load(top); testEnv.Argo.Major() == 2 && !isCore {
 		t.Skipf("not of the core loop, which alone runs against Argo CD %s", testEnv.Argo.Version)
+	}
+	if _, needsNoArgo := apiOnlyTests.Load(top); !testEnv.ArgoRunning() && !needsNoArgo {
+		t.Skip("needs Argo CD's processes, which this environment does not run (E2E_API_ONLY)")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 // controller's name, and no Application, AppProject or ApplicationSet.
 func TestRolesAreLeastPrivilege(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	environment(t)
 	oncall := newUser(t, env.Oncall.Name)
 	dir := t.TempDir()

@@ -111,6 +111,7 @@ func syncPolicyPatch(policy map[string]any) map[string]any {
 // break-glass in sight.
 func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-arm")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-arm", "arming automated {prune, selfHeal}", refusedSyncPolicy,
@@ -121,6 +122,7 @@ func TestTransitionArmingAutomatedOnAManualApplicationIsRefused(t *testing.T) {
 // Force=true make the next sync delete and recreate resources.
 func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-options")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-options", "adding syncOptions Replace=true, Force=true", refusedSyncPolicy,
@@ -132,6 +134,7 @@ func TestTransitionReplaceAndForceSyncOptionsAreRefused(t *testing.T) {
 // namespace to run privileged pods.
 func TestTransitionPrivilegedManagedNamespaceIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-namespace")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-namespace", "adding a privileged managedNamespaceMetadata", refusedSyncPolicy,
@@ -167,6 +170,79 @@ func TestTransitionSelfHealFlipInASessionIsRefused(t *testing.T) {
 	}
 }
 
+// TestTransitionPausedSessionMovesPass: a session's moves on an Application
+// with automated sync, written with kubectl in the form the tool writes
+// them, pass: the pause with the session, the hold's ignoreDifferences
+// entry and sync option within it, the close with the unpause and the
+// last-session mark. On the paused Application, flipping selfHeal,
+// dropping the session and a hold entry of another form are refused. The
+// break-glass, hold and restore tests prove the tool's own writes where
+// Argo CD runs; this test proves the policy's rules for them on every
+// Kubernetes release, with no Argo CD process. Argo CD 3.x's form (the
+// pause sets automated.enabled: false): not of the core loop.
+func TestTransitionPausedSessionMovesPass(t *testing.T) {
+	apiOnly(t)
+	e := environment(t)
+	const name = "tx-paused"
+	ctx := context.Background()
+	// A path Git does not hold: Argo CD, where it runs, compares and
+	// never syncs.
+	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
+	apps := appsClient(t)
+	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = apps.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	oncall := newUser(t, env.Oncall.Name)
+	patch := func(body map[string]any) {
+		t.Helper()
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", name, "--type=merge", "-p", string(data))
+	}
+	session := func(s breakglass.Session) map[string]any {
+		value, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: string(value)}}
+	}
+	opened := breakglass.Session{ID: name + "-1", State: breakglass.StatePaused, OpenedBy: env.Oncall.Name, SavedSyncPolicy: mustJSON(fullPolicy)}
+	options := fullPolicy["syncOptions"].([]any)
+
+	patch(map[string]any{"metadata": session(opened), "spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}}})
+	if got := syncPolicyOf(t, name); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(pausedFullPolicy())) {
+		t.Fatalf("after the pause the sync policy is %v, want %v", got, pausedFullPolicy())
+	}
+	refusedApp(t, oncall, e.ArgoNamespace, name, "flipping selfHeal on the paused application", refusedSyncPolicy,
+		syncPolicyPatch(map[string]any{"automated": map[string]any{"selfHeal": false}}))
+	refusedApp(t, oncall, e.ArgoNamespace, name, "dropping the session of the paused application", "its break-glass session comes only with the pause",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: nil}}})
+	entry := map[string]any{"group": "apps", "kind": "Deployment", "name": "web", "namespace": name, "jqPathExpressions": []any{".spec.replicas"}}
+	refusedApp(t, oncall, e.ArgoNamespace, name, "a hold entry by JSON pointer", "only to hold the patched fields of its open session",
+		map[string]any{"spec": map[string]any{"ignoreDifferences": []any{map[string]any{"kind": "Deployment", "name": "web", "jsonPointers": []any{"/spec/replicas"}}}}})
+
+	held := opened
+	held.Hold = breakglass.HoldApp
+	patch(map[string]any{"metadata": session(held), "spec": map[string]any{
+		"ignoreDifferences": []any{entry},
+		"syncPolicy":        map[string]any{"syncOptions": append(append([]any{}, options...), breakglass.RespectIgnoreDifferences)},
+	}})
+
+	patch(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{
+			breakglass.SessionAnnotation:     nil,
+			breakglass.LastSessionAnnotation: `{"id":"` + opened.ID + `","closed":"restored"}`,
+		}},
+		"spec": map[string]any{"ignoreDifferences": nil, "syncPolicy": map[string]any{"automated": map[string]any{"enabled": nil}, "syncOptions": options}},
+	})
+	if got := syncPolicyOf(t, name); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(fullPolicy)) {
+		t.Errorf("after the close the sync policy is %v, want %v", got, fullPolicy)
+	}
+}
+
 // TestTransitionSilentPauseByPhaseIsRefused: writing a phase on an
 // Application with no running operation (Failed over a finished sync)
 // would stop Argo CD from acting on it with no session and no record;
@@ -194,6 +270,7 @@ func TestTransitionSilentPauseByPhaseIsRefused(t *testing.T) {
 // so could carry any id a reader picks.
 func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-form")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-form", "a session annotation not starting with its id",
@@ -206,6 +283,7 @@ func TestTransitionSessionOfAnotherFormIsRefused(t *testing.T) {
 // pause no record of the new session explains.
 func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-id")
 	oncall := newUser(t, env.Oncall.Name)
@@ -219,6 +297,7 @@ func TestTransitionSessionIDChangeIsRefused(t *testing.T) {
 // an automated sync that was never paused.
 func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-mark")
 	refusedApp(t, newUser(t, env.Oncall.Name), e.ArgoNamespace, "tx-mark", "a paused-by mark with no pause", "paused-by mark of application",
@@ -232,6 +311,7 @@ func TestTransitionPausedByMarkWithoutAPauseIsRefused(t *testing.T) {
 // closes, in the form the tool writes, and nothing else changes it.
 func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	e := environment(t)
 	manualApp(t, e.ArgoNamespace, "tx-last")
 	oncall := newUser(t, env.Oncall.Name)
@@ -269,6 +349,7 @@ func TestTransitionLastSessionMarkOnlyWithItsClose(t *testing.T) {
 // Argo CD's own namespace, while the moves the tool makes still pass there.
 func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	environment(t)
 	const ns, name = "team-transitions", "tx-team"
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -384,6 +465,7 @@ func refusedHead(t *testing.T, ns, what, want string, args ...string) {
 // again, so every later append would fail.
 func TestTransitionImmutableHeadIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "immutable")
 	refusedHead(t, ns, "making the head immutable", refusedImmutable, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"immutable":true}`)
 }
@@ -392,6 +474,7 @@ func TestTransitionImmutableHeadIsRefused(t *testing.T) {
 // to the garbage collector, which deletes it with (or without) its owner.
 func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "owner")
 	owner, err := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns).Create(context.Background(),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tx-owner"}}, metav1.CreateOptions{})
@@ -406,6 +489,7 @@ func TestTransitionHeadOwnerReferenceIsRefused(t *testing.T) {
 // deleted head around for ever.
 func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "finalizer")
 	refusedHead(t, ns, "a finalizer on the head", refusedHeadMeta, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"metadata":{"finalizers":["kubectl-gitops.io/hold"]}}`)
 }
@@ -414,6 +498,7 @@ func TestTransitionHeadFinalizerIsRefused(t *testing.T) {
 // nothing a reader could take for part of the log.
 func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "data")
 	refusedHead(t, ns, "an extra data key in the head", refusedHeadData, "patch", "cm", audit.HeadName, "--type=merge", "-p", `{"data":{"approvedBy":"alice"}}`)
 }
@@ -422,6 +507,7 @@ func TestTransitionHeadExtraDataKeyIsRefused(t *testing.T) {
 // on-call group may create it only as the tool does, never immutable.
 func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "create")
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)
@@ -463,6 +549,7 @@ func TestTransitionHeadCreatedImmutableIsRefused(t *testing.T) {
 // passes, and the head is readable again.
 func TestTransitionUnreadableHeadIsOverwrittenByTheWriter(t *testing.T) {
 	core(t)
+	apiOnly(t)
 	ns := auditNamespace(t, "unreadable")
 	ctx := context.Background()
 	kube := kubeFor(t, env.Admin.Name)

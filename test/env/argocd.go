@@ -45,29 +45,7 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
 	e.ArgoBinary, e.RepoServerAddr = bins.ArgoCD, repoAddr
 	e.ArgoServerAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
-	admin, err := e.RESTConfig(Admin.Name)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(admin)
-	if err != nil {
-		return err
-	}
-	if err := installCRDs(ctx, dyn, bins.Argo); err != nil {
-		return err
-	}
-	e.Argo = bins.Argo
-	if err := e.configureArgoCD(ctx, kube, dyn); err != nil {
-		return err
-	}
-	if err := grantTestRoles(ctx, kube, dyn, bins.Argo); err != nil {
-		return err
-	}
-	if e.DigestKey, err = createDigestKey(ctx, kube); err != nil {
+	if err := e.installArgoCD(ctx, bins); err != nil {
 		return err
 	}
 
@@ -164,6 +142,37 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		return err
 	}
 	return server.waitFor(ctx, time.Minute, httpReady(http.DefaultClient, "http://"+e.ArgoServerAddr+"/healthz"))
+}
+
+// installArgoCD puts in the API server what an install of Argo CD and of
+// kubectl gitops does: the release's CRDs, Argo CD's namespace and
+// configuration, the users' roles, deploy/rbac, deploy/policy and the
+// digest key.
+func (e *Env) installArgoCD(ctx context.Context, bins Binaries) error {
+	admin, err := e.RESTConfig(Admin.Name)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		return err
+	}
+	if err := installCRDs(ctx, dyn, bins.Argo); err != nil {
+		return err
+	}
+	e.Argo = bins.Argo
+	if err := e.configureArgoCD(ctx, kube, dyn); err != nil {
+		return err
+	}
+	if err := grantTestRoles(ctx, kube, dyn, bins.Argo); err != nil {
+		return err
+	}
+	e.DigestKey, err = createDigestKey(ctx, kube)
+	return err
 }
 
 // repoServerFlags are the flags a release's repo-server needs beside
@@ -278,12 +287,15 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 	configMaps := map[string]map[string]string{
 		// The on-call engineer's Argo CD account is read-only, as README's
 		// install gives it: enough for the field-level check and status.
-		"argocd-cm":                 {"admin.enabled": "true", "url": "http://" + e.ArgoServerAddr, "accounts." + OncallArgoAccount: "login"},
+		"argocd-cm":                 {"admin.enabled": "true", "accounts." + OncallArgoAccount: "login"},
 		"argocd-rbac-cm":            {"policy.default": "", "policy.csv": "g, " + OncallArgoAccount + ", role:readonly\n"},
 		"argocd-cmd-params-cm":      {},
 		"argocd-tls-certs-cm":       {},
 		"argocd-ssh-known-hosts-cm": {},
 		"argocd-gpg-keys-cm":        {},
+	}
+	if e.ArgoRunning() {
+		configMaps["argocd-cm"]["url"] = "http://" + e.ArgoServerAddr
 	}
 	for name, data := range configMaps {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ArgoNamespace, Labels: labels}, Data: data}

@@ -13,6 +13,8 @@ import (
 // Binaries are the executables the environment runs.
 type Binaries struct {
 	Etcd, KubeAPIServer, ArgoCD, Redis string
+	// Kube is the Kubernetes release KubeAPIServer was built from.
+	Kube KubeRelease
 	// Argo is the Argo CD release ArgoCD was built from.
 	Argo ArgoRelease
 }
@@ -21,6 +23,41 @@ type Binaries struct {
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// KubeRelease is a Kubernetes release whose kube-apiserver the
+// environment can run: the tool module of hack/tools that pins it. etcd
+// always comes from module kube.
+type KubeRelease struct {
+	Version, Tools string
+}
+
+// KubeReleases are the Kubernetes releases the admission policies are
+// proven on; the first is the default, which the whole suite runs on. The
+// others are the oldest release README claims (1.30, where
+// ValidatingAdmissionPolicy is GA) and the newest that builds here; the
+// tests that need only the API server run on them (E2E_API_ONLY).
+var KubeReleases = []KubeRelease{
+	{Version: "1.35.4", Tools: "kube"},
+	{Version: "1.30.14", Tools: "kube130"},
+	{Version: "1.37.2", Tools: "kube137"},
+}
+
+// KubeReleaseFor returns the release KUBE_VERSION names, by its version
+// or its minor (1.30), the default when it is unset.
+func KubeReleaseFor(version string) (KubeRelease, error) {
+	if version == "" {
+		return KubeReleases[0], nil
+	}
+	version = strings.TrimPrefix(version, "v")
+	var known []string
+	for _, r := range KubeReleases {
+		if r.Version == version || strings.HasPrefix(r.Version, version+".") {
+			return r, nil
+		}
+		known = append(known, r.Version)
+	}
+	return KubeRelease{}, fmt.Errorf("KUBE_VERSION=%s: the test environment runs Kubernetes %s", version, strings.Join(known, ", "))
 }
 
 // ArgoRelease is an Argo CD release the environment can run: the tool
@@ -68,26 +105,36 @@ func ArgoReleaseFor(version string) (ArgoRelease, error) {
 // FindBinaries locates the environment's executables: envtest's
 // TEST_ASSET_ETCD and TEST_ASSET_KUBE_APISERVER and our TEST_ASSET_ARGOCD when
 // set, else the pinned builds of hack/tools (built into the cache on first
-// use) for the Argo CD release ARGOCD_VERSION names; redis-server from PATH.
-func FindBinaries() (Binaries, error) {
+// use) for the Kubernetes release KUBE_VERSION names and the Argo CD release
+// ARGOCD_VERSION names (none with argo false); redis-server from PATH.
+func FindBinaries(argo bool) (Binaries, error) {
 	var b Binaries
+	kube, err := KubeReleaseFor(os.Getenv("KUBE_VERSION"))
+	if err != nil {
+		return b, err
+	}
 	release, err := ArgoReleaseFor(os.Getenv("ARGOCD_VERSION"))
 	if err != nil {
 		return b, err
 	}
-	b.Argo = release
+	b.Kube, b.Argo = kube, release
 	b.Etcd, b.KubeAPIServer, b.ArgoCD = os.Getenv("TEST_ASSET_ETCD"), os.Getenv("TEST_ASSET_KUBE_APISERVER"), os.Getenv("TEST_ASSET_ARGOCD")
-	if b.Etcd == "" || b.KubeAPIServer == "" {
-		dir, err := buildTools("kube", "etcd=go.etcd.io/etcd/server/v3", "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver")
+	if b.Etcd == "" {
+		dir, err := buildTools("kube", "etcd=go.etcd.io/etcd/server/v3")
 		if err != nil {
 			return b, err
 		}
-		if b.Etcd == "" {
-			b.Etcd = filepath.Join(dir, "etcd")
+		b.Etcd = filepath.Join(dir, "etcd")
+	}
+	if b.KubeAPIServer == "" {
+		dir, err := buildTools(kube.Tools, "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver")
+		if err != nil {
+			return b, err
 		}
-		if b.KubeAPIServer == "" {
-			b.KubeAPIServer = filepath.Join(dir, "kube-apiserver")
-		}
+		b.KubeAPIServer = filepath.Join(dir, "kube-apiserver")
+	}
+	if !argo {
+		return b, nil
 	}
 	if b.ArgoCD == "" {
 		dir, err := buildTools(release.Tools, "argocd="+release.Cmd)

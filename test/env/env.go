@@ -15,8 +15,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -26,6 +28,12 @@ import (
 type Options struct {
 	// KubeOnly starts only etcd and kube-apiserver.
 	KubeOnly bool
+	// APIOnly installs in the API server all that the full environment
+	// does (Argo CD's CRDs and configuration, the users' roles, deploy/rbac,
+	// deploy/policy, the digest key) and the Git repository, but starts no
+	// Argo CD process: enough for the admission policies' tests, which need
+	// only the API server and kubectl.
+	APIOnly bool
 	// AppResync is the controller's periodic resync (--app-resync).
 	AppResync time.Duration
 	// SelfHealTimeout is the controller's pause between self-heal attempts;
@@ -44,7 +52,8 @@ type Env struct {
 	Server string
 	// Git is the repository Argo CD reads; nil with KubeOnly.
 	Git *GitRepo
-	// ArgoServerAddr is host:port of the plaintext Argo CD API server.
+	// ArgoServerAddr is host:port of the plaintext Argo CD API server; ""
+	// with APIOnly.
 	ArgoServerAddr string
 	// ArgoNamespace is where Argo CD's configuration and Applications live.
 	ArgoNamespace string
@@ -52,7 +61,9 @@ type Env struct {
 	// ARGOCD_BINARY_NAME picks the component), RepoServerAddr its
 	// repo-server's plaintext host:port.
 	ArgoBinary, RepoServerAddr string
-	// Argo is the Argo CD release running.
+	// Kube is the Kubernetes release of the API server, Argo the Argo CD
+	// release running (whose CRDs are installed, with APIOnly too).
+	Kube KubeRelease
 	Argo ArgoRelease
 	// DigestKey is the installation's key of the audit records' keyed
 	// digests (the secret kubectl-gitops-digest-key, id 1), as the install
@@ -73,11 +84,11 @@ const ArgoNamespace = "argocd"
 // Start brings up an environment, returning once every component is ready.
 // On error everything already started is stopped.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
-	bins, err := FindBinaries()
+	bins, err := FindBinaries(!opts.KubeOnly && !opts.APIOnly)
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Dir: opts.Dir, keepDir: opts.Dir != "", ArgoNamespace: ArgoNamespace, kubeconfigs: map[string]string{}}
+	e := &Env{Dir: opts.Dir, keepDir: opts.Dir != "", ArgoNamespace: ArgoNamespace, Kube: bins.Kube, kubeconfigs: map[string]string{}}
 	if e.Dir == "" {
 		if e.Dir, err = os.MkdirTemp("", "kubectl-gitops-env-"); err != nil {
 			return nil, err
@@ -112,11 +123,17 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if e.Git, err = newGitRepo(filepath.Join(e.Dir, "git", "fixture")); err != nil {
 		return e, err
 	}
+	if opts.APIOnly {
+		return e, e.installArgoCD(ctx, bins)
+	}
 	if err := e.startArgoCD(ctx, bins, opts); err != nil {
 		return e, err
 	}
 	return e, nil
 }
+
+// ArgoRunning is whether Argo CD's processes run (not with APIOnly).
+func (e *Env) ArgoRunning() bool { return e.ArgoServerAddr != "" }
 
 func (e *Env) startKube(ctx context.Context, bins Binaries) error {
 	ports, err := freePorts(3)
@@ -178,6 +195,10 @@ func (e *Env) startKube(ctx context.Context, bins Binaries) error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
+		// Nothing in the environment reaches the API server through the
+		// kubernetes Service, and 1.37 refuses to reconcile its endpoints
+		// to a loopback address.
+		"--endpoint-reconciler-type=none",
 		"--authorization-mode=RBAC",
 		// No kube-controller-manager runs, so nothing would mint the tokens
 		// the ServiceAccount admission plugin insists on.
@@ -194,7 +215,32 @@ func (e *Env) startKube(ctx context.Context, bins Binaries) error {
 	if err != nil {
 		return err
 	}
-	return api.waitFor(ctx, 2*time.Minute, httpReady(&http.Client{Transport: transport, Timeout: 5 * time.Second}, e.Server+"/readyz"))
+	if err := api.waitFor(ctx, 2*time.Minute, httpReady(&http.Client{Transport: transport, Timeout: 5 * time.Second}, e.Server+"/readyz")); err != nil {
+		return err
+	}
+	return e.checkKubeVersion(admin)
+}
+
+// checkKubeVersion asks the API server its version: the tests name the
+// release they ran on, so a binary of another release (TEST_ASSET_KUBE_APISERVER
+// aside) is an error, not a quiet substitute.
+func (e *Env) checkKubeVersion(admin *rest.Config) error {
+	client, err := discovery.NewDiscoveryClientForConfig(admin)
+	if err != nil {
+		return err
+	}
+	info, err := client.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("asking kube-apiserver its version: %w", err)
+	}
+	if os.Getenv("TEST_ASSET_KUBE_APISERVER") != "" {
+		e.Kube.Version = strings.TrimPrefix(info.GitVersion, "v")
+		return nil
+	}
+	if info.GitVersion != "v"+e.Kube.Version {
+		return fmt.Errorf("kube-apiserver of hack/tools/%s says it is %s, want v%s", e.Kube.Tools, info.GitVersion, e.Kube.Version)
+	}
+	return nil
 }
 
 func (e *Env) start(name string, env []string, bin string, args ...string) (*process, error) {
