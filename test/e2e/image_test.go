@@ -204,9 +204,8 @@ func TestControllerImage(t *testing.T) {
 	})
 }
 
-// imageManifest follows the layout's index.json to the image index tagged
-// version, and from it to the manifest of platform.
-func imageManifest(t *testing.T, layout, version, platform string) (ociDescriptor, ociManifest) {
+// layoutIndex is the layout's index.json, parsed and as written.
+func layoutIndex(t *testing.T, layout string) (ociIndex, []byte) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(layout, "index.json"))
 	if err != nil {
@@ -216,6 +215,14 @@ func imageManifest(t *testing.T, layout, version, platform string) (ociDescripto
 	if err := json.Unmarshal(data, &top); err != nil {
 		t.Fatalf("index.json: %v", err)
 	}
+	return top, data
+}
+
+// imageManifest follows the layout's index.json to the image index tagged
+// version, and from it to the manifest of platform.
+func imageManifest(t *testing.T, layout, version, platform string) (ociDescriptor, ociManifest) {
+	t.Helper()
+	top, data := layoutIndex(t, layout)
 	var tagged []ociDescriptor
 	for _, d := range top.Manifests {
 		if d.Annotations["org.opencontainers.image.ref.name"] == version {
@@ -311,14 +318,7 @@ func imageFiles(t *testing.T, layout string, m ociManifest, config ociConfig) ma
 // attachedSBOM is the CycloneDX SBOM the layout holds for the image d.
 func attachedSBOM(t *testing.T, layout string, d ociDescriptor) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(layout, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var top ociIndex
-	if err := json.Unmarshal(data, &top); err != nil {
-		t.Fatal(err)
-	}
+	top, data := layoutIndex(t, layout)
 	for _, a := range top.Manifests {
 		if a.ArtifactType != cyclonedxType {
 			continue
