@@ -2,6 +2,8 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+CREATED  ?= $(shell git log -1 --format=%cI 2>/dev/null)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 PKG      := github.com/kubectl-gitops/kubectl-gitops
 STAMP    := -X $(PKG)/plugin.version=$(VERSION) -X $(PKG)/plugin.commit=$(COMMIT) -X $(PKG)/plugin.date=$(DATE)
@@ -14,6 +16,7 @@ APISERVER   := kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
 ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
 ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
+IMAGE_TOOLS := build-image=$(PKG)/hack/tools/image/build-image cyclonedx-gomod=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 .PHONY: build test unit e2e lint tools bench demo krew image clean require
 
@@ -35,6 +38,7 @@ tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh argocd $(ARGO_TOOLS) >/dev/null
 	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
+	@hack/tools/build.sh image $(IMAGE_TOOLS) >/dev/null
 
 e2e: require tools ## end-to-end tests against real kube-apiserver 1.35 and Argo CD 3.6.1, the core loop (the tests that call core(t)) against 2.14.21, then the tests that need only the API server (apiOnly(t): the admission policies') on Kubernetes 1.30, the oldest README claims, and 1.37, with no Argo CD process
 	ARGOCD_VERSION=3.6.1 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/...
@@ -52,13 +56,16 @@ bench: tools ## benchmarks, ending with one table of figures and goals (BENCH_RU
 demo: require tools build ## the break-glass story on a real environment; Ctrl-C ends it
 	$(GO) run ./test/demo
 
-krew: ## release archives in dist/ and krew/gitops.yaml, validated by krew's own validator
-	$(GO) run ./krew -version $(VERSION) -dist dist -out krew/gitops.yaml -ldflags '$(STAMP)'
+krew: ## release archives in dist/ with an SBOM each, and krew/gitops.yaml, validated by krew's own validator
+	$(GO) run ./krew -version $(VERSION) -dist dist -out krew/gitops.yaml -ldflags '$(STAMP)' \
+		-cyclonedx-gomod $$(hack/tools/build.sh image $(IMAGE_TOOLS))/cyclonedx-gomod
 	$$(hack/tools/build.sh krew $(KREW_TOOLS))/validate-krew-manifest -manifest krew/gitops.yaml -skip-install
 
-IMAGE ?= ghcr.io/kubectl-gitops/kubectl-gitops:$(VERSION)
-image: ## the controller's container image (Dockerfile; needs a container runtime, which CI does not have)
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+DIST            ?= dist
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+image: ## the controller's image, an OCI layout in dist/image with an SBOM per platform, built with no container runtime
+	tools=$$(hack/tools/build.sh image $(IMAGE_TOOLS)) && $$tools/build-image -version $(VERSION) -revision '$(REVISION)' \
+		-created '$(CREATED)' -platforms $(IMAGE_PLATFORMS) -dist $(DIST) -ldflags '$(STAMP)' -cyclonedx-gomod $$tools/cyclonedx-gomod
 
 clean:
 	rm -rf bin dist

@@ -3,16 +3,18 @@
 # commands `make test` and `make demo` need: redis-server (Argo CD's cache),
 # tmux (the interactive form's tests), git (the test repository) and kubectl
 # (the plugin is run through it); jq and openssl (the README's audit
-# recipes, which tests run). Missing Debian packages are installed with
+# recipes, which tests run); the CA bundle of ca-certificates (make image
+# puts it in the controller's image). Missing Debian packages are installed with
 # apt-get when running as root or with password-less sudo; otherwise it stops
 # naming the exact command to run.
 set -euo pipefail
 
-declare -A package=([redis-server]=redis-server [tmux]=tmux [git]=git [jq]=jq [openssl]=openssl)
+declare -A package=([redis-server]=redis-server [tmux]=tmux [git]=git [jq]=jq [openssl]=openssl [ca-certificates]=ca-certificates)
 missing=()
 for cmd in redis-server tmux git jq openssl kubectl; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 done
+[ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 installable=()

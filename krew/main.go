@@ -4,7 +4,10 @@
 //	go run ./krew -version v0.1.0 -dist dist -out krew/gitops.yaml
 //
 // Each archive (tar.gz, zip for windows) holds the binary, LICENSE and the
-// kubectl_complete-gitops script; dist/SHA256SUMS lists their digests.
+// kubectl_complete-gitops script. With -cyclonedx-gomod (make krew passes
+// the pinned one), each archive's binary is described by a CycloneDX SBOM
+// beside it, the archive's name with .cdx.json for its extension.
+// dist/SHA256SUMS lists the digests of the archives and SBOMs.
 package main
 
 import (
@@ -28,7 +31,7 @@ import (
 // Platform is one os/arch build in the manifest.
 type Platform struct {
 	OS, Arch, URI, SHA256, Bin string
-	archive                    string
+	archive, binary            string
 }
 
 // archiveFile is one file an archive holds: its name inside, its source.
@@ -44,17 +47,18 @@ func main() {
 	platforms := flag.String("platforms", defaultPlatforms, "comma-separated os/arch list")
 	baseURL := flag.String("base-url", "", "where the archives will be downloaded from (default: the GitHub release of -version)")
 	ldflags := flag.String("ldflags", "", "extra -ldflags for go build (the version stamp)")
+	sbomTool := flag.String("cyclonedx-gomod", "", "the cyclonedx-gomod binary that writes each binary's SBOM (none without it)")
 	flag.Parse()
 	if *baseURL == "" {
 		*baseURL = "https://github.com/kubectl-gitops/kubectl-gitops/releases/download/" + *version
 	}
-	if err := run(*version, *dist, *out, *tmpl, *platforms, *baseURL, *ldflags); err != nil {
+	if err := run(*version, *dist, *out, *tmpl, *platforms, *baseURL, *ldflags, *sbomTool); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(version, dist, out, tmplPath, platforms, baseURL, ldflags string) error {
+func run(version, dist, out, tmplPath, platforms, baseURL, ldflags, sbomTool string) error {
 	if !strings.HasPrefix(version, "v") {
 		return fmt.Errorf("-version %q must start with v (krew wants semver such as v0.1.0)", version)
 	}
@@ -74,6 +78,13 @@ func run(version, dist, out, tmplPath, platforms, baseURL, ldflags string) error
 		}
 		p.URI = strings.TrimSuffix(baseURL, "/") + "/" + filepath.Base(p.archive)
 		fmt.Fprintf(&sums, "%s  %s\n", p.SHA256, filepath.Base(p.archive))
+		if sbomTool != "" {
+			sbom, err := describe(sbomTool, version, p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&sums, "%s  %s\n", sbom, filepath.Base(p.sbom()))
+		}
 		built = append(built, p)
 	}
 	if err := os.WriteFile(filepath.Join(dist, "SHA256SUMS"), sums.Bytes(), 0o644); err != nil {
@@ -99,6 +110,7 @@ func buildPlatform(version, dist, goos, goarch, ldflags string) (Platform, error
 		p.Bin += ".exe"
 	}
 	bin := filepath.Join(dist, goos+"-"+goarch, p.Bin)
+	p.binary = bin
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w "+ldflags, "-o", bin, "./cmd/kubectl-gitops")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -122,6 +134,28 @@ func buildPlatform(version, dist, goos, goarch, ldflags string) (Platform, error
 	sum := sha256.Sum256(buf.Bytes())
 	p.SHA256 = hex.EncodeToString(sum[:])
 	return p, nil
+}
+
+// sbom is where the SBOM of p's binary goes: beside its archive.
+func (p Platform) sbom() string {
+	return strings.TrimSuffix(strings.TrimSuffix(p.archive, ".zip"), ".tar.gz") + ".cdx.json"
+}
+
+// describe writes the CycloneDX SBOM of p's binary with cyclonedx-gomod
+// (which reads the modules the Go linker recorded in it) and returns its
+// SHA-256.
+func describe(sbomTool, version string, p Platform) (string, error) {
+	cmd := exec.Command(sbomTool, "bin", "-json", "-version", version, "-output", p.sbom(), p.binary)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("describing the %s/%s binary with %s: %w", p.OS, p.Arch, sbomTool, err)
+	}
+	data, err := os.ReadFile(p.sbom())
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // mtime is fixed so that the same inputs give byte-identical archives.

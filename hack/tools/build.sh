@@ -20,7 +20,11 @@ if [ -f "$dir/toolchain" ]; then
 	toolchain=$(cat "$dir/toolchain")
 fi
 goversion=$(cd "$dir" && GOTOOLCHAIN=$toolchain go env GOVERSION)
-key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; echo "$goversion") | sha256sum | cut -c1-16)
+# A module may hold commands of its own (hack/tools/image's build-image):
+# their sources are part of the key. tools.go only records imports, so the
+# keys of modules without such commands are what they were.
+own=$(cd "$dir" && find . -name '*.go' ! -name tools.go | LC_ALL=C sort)
+key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; echo "$goversion"; if [ -n "$own" ]; then (cd "$dir" && cat $own); fi) | sha256sum | cut -c1-16)
 out="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-gitops/tools/$mod-$key"
 mkdir -p "$out"
 for spec in "$@"; do

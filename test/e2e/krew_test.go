@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,19 +16,40 @@ import (
 )
 
 // TestKrewInstallFromLocalArchive packages the plugin the way a release
-// does, validates the manifest with krew's own validator, installs it with
-// krew into a temporary KREW_ROOT without any network, and runs it through
-// kubectl's plugin discovery.
+// does, checks the archive's SBOM and checksums, validates the manifest
+// with krew's own validator, installs it with krew into a temporary
+// KREW_ROOT without any network, and runs it through kubectl's plugin
+// discovery.
 func TestKrewInstallFromLocalArchive(t *testing.T) {
 	suite(t)
 	dir := t.TempDir()
 	dist, manifest := filepath.Join(dir, "dist"), filepath.Join(dir, "gitops.yaml")
 	platform := runtime.GOOS + "/" + runtime.GOARCH
+	sbomTool, err := exec.Command(filepath.Join(env.RepoRoot(), "hack", "tools", "build.sh"), "image",
+		"cyclonedx-gomod=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod").Output()
+	if err != nil {
+		t.Fatalf("building cyclonedx-gomod: %v", err)
+	}
 	gen := exec.Command("go", "run", "./krew", "-version", testVersion, "-dist", dist, "-out", manifest, "-platforms", platform,
-		"-ldflags", "-X github.com/kubectl-gitops/kubectl-gitops/plugin.version="+testVersion)
+		"-ldflags", "-X github.com/kubectl-gitops/kubectl-gitops/plugin.version="+testVersion,
+		"-cyclonedx-gomod", filepath.Join(strings.TrimSpace(string(sbomTool)), "cyclonedx-gomod"))
 	gen.Dir = env.RepoRoot()
 	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("rendering the krew manifest: %v\n%s", err, out)
+	}
+	release := "kubectl-gitops_" + testVersion + "_" + runtime.GOOS + "_" + runtime.GOARCH
+	sbom, err := os.ReadFile(filepath.Join(dist, release+".cdx.json"))
+	if err != nil {
+		t.Fatalf("the archive's SBOM: %v", err)
+	}
+	assertSBOMListsModules(t, sbom, runtime.GOOS, runtime.GOARCH)
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(sbom)
+	if !strings.Contains(string(sums), hex.EncodeToString(sum[:])+"  "+release+".cdx.json\n") {
+		t.Errorf("SHA256SUMS does not list the SBOM's digest:\n%s", sums)
 	}
 	tools, err := exec.Command(filepath.Join(env.RepoRoot(), "hack", "tools", "build.sh"), "krew",
 		"krew=sigs.k8s.io/krew/cmd/krew", "validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest").Output()
@@ -71,7 +94,7 @@ func TestKrewInstallFromLocalArchive(t *testing.T) {
 			t.Fatalf("git %v: %v: %s", args, err, out)
 		}
 	}
-	archive := filepath.Join(dist, "kubectl-gitops_"+testVersion+"_"+runtime.GOOS+"_"+runtime.GOARCH+".tar.gz")
+	archive := filepath.Join(dist, release+".tar.gz")
 	u.kubectl("krew", "install", "--manifest="+manifest, "--archive="+archive)
 
 	if list := u.kubectl("plugin", "list"); !strings.Contains(list, filepath.Join(krewRoot, "bin", "kubectl-gitops")) {
