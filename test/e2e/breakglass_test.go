@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -324,12 +325,16 @@ spec:
 	if _, err := appsClient(t).Patch(ctx, "bg-running", "application/merge-patch+json", []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ctxWait, cancel := context.WithTimeout(ctx, time.Minute)
+	// Two minutes: on a loaded 2-core CI machine the refresh, the
+	// auto-sync and the hook's creation queue behind other tests.
+	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	waitFor(ctxWait, t, "a sync stuck in its PreSync hook", func() (bool, string) {
-		app, _ := appsClient(t).Get(ctx, "bg-running", metav1.GetOptions{})
-		phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
-		return phase == "Running", phase
+		app, err := appsClient(t).Get(ctx, "bg-running", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return argocdPhase(app) == "Running", opState(app)
 	})
 
 	oncall := newUser(t, env.Oncall.Name)
@@ -337,16 +342,30 @@ spec:
 	if !strings.Contains(errOut, "a sync operation is running on bg-running") {
 		t.Errorf("--no-terminate: %q", errOut)
 	}
-	out, _ := mustRun(t, oncall, 0, "breakglass", "bg-running", "deployment/web", "--replicas", "4", "--reason", "load", "-y")
+	out, errOut := mustRun(t, oncall, 0, "breakglass", "bg-running", "deployment/web", "--replicas", "4", "--reason", "load", "-y")
 	if !strings.Contains(out, "terminated the sync operation that started") {
-		t.Errorf("breakglass did not say it terminated the sync: %s", out)
+		t.Errorf("breakglass did not say it terminated the sync:\nstdout: %s\nstderr: %s", out, errOut)
 	}
-	app, _ := appsClient(t).Get(ctx, "bg-running", metav1.GetOptions{})
-	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
-	if phase == "Running" || phase == "Terminating" {
-		t.Errorf("the sync is still %s", phase)
+	app, err := appsClient(t).Get(ctx, "bg-running", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase := argocdPhase(app); phase == "Running" || phase == "Terminating" {
+		t.Errorf("the sync is still %s after breakglass returned (%s); it said:\n%s%s", phase, opState(app), out, errOut)
 	}
 	if n := replicasIn(ctx, t, "bg-running"); n != 4 {
 		t.Errorf("replicas %d, want the patched 4", n)
 	}
+}
+
+// argocdPhase is the phase of the Application's last operation.
+func argocdPhase(app *unstructured.Unstructured) string {
+	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+	return phase
+}
+
+// opState says what a failed wait needs to know of the operation.
+func opState(app *unstructured.Unstructured) string {
+	msg, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "message")
+	return fmt.Sprintf("phase %q: %s", argocdPhase(app), msg)
 }
