@@ -1,13 +1,19 @@
 package plugin
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -54,9 +60,38 @@ func kubeClient(flags *genericclioptions.ConfigFlags) (*rest.Config, kubernetes.
 	if err != nil {
 		return nil, nil, err
 	}
+	if os.Getenv("KUBECTL_GITOPS_TRACE") != "" {
+		config.Wrap(traceRequests(os.Stderr, time.Now()))
+	}
 	kube, err := kubernetes.NewForConfig(withClientRates(config))
 	return config, kube, err
 }
+
+// traceRequests, with KUBECTL_GITOPS_TRACE set, prints each API request
+// as it ends: when it started (since the process began its work), how
+// long it took, its method, path and status. For finding where a
+// command's time goes (make bench's T_live), as kubectl's -v=6 does.
+func traceRequests(w io.Writer, start time.Time) transport.WrapperFunc {
+	var mu sync.Mutex
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			began := time.Now()
+			resp, err := rt.RoundTrip(r)
+			status := "error"
+			if err == nil {
+				status = resp.Status
+			}
+			mu.Lock()
+			fmt.Fprintf(w, "trace: +%4dms %4dms %s %s %s\n", began.Sub(start).Milliseconds(), time.Since(began).Milliseconds(), r.Method, r.URL.RequestURI(), status)
+			mu.Unlock()
+			return resp, err
+		})
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // withClientRates lifts client-go's default client-side limit (5 requests
 // a second after a burst of 10) to kubectl's (50, burst 300), unless the
