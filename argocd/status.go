@@ -133,17 +133,24 @@ func automatedInSchema(doc []byte) (found, enabled bool) {
 	type schema struct {
 		Properties map[string]*schema `json:"properties"`
 	}
+	// Only the Application's schema is decoded: the document holds every
+	// type of the group, and decoding them all took a break-glass tens of
+	// milliseconds.
 	var d struct {
 		Components struct {
-			Schemas map[string]*schema `json:"schemas"`
+			Schemas map[string]json.RawMessage `json:"schemas"`
 		} `json:"components"`
 	}
 	if json.Unmarshal(doc, &d) != nil {
 		return false, false
 	}
-	for name, s := range d.Components.Schemas {
+	for name, raw := range d.Components.Schemas {
 		if !strings.HasSuffix(name, ".argoproj.v1alpha1.Application") {
 			continue
+		}
+		var s *schema
+		if json.Unmarshal(raw, &s) != nil {
+			return false, false
 		}
 		for _, p := range []string{"spec", "syncPolicy", "automated"} {
 			if s == nil || s.Properties[p] == nil {

@@ -60,6 +60,27 @@ type ConfigMapStore struct {
 	tip    HeadState
 	headCM *corev1.ConfigMap
 	known  bool
+	// found is the end of the log as Prefetch found it, for the first
+	// append to start from; nil when there is none.
+	found *tipFound
+}
+
+// Prefetch finds the end of the log ahead of the first append, so that a
+// command can look while it does other work: the append then only
+// writes. The first append starts from what was found, head included (a
+// head not believed is noted in that record as in any other); should the
+// log have moved on meanwhile, its create fails and it looks again. An
+// error is the append's to report: it looks again itself.
+func (s *ConfigMapStore) Prefetch(ctx context.Context) {
+	f, err := s.findTip(ctx, HeadState{})
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.known {
+		s.found = &f
+	}
 }
 
 // NewConfigMapStore returns the store of namespace.
@@ -126,6 +147,9 @@ func (s *ConfigMapStore) write(ctx context.Context, r *Record, remembered bool, 
 	known := false
 	if remembered {
 		f.tip, f.headCM, known = s.remembered()
+		if found := s.prefetched(); !known && found != nil {
+			f, known = *found, true
+		}
 	}
 	for attempt := 0; attempt < 100; attempt++ {
 		if attempt > 0 || !known {
@@ -167,11 +191,20 @@ func (s *ConfigMapStore) remembered() (tip HeadState, headCM *corev1.ConfigMap, 
 	return s.tip, s.headCM, s.known
 }
 
+// prefetched takes what Prefetch found, once.
+func (s *ConfigMapStore) prefetched() *tipFound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.found
+	s.found = nil
+	return f
+}
+
 // remember keeps tip and the head ConfigMap as last seen (nil: none).
 func (s *ConfigMapStore) remember(tip HeadState, headCM *corev1.ConfigMap) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tip, s.headCM, s.known = tip, headCM, true
+	s.tip, s.headCM, s.known, s.found = tip, headCM, true, nil
 }
 
 // tipFound is the end of the log as findTip found it, and the head beside

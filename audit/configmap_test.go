@@ -495,3 +495,59 @@ func TestPlantedObjectsDrawTheLogNoFurtherThanTheNamespaceHolds(t *testing.T) {
 		t.Errorf("the repair wrote record %d; the namespace holds %d objects", repair.Seq, objects+1)
 	}
 }
+
+// TestPrefetchedTipIsOnlyAStart: a command looks for the log's end while it
+// plans (Prefetch), so its first append only writes. A record another
+// writer appended meanwhile takes the position found: the append looks
+// again and links after it. A head found wrong is still noted by the
+// first record, as without the prefetch.
+func TestPrefetchedTipIsOnlyAStart(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	appendTo(t, client)
+	mine := NewConfigMapStore(client, "argocd")
+	mine.Prefetch(ctx)
+	client.ClearActions()
+	first := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
+	if err := mine.Append(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(requests(client), " "); got != "create update" {
+		t.Errorf("the first append after a prefetch sent %q, want the record's create and the head's update", got)
+	}
+
+	// Another writer appends between the prefetch and the append.
+	late := NewConfigMapStore(client, "argocd")
+	late.Prefetch(ctx)
+	other := appendTo(t, client)
+	r := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
+	if err := late.Append(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Seq != other.Seq+1 || r.Prev != other.Hash {
+		t.Errorf("appended at %d linking %.12s, want %d after the other writer's %.12s", r.Seq, r.Prev, other.Seq+1, other.Hash)
+	}
+
+	// A head moved by hand far ahead is named by the prefetched append.
+	head, err := client.CoreV1().ConfigMaps("argocd").Get(ctx, HeadName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := HeadState{Seq: 999, Hash: strings.Repeat("ab", 32)}
+	head.Data = headData(wrong)
+	if _, err := client.CoreV1().ConfigMaps("argocd").Update(ctx, head, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	noted := NewConfigMapStore(client, "argocd")
+	noted.Prefetch(ctx)
+	n := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
+	if err := noted.Append(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if n.HeadFound == nil || *n.HeadFound != wrong {
+		t.Errorf("the prefetched append does not note the head it found wrong: %+v", n.HeadFound)
+	}
+	if rep, err := VerifyStore(ctx, mine, nil); err != nil || rep.Records != 5 {
+		t.Errorf("verify: %v %+v", err, rep)
+	}
+}

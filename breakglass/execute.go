@@ -374,12 +374,18 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	if err != nil {
 		return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
 	}
-	if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
-		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
-	}); err != nil {
-		return nil, nil, err
-	}
-	if e.AfterPause != nil {
+	// The pause's record is written while Argo CD's controller takes the
+	// pause up: both must be done before anything is patched, neither
+	// waits for the other.
+	recorded := start(func() (*audit.Record, error) {
+		return e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+			r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+		})
+	})
+	if e.AfterPause != nil { // a test's hook, which runs once the pause is recorded
+		if _, err := recorded.wait(); err != nil {
+			return nil, nil, err
+		}
 		if err := e.AfterPause(ctx); err != nil {
 			return nil, nil, err
 		}
@@ -387,6 +393,9 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	app, err := e.WaitRefreshed(ctx, paused)
 	if err != nil {
 		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.ControllerTimeout(), err))
+	}
+	if _, err := recorded.wait(); err != nil {
+		return nil, nil, err
 	}
 	return warnings, app, nil
 }

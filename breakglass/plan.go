@@ -166,11 +166,20 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	actor, err := e.Whoami(ctx)
-	if err != nil {
-		return nil, err
+	// Reads that depend on nothing are started together, so that their
+	// round trips overlap: a break-glass is timed from the command's start
+	// to the fix being live (make bench's T_live).
+	whoami := start(func() (audit.Actor, error) { return e.Whoami(ctx) })
+	inSchema := start(func() (bool, error) { _, enabled, err := e.AutomatedSchema(); return enabled, err })
+	digestKey := start(func() (*audit.DigestKey, error) { return e.digestKey(ctx) })
+	if store, ok := e.Audit.(interface{ Prefetch(context.Context) }); ok {
+		go store.Prefetch(ctx) // where the planned record will go
 	}
 	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
+	actor, whoErr := whoami.wait()
+	if whoErr != nil {
+		return nil, whoErr
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
@@ -252,7 +261,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
 	// sync off and keep its settings, and tracks by annotation by default.
-	_, enabledInSchema, _ := e.AutomatedSchema()
+	enabledInSchema, _ := inSchema.wait()
 	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
 		return nil, err
 	}
@@ -382,10 +391,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if warning != "" {
 		warnings = append(warnings, warning)
 	}
-	if keys, ok := e.Audit.(interface {
-		DigestKey(context.Context) (*audit.DigestKey, error)
-	}); ok {
-		switch key, err := keys.DigestKey(ctx); {
+	if _, ok := e.Audit.(digestKeys); ok {
+		switch key, err := digestKey.wait(); {
 		case err != nil:
 			warnings = append(warnings, err.Error()+": the record keeps no digest of the patch as given")
 		case key == nil:
@@ -470,4 +477,41 @@ func (p *Plan) checkSize() error {
 		return fmt.Errorf("%w: the patch is too large to record: its audit record would be %d KiB, over the %d KiB a record ConfigMap holds; patch less at once", ErrPatchInvalid, len(b)>>10, MaxRecordBytes>>10)
 	}
 	return nil
+}
+
+// digestKeys is an audit store that holds the key the patch digests are
+// made with.
+type digestKeys interface {
+	DigestKey(context.Context) (*audit.DigestKey, error)
+}
+
+// digestKey is the audit store's digest key, nil when it keeps none.
+func (e *Engine) digestKey(ctx context.Context) (*audit.DigestKey, error) {
+	if keys, ok := e.Audit.(digestKeys); ok {
+		return keys.DigestKey(ctx)
+	}
+	return nil, nil
+}
+
+// pending is a value being read in its own goroutine.
+type pending[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+// start reads a value with f in its own goroutine.
+func start[T any](f func() (T, error)) *pending[T] {
+	p := &pending[T]{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.v, p.err = f()
+	}()
+	return p
+}
+
+// wait is the value once read.
+func (p *pending[T]) wait() (T, error) {
+	<-p.done
+	return p.v, p.err
 }
