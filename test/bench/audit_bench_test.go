@@ -143,12 +143,7 @@ func seedChain(b *testing.B, kube kubernetes.Interface, ns string, tip audit.Hea
 	recs := make([]sealed, size-from) // the last position is the store's append
 	prev := tip.Hash
 	for i := range recs {
-		r := &audit.Record{Event: audit.EventPatched, Session: fmt.Sprintf("s-%d", (from+i)/4), Actor: audit.Actor{Username: "oncall", Groups: []string{"oncall"}},
-			Reason: "benchmark record", Application: &audit.AppRef{Namespace: ns, Name: "web"},
-			Target:  &audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"},
-			Patch:   &audit.Patch{Type: "strategic", Body: `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example/web:1.2.3"}]}}}}`},
-			Changes: []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.2.4", After: "registry.example/web:1.2.3"}},
-			Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+		r := seededRecord(from, i, len(recs))
 		doc, err := audit.Seal(r, uint64(from+i), prev)
 		if err != nil {
 			b.Fatal(err)
@@ -186,6 +181,36 @@ func seedChain(b *testing.B, kube kubernetes.Interface, ns string, tip audit.Hea
 	}
 	fmt.Fprintf(os.Stderr, "seeded %d audit records\n", size)
 	return audit.HeadState{Seq: last.Seq, Hash: last.Hash}
+}
+
+// seededRecord is record i of n seeded after position from, as honest
+// runs write them: whole sessions of four records (planned, paused,
+// patched, restored) one after the other, each on Application web; the
+// n%4 records left over are ticket work outside any session. verify walks
+// them through the session state machine, as it walks a real log.
+func seededRecord(from, i, n int) *audit.Record {
+	actor := audit.Actor{Username: "oncall", Groups: []string{"oncall"}}
+	app := &audit.AppRef{Namespace: "argocd", Name: "web"}
+	target := &audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
+	done := audit.Outcome{Status: audit.StatusSucceeded}
+	if i >= n-n%4 {
+		return &audit.Record{Event: audit.EventFailed, Actor: actor, Outcome: audit.Outcome{Status: audit.StatusFailed, Error: "Jira unreachable"}}
+	}
+	r := &audit.Record{Session: fmt.Sprintf("bench-%d-%d", from, i/4), Actor: actor, Application: app, Outcome: done}
+	switch i % 4 {
+	case 0:
+		r.Event, r.Reason, r.Target = audit.EventPlanned, "benchmark session", target
+		r.Outcome = audit.Outcome{Status: audit.StatusStarted}
+	case 1:
+		r.Event = audit.EventPaused
+	case 2:
+		r.Event, r.Target = audit.EventPatched, target
+		r.Patch = &audit.Patch{Type: "strategic", Body: `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example/web:1.2.3"}]}}}}`}
+		r.Changes = []audit.Change{{Path: "/spec/template/spec/containers/web/image", Before: "registry.example/web:1.2.4", After: "registry.example/web:1.2.3"}}
+	case 3:
+		r.Event, r.Reason = audit.EventRestored, "Git has the fix"
+	}
+	return r
 }
 
 func timed(f func()) time.Duration {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,13 +81,42 @@ func (s *stage) stop() {
 	}
 }
 
+// run runs a command as on-call, with exactly deploy/rbac's rights, and
+// the plugin on PATH, so that `kubectl gitops` finds it as a user's
+// kubectl does.
 func (s *stage) run(b *testing.B, name string, args ...string) {
 	b.Helper()
+	s.runAs(b, env.Oncall.Name, nil, name, args...)
+}
+
+// admin runs a command as a cluster admin: the identity the manual path
+// needs, since the admission policies let no one else pause an
+// Application outside a session.
+func (s *stage) admin(b *testing.B, name string, args ...string) {
+	b.Helper()
+	s.runAs(b, env.Admin.Name, nil, name, args...)
+}
+
+// runAs runs a command as user, with extra environment variables.
+func (s *stage) runAs(b *testing.B, user string, extra []string, name string, args ...string) {
+	b.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.e.Kubeconfig(env.Oncall.Name), "PATH="+filepath.Dir(s.plugin)+":"+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.e.Kubeconfig(user), "PATH="+filepath.Dir(s.plugin)+":"+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, extra...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		b.Fatalf("%s %v as %s: %v\n%s", name, args, user, err, out)
 	}
+}
+
+// argoEnv is on-call's Argo CD configuration as a real install gives it:
+// the API server and a read-only account's token.
+func (s *stage) argoEnv(b *testing.B) []string {
+	b.Helper()
+	token, err := s.e.ArgoToken(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []string{"ARGOCD_SERVER=" + s.e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN=" + token, "ARGOCD_OPTS=--plaintext"}
 }
 
 func (s *stage) image() string { return s.imageIn(env.DemoNamespace) }
@@ -146,7 +177,7 @@ const selfHealing = `{"prune":true,"selfHeal":true}`
 func (s *stage) resumeByHand(b *testing.B, app, namespace, policy string) {
 	b.Helper()
 	for attempt := 0; ; attempt++ {
-		s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+policy+`}}}`)
+		s.admin(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":`+policy+`}}}`)
 		time.Sleep(time.Second)
 		a, err := s.apps.Get(context.Background(), app, metav1.GetOptions{})
 		if _, on, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated"); err == nil && on {
@@ -165,7 +196,7 @@ func (s *stage) resumeByHand(b *testing.B, app, namespace, policy string) {
 // terminated one), and the next run must start from Git's state.
 func (s *stage) imageBack(b *testing.B, namespace string) {
 	b.Helper()
-	s.run(b, "kubectl", "-n", namespace, "set", "image", "deployment/web", "web="+env.FixtureImage)
+	s.admin(b, "kubectl", "-n", namespace, "set", "image", "deployment/web", "web="+env.FixtureImage)
 	s.waitImageIn(b, namespace, env.FixtureImage, time.Minute)
 }
 
@@ -205,13 +236,16 @@ func (s *stage) liveAt(b *testing.B, want string) <-chan time.Time {
 
 // BenchmarkTimeToLiveFix measures, median of 10 runs each, the time from
 // the command's start until the patched image is live on the API server
-// (T_live) and until the command ends (T_total), for:
-//   - kubectl gitops breakglass -y;
-//   - the manual path: pause the Application by hand with a JSON patch,
-//     then kubectl patch the Deployment (two processes);
+// (T_live, seen by one watch started before the command) and until the
+// command ends (T_total), everything through kubectl, for:
+//   - kubectl gitops breakglass -y, as on-call;
+//   - the manual path: pause the Application with a JSON patch, then
+//     kubectl patch the Deployment (two processes), as a cluster admin,
+//     the only identity the admission policies let pause outside a
+//     session;
 //   - a bare kubectl patch, which self-heal reverts: no fix at all.
 //
-// Goal: the tool's T_live at most 1.5 times the manual path's.
+// Goal: the tool's T_live at most the manual path's.
 func BenchmarkTimeToLiveFix(b *testing.B) {
 	s := newStage(b, env.Options{})
 	var toolLive, toolTotal, manualLive, manualTotal, bareLive []time.Duration
@@ -236,22 +270,22 @@ func BenchmarkTimeToLiveFix(b *testing.B) {
 		for run := 0; run < 10; run++ {
 			img := fmt.Sprintf("registry.example/web:tool-%d-%d", i, run)
 			live, total := measure(img, func() {
-				s.run(b, s.plugin, "breakglass", "web", "deployment/web", "--image", "web="+img, "--reason", "bench", "-y")
+				s.run(b, "kubectl", "gitops", "breakglass", "web", "deployment/web", "--image", "web="+img, "--reason", "bench", "-y")
 			})
 			toolLive, toolTotal = append(toolLive, live), append(toolTotal, total)
-			s.run(b, s.plugin, "restore", "web", "--force", "--reason", "bench reset", "-y")
+			s.run(b, "kubectl", "gitops", "restore", "web", "--force", "--reason", "bench reset", "-y")
 			s.waitImage(b, env.FixtureImage, time.Minute)
 
 			img = fmt.Sprintf("registry.example/web:manual-%d-%d", i, run)
 			live, total = measure(img, func() {
-				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", "web", "--type", "json", "-p", `[{"op":"remove","path":"/spec/syncPolicy/automated"}]`)
-				s.run(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img))
+				s.admin(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", "web", "--type", "json", "-p", `[{"op":"remove","path":"/spec/syncPolicy/automated"}]`)
+				s.admin(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img))
 			})
 			manualLive, manualTotal = append(manualLive, live), append(manualTotal, total)
 			s.resumeByHand(b, "web", env.DemoNamespace, selfHealing)
 
 			img = fmt.Sprintf("registry.example/web:bare-%d-%d", i, run)
-			live, _ = measure(img, func() { s.run(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img)) })
+			live, _ = measure(img, func() { s.admin(b, "kubectl", "-n", env.DemoNamespace, "patch", "deployment", "web", "-p", patch(img)) })
 			bareLive = append(bareLive, live)
 			s.waitImage(b, env.FixtureImage, time.Minute) // self-heal undoes the bare patch
 		}
@@ -261,20 +295,21 @@ func BenchmarkTimeToLiveFix(b *testing.B) {
 	b.ReportMetric(tl.Seconds(), "breakglass-live-s")
 	b.ReportMetric(tt.Seconds(), "breakglass-total-s")
 	b.ReportMetric(ml.Seconds(), "manual-live-s")
-	b.ReportMetric(tl.Seconds()/ml.Seconds(), "live-ratio(goal<=1.5)")
-	report("T_live: breakglass -y", seconds(tl), "", false)
-	report("T_total: breakglass -y", seconds(tt), "", false)
-	report("T_live: manual path (pause by hand, kubectl patch)", seconds(ml), "", false)
+	b.ReportMetric(tl.Seconds()/ml.Seconds(), "live-ratio(goal<=1.0)")
+	report("T_live: kubectl gitops breakglass -y (on-call)", seconds(tl), "", false)
+	report("T_total: kubectl gitops breakglass -y (on-call)", seconds(tt), "", false)
+	report("T_live: manual path (cluster admin: kubectl patch the Application, kubectl patch)", seconds(ml), "", false)
 	report("T_total: manual path", seconds(mt), "", false)
 	report("T_live: bare kubectl patch (reverted by self-heal)", seconds(bl), "", false)
-	report("T_live ratio, breakglass / manual path", fmt.Sprintf("%.2f", tl.Seconds()/ml.Seconds()), "<= 1.5", tl.Seconds() <= 1.5*ml.Seconds())
+	report("T_live ratio, breakglass / manual path", fmt.Sprintf("%.2f", tl.Seconds()/ml.Seconds()), "<= 1.0", tl <= ml)
 }
 
 // A revertCondition is an adversarial setting for a break-glass: the
 // Application (whose Deployment web runs in namespace), what to do before
 // the fix is applied and after it is live.
 type revertCondition struct {
-	name, app, namespace string
+	// metric names the condition in the benchmark's metrics.
+	name, metric, app, namespace string
 	// policy is the Application's automated sync policy, as JSON.
 	policy        string
 	before, after func(b *testing.B)
@@ -282,14 +317,18 @@ type revertCondition struct {
 
 // BenchmarkSelfHealReverts runs break-glass BENCH_RUNS times (default 10)
 // in each adversarial condition and counts how often the fix was still
-// reverted (goal 0), beside the manual path (pause by hand, then kubectl
-// set image). The controller is aggressive throughout: self-heal timeout
-// 0, 2s resync, Git moving every second. The conditions:
+// reverted (goal 0), beside the manual path (a cluster admin pauses by
+// hand, then kubectl set image). Break-glass runs as on-call with the
+// read-only Argo CD account a real install gives it. The controller is
+// aggressive throughout: self-heal timeout 0, 2s resync, Git moving every
+// second. The conditions:
 //   - self-heal alone;
 //   - a self-healing app-of-apps parent, which puts a child's paused
 //     policy back;
 //   - a sync operation running when the fix starts, which goes on to apply
-//     Git's Deployment once its earlier wave is healthy.
+//     Git's Deployment once its earlier wave is healthy;
+//   - a colleague pressing Sync in Argo CD once the fix is live (through
+//     argocd-server, as an Argo CD admin).
 func BenchmarkSelfHealReverts(b *testing.B) {
 	runs := 10
 	if n, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && n > 0 {
@@ -299,10 +338,12 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conditions := []revertCondition{
-		{name: "aggressive self-heal", app: "web", namespace: env.DemoNamespace, policy: selfHealing, before: func(*testing.B) {}, after: func(*testing.B) {}},
+		{name: "aggressive self-heal", metric: "self-heal", app: "web", namespace: env.DemoNamespace, policy: selfHealing, before: func(*testing.B) {}, after: func(*testing.B) {}},
 		s.parentCondition(b),
 		s.runningSyncCondition(b),
+		s.manualSyncCondition(b),
 	}
+	argo := s.argoEnv(b)
 	go func() { // Git keeps moving underneath
 		for i := 0; ctx.Err() == nil; i++ {
 			_, _ = s.e.Git.Commit("noise", map[string]string{"noise.txt": strconv.Itoa(i)})
@@ -316,17 +357,17 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 			for run := 0; run < runs; run++ {
 				img := fmt.Sprintf("registry.example/web:heal-%s-%d-%d", c.app, i, run)
 				c.before(b)
-				s.run(b, s.plugin, "breakglass", c.app, "deployment/web", "--image", "web="+img, "--reason", "bench", "-y")
+				s.runAs(b, env.Oncall.Name, argo, "kubectl", "gitops", "breakglass", c.app, "deployment/web", "--image", "web="+img, "--reason", "bench", "-y")
 				c.after(b)
 				if s.reverted(c.namespace, img, 5*time.Second) {
 					toolReverts++
 				}
-				s.run(b, s.plugin, "restore", c.app, "--force", "--reason", "bench reset", "-y")
+				s.runAs(b, env.Oncall.Name, argo, "kubectl", "gitops", "restore", c.app, "--force", "--reason", "bench reset", "-y")
 				s.imageBack(b, c.namespace)
 
 				c.before(b)
-				s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":null}}}`)
-				s.run(b, "kubectl", "-n", c.namespace, "set", "image", "deployment/web", "web="+img)
+				s.admin(b, "kubectl", "-n", s.e.ArgoNamespace, "patch", "application", c.app, "--type", "merge", "-p", `{"spec":{"syncPolicy":{"automated":null}}}`)
+				s.admin(b, "kubectl", "-n", c.namespace, "set", "image", "deployment/web", "web="+img)
 				c.after(b)
 				if s.reverted(c.namespace, img, 5*time.Second) {
 					manualReverts++
@@ -335,7 +376,7 @@ func BenchmarkSelfHealReverts(b *testing.B) {
 			}
 		}
 		n := runs * b.N
-		b.ReportMetric(float64(toolReverts), c.app+"-breakglass-reverts(goal=0)")
+		b.ReportMetric(float64(toolReverts), c.metric+"-breakglass-reverts(goal=0)")
 		report("reverts, "+c.name+": breakglass", fmt.Sprintf("%d of %d", toolReverts, n), "0", toolReverts == 0)
 		report("reverts, "+c.name+": manual path", fmt.Sprintf("%d of %d", manualReverts, n), "", false)
 	}
@@ -386,7 +427,7 @@ spec:
 	}
 	s.waitImageIn(b, "heal-child", env.FixtureImage, 2*time.Minute)
 	nothing := func(*testing.B) {}
-	return revertCondition{name: "self-healing app-of-apps parent", app: "heal-child", namespace: "heal-child", policy: selfHealing, before: nothing, after: nothing}
+	return revertCondition{name: "self-healing app-of-apps parent", metric: "parent", app: "heal-child", namespace: "heal-child", policy: selfHealing, before: nothing, after: nothing}
 }
 
 // runningSyncCondition: Application gated syncs automatically (no
@@ -458,5 +499,54 @@ spec:
 		}
 		b.Fatal("no sync started waiting on the gate")
 	}
-	return revertCondition{name: "sync running at the start", app: "gated", namespace: "gated", policy: policy, before: before, after: open}
+	return revertCondition{name: "sync running at the start", metric: "running-sync", app: "gated", namespace: "gated", policy: policy, before: before, after: open}
+}
+
+// manualSyncCondition: once the fix is live, a colleague presses Sync on
+// Application web in Argo CD's UI: a POST to argocd-server's sync API as an
+// Argo CD admin, which argocd-server writes as its own ServiceAccount. The
+// run waits for that sync to end before the fix is checked.
+func (s *stage) manualSyncCondition(b *testing.B) revertCondition {
+	b.Helper()
+	token, err := s.e.ArgoAdminToken(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	after := func(b *testing.B) {
+		b.Helper()
+		ctx := context.Background()
+		startedAt := func() (string, string) {
+			a, err := s.apps.Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return "", ""
+			}
+			at, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "startedAt")
+			phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
+			return at, phase
+		}
+		before, _ := startedAt()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.e.ArgoServerAddr+"/api/v1/applications/web/sync", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("Sync of web through argocd-server: %s: %s", resp.Status, body)
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			at, phase := startedAt()
+			if at != before && phase != "" && phase != "Running" && phase != "Terminating" {
+				return
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the Sync of web did not end within a minute (phase %q)", phase)
+			}
+		}
+	}
+	return revertCondition{name: "a colleague's Sync in Argo CD", metric: "manual-sync", app: "web", namespace: env.DemoNamespace, policy: selfHealing,
+		before: func(*testing.B) {}, after: after}
 }

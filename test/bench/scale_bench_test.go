@@ -24,12 +24,15 @@ import (
 )
 
 // The scale stage: 1,000 Applications besides "web", 50 of them with an
-// open session, each compared once by Argo CD's controller. It takes
-// minutes, so the first scale benchmark of a run builds it and the others
-// share it; TestMain stops it. The sessions are annotations only, without
-// audit records: what status and drift read, and what the controller
-// finds untrusted (not in the log) and leaves alone.
-const scaleApps, scaleSessions = 1000, 50
+// open session, each compared once by Argo CD's controller. Behind them is
+// the audit log such a fleet has: 300 closed sessions on those 50
+// Applications (planned, paused, patched, restored), then the open
+// sessions' records (planned, paused, patched), appended through the real
+// store as a cluster admin, so that status, drift and the controller read
+// and trust sessions as they do in a real install. It takes minutes, so
+// the first scale benchmark of a run builds it and the others share it;
+// TestMain stops it.
+const scaleApps, scaleSessions, scaleClosed = 1000, 50, 300
 
 var (
 	scaleOnce  sync.Once
@@ -67,6 +70,9 @@ func (s *stage) populate(logf func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
+	if err := s.seedLog(ctx, head); err != nil {
+		return err
+	}
 	errs := make([]error, scaleApps)
 	argocd.Parallel(scaleApps, func(i int) {
 		app := s.e.Application(fmt.Sprintf("scale-%04d", i), env.FixtureApp, env.DemoNamespace, nil)
@@ -74,7 +80,7 @@ func (s *stage) populate(logf func(string, ...any)) error {
 			// As the tool writes it: a struct, its id first.
 			saw, now := true, time.Now().UTC()
 			session, _ := json.Marshal(breakglass.Session{
-				ID: fmt.Sprintf("20261203-000000-s%04d", i), State: breakglass.StatePatched, OpenedBy: "bench", OpenedAt: now,
+				ID: scaleSessionID("open", i), State: breakglass.StatePatched, OpenedBy: env.Admin.Name, OpenedAt: now,
 				Reason: "bench", SavedSyncPolicy: json.RawMessage("null"), GitRevision: head,
 				Patches: []breakglass.SessionPatch{{Target: audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: env.DemoNamespace, Name: "web"},
 					Type: "strategic", Fields: []breakglass.PatchedField{}, At: now, ArgoSawPatch: &saw}},
@@ -106,9 +112,49 @@ func (s *stage) populate(logf func(string, ...any)) error {
 	}
 }
 
+func scaleSessionID(kind string, i int) string {
+	return fmt.Sprintf("20261203-000000-%s-%04d", kind, i)
+}
+
+// seedLog appends the scale stage's audit records: scaleClosed closed
+// sessions spread over the first scaleSessions Applications, then one open
+// session on each of them, as the annotations populate writes name.
+func (s *stage) seedLog(ctx context.Context, head string) error {
+	store := audit.NewConfigMapStore(s.kube, s.e.ArgoNamespace)
+	actor := audit.Actor{Username: env.Admin.Name, Groups: env.Admin.Groups}
+	target := &audit.Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: env.DemoNamespace, Name: "web"}
+	ok := audit.Outcome{Status: audit.StatusSucceeded}
+	session := func(id string, app int, closed bool) []*audit.Record {
+		ref := &audit.AppRef{Namespace: s.e.ArgoNamespace, Name: fmt.Sprintf("scale-%04d", app)}
+		recs := []*audit.Record{
+			{Event: audit.EventPlanned, Session: id, Actor: actor, Application: ref, Target: target, Reason: "bench",
+				SyncPolicy: &audit.SyncPolicy{Before: nil}, Git: &audit.Git{Revision: head}, Outcome: audit.Outcome{Status: audit.StatusStarted}},
+			{Event: audit.EventPaused, Session: id, Actor: actor, Application: ref, SyncPolicy: &audit.SyncPolicy{Before: nil}, Outcome: ok},
+			{Event: audit.EventPatched, Session: id, Actor: actor, Application: ref, Target: target, Patch: &audit.Patch{Type: "strategic", Body: `{}`}, Outcome: ok},
+		}
+		if closed {
+			recs = append(recs, &audit.Record{Event: audit.EventRestored, Session: id, Actor: actor, Application: ref, Reason: "Git has the fix", Outcome: ok})
+		}
+		return recs
+	}
+	var recs []*audit.Record
+	for i := 0; i < scaleClosed; i++ {
+		recs = append(recs, session(scaleSessionID("closed", i), i%scaleSessions, true)...)
+	}
+	for i := 0; i < scaleSessions; i++ {
+		recs = append(recs, session(scaleSessionID("open", i), i, false)...)
+	}
+	for _, r := range recs {
+		if err := store.Append(ctx, r); err != nil {
+			return fmt.Errorf("seeding the audit log: %w", err)
+		}
+	}
+	return nil
+}
+
 // BenchmarkStatusAtScale times `kubectl gitops status -A` on the scale
 // stage against `kubectl get applications -A -o json` on the same server,
-// median of 3 each (goal: at most 1.5 times the listing).
+// median of 3 each (goal: at most the listing's time).
 func BenchmarkStatusAtScale(b *testing.B) {
 	s := scaleStage(b)
 	kubeconfig := s.e.Kubeconfig(env.Admin.Name)
@@ -138,8 +184,8 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	st, l := median(statusTimes), median(listTimes)
 	b.ReportMetric(st.Seconds(), "status-A-s")
 	b.ReportMetric(l.Seconds(), "kubectl-get-s")
-	report("status -A, 1000 Applications, 50 sessions", seconds(st), "", false)
-	report("status -A: ratio to kubectl get applications -A", fmt.Sprintf("%.2f", st.Seconds()/l.Seconds()), "<= 1.5", st.Seconds() <= 1.5*l.Seconds())
+	report("status -A, 1000 Applications, 50 open and 300 closed sessions", seconds(st), "", false)
+	report("status -A: ratio to kubectl get applications -A -o json", fmt.Sprintf("%.2f", st.Seconds()/l.Seconds()), "<= 1.0", st <= l)
 }
 
 // BenchmarkDriftAtScale times `kubectl gitops drift -A -o json` on the
