@@ -381,6 +381,19 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		}
 	}
 	if len(session.Patches) == 0 {
+		// A run still opening the session (between the pause and the
+		// patch) is no interruption: restoring now would re-enable sync
+		// under it, and the controller would close every auto-restore
+		// session before its fix.
+		for _, run := range st.InFlight {
+			if run.Gone == "" {
+				st.Git, st.Ready = GitWaiting, false
+				st.Targets = append(st.Targets, TargetState{Target: run.Target, Git: GitWaiting, Detail: fmt.Sprintf("the break-glass run by %s, planned %s, has not recorded its patch yet", run.Actor, run.Planned.Format(time.RFC3339))})
+				st.Notes = append(st.Notes, fmt.Sprintf("session %s is being opened: the break-glass run by %s, planned %s, has not recorded its patch yet; not ready until it has, or until it is over (by %s)",
+					session.ID, run.Actor, run.Planned.Format(time.RFC3339), run.Planned.Add(RunBound).Format(time.RFC3339)))
+				return st, nil
+			}
+		}
 		// Interrupted before the patch: nothing live differs from Git, so
 		// restoring only undoes the pause.
 		st.Git, st.Ready = GitCaughtUp, true
