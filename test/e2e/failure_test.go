@@ -87,7 +87,7 @@ func TestCrashAfterPauseIsExplainedAndRecoverable(t *testing.T) {
 	if _, errOut := mustRun(t, oncall, 1, "restore", "bg-crash"); !strings.Contains(errOut, "has not recorded its patch yet") {
 		t.Errorf("restore of a session whose run may still patch: %q", errOut)
 	}
-	mustRun(t, oncall, 0, "restore", "bg-crash", "--force", "--reason", "the break-glass crashed after the pause")
+	mustRun(t, oncall, 0, "restore", "bg-crash", "--force", "--reason", "the break-glass crashed after the pause", "-y")
 	want, _, _ := unstructured.NestedMap(created.Object, "spec", "syncPolicy")
 	if got := syncPolicyOf(t, "bg-crash"); !reflect.DeepEqual(got, want) {
 		t.Errorf("policy after recovery %v, want %v", got, want)
