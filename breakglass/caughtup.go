@@ -90,6 +90,9 @@ type SessionStatus struct {
 	// session's (a manual Sync, an apply of Git's manifest, an operator),
 	// each with the field manager that wrote it: the fix is gone there.
 	Reverted []Reverted `json:"reverted,omitempty"`
+	// Proposal is the newest Git change proposed for the session's fix
+	// (breakglass.proposed), as the audit log has it; nil when none.
+	Proposal *audit.Proposal `json:"proposal,omitempty"`
 	// annotated is the session as the annotation had it, which restore's
 	// write is conditional on.
 	annotated *Session
@@ -274,6 +277,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		session = annotated
 	} else {
 		st.InFlight = view.log.inFlight(time.Now())
+		st.Proposal = view.log.proposal
 		if pinned := view.log.log.Opened.Pinned; pinned != nil {
 			st.Retargeted = argocd.PinChanges(*pinned, argocd.Pin(app, redact.Text))
 		}

@@ -108,6 +108,12 @@ func RestoreComment(revision, user string, forced bool, reason string, witness a
 	return fmt.Sprintf("Git caught up at %s; sync restored by %s.\n\n%s", Escape(short(revision)), Escape(user), WitnessLine(witness))
 }
 
+// ProposalComment tells the ticket that the live fix is proposed in Git.
+func ProposalComment(user string, p audit.Proposal, witness audit.HeadState) string {
+	return fmt.Sprintf("%s proposed the live fix in Git: %s (branch %s, commit %s, files %s). Once it is merged and Argo CD has caught up, sync can be restored.\n\n%s",
+		Escape(user), Escape(p.URL), Escape(p.Branch), Escape(short(p.Commit)), Escape(strings.Join(p.Files, ", ")), WitnessLine(witness))
+}
+
 // ReviewComment tells the ticket of a closed session its review.
 func ReviewComment(reviewer, verdict, note string, witness audit.HeadState) string {
 	return fmt.Sprintf("Post-incident review by %s: %s. %s\n\n%s", Escape(reviewer), Escape(verdict), Escape(note), WitnessLine(witness))
