@@ -69,6 +69,7 @@ func startGitHub(t *testing.T) *gitdouble.Server {
 // does: Argo CD sees Git caught up and the controller restores the
 // auto-restore session by itself.
 func TestProposeClosesTheLoop(t *testing.T) {
+	core(t)
 	e := environment(t)
 	jira := startJira(t)
 	startReplica(t, "replica-propose", jiraEnv(jira.URL, jiraToken)...)
@@ -215,5 +216,34 @@ func TestProposeRefusesWhatItCannotProve(t *testing.T) {
 		if r.Method != "GET" {
 			t.Errorf("a request changed the provider: %s %s", r.Method, r.Path)
 		}
+	}
+}
+
+// TestProposeOpensAGitLabMergeRequest: propose after the break-glass, to a
+// GitLab project: the merge request already open for another branch is
+// paged past (X-Next-Page), one is opened from the session's branch, and
+// status names it.
+func TestProposeOpensAGitLabMergeRequest(t *testing.T) {
+	e := environment(t)
+	gitlab := gitdouble.Start(t, gitdouble.Options{Kind: gitdouble.GitLab, Project: "acme/deploy", Token: "glpat-double", PageSize: 1, HasBranch: e.Git.HasBranch})
+	t.Cleanup(gitlab.Close)
+	gitlab.Add(gitdouble.Change{Title: "other", Head: "feature-a", Base: "main"})
+	deployApp(t, "pr-gitlab")
+	oncall := newUser(t, env.Oncall.Name, "GITLAB_TOKEN=glpat-double")
+	mustRun(t, oncall, 0, "breakglass", "pr-gitlab", "deployment/web", "--replicas", "5", "--reason", "load", "-y")
+	out, errOut := mustRun(t, oncall, 0, "propose", "pr-gitlab", "--provider", "gitlab", "--api-url", gitlab.API(), "--project", "acme/deploy", "-o", "json")
+	session := sessionOf(t, "pr-gitlab").ID
+	if !strings.Contains(out, `"number": 2`) || !strings.Contains(out, `"provider": "gitlab"`) || strings.Contains(out+errOut, "glpat-double") {
+		t.Errorf("propose -o json:\n%s\n%s", out, errOut)
+	}
+	if mrs := gitlab.Changes(); len(mrs) != 2 || mrs[1].Head != breakglass.ProposalBranch(session) || mrs[1].Base != "main" || !mrs[1].RemoveSource {
+		t.Errorf("merge requests %+v", mrs)
+	}
+	proposed, err := e.Git.Show(breakglass.ProposalBranch(session), "apps/pr-gitlab/deployment.yaml")
+	if err != nil || !strings.Contains(proposed, "replicas: 5") {
+		t.Errorf("the proposed file: %v\n%s", err, proposed)
+	}
+	if out, _ := mustRun(t, oncall, 0, "status", "pr-gitlab"); !strings.Contains(out, "MR !2") {
+		t.Errorf("status:\n%s", out)
 	}
 }
