@@ -97,16 +97,16 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if why := proposal.Refusal(spec); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
 	}
-	edits, err := e.liveEdits(ctx, app, st.Session)
-	if err != nil {
-		return nil, err
-	}
 	src := proposal.SourceOf(spec)
 	var provider proposal.Provider
 	if req.ProviderFor != nil && !req.DryRun {
 		if provider, err = req.ProviderFor(src.RepoURL); err != nil {
 			return nil, err
 		}
+	}
+	edits, err := e.liveEdits(ctx, app, st.Session)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "kubectl-gitops-propose-")
 	if err != nil {

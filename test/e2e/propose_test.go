@@ -170,7 +170,8 @@ func mapOf(u *unstructured.Unstructured, fields ...string) map[string]any {
 
 // TestProposeRefusesWhatItCannotProve: a dry run shows the change and
 // pushes nothing; an Application pinned to a commit is refused (a merged
-// branch would not move it); a provider without a token is a usage error. None of them pushes a branch, opens a request
+// branch would not move it); a fix changed live since the session is
+// refused; a provider without a token is a usage error. None of them pushes a branch, opens a request
 // or writes a record.
 func TestProposeRefusesWhatItCannotProve(t *testing.T) {
 	e := environment(t)
@@ -199,6 +200,12 @@ func TestProposeRefusesWhatItCannotProve(t *testing.T) {
 	noToken := newUser(t, env.Oncall.Name)
 	if _, errOut := mustRun(t, noToken, 2, append([]string{"propose", "pr-dry"}, where...)...); !strings.Contains(errOut, "set GITHUB_TOKEN") {
 		t.Errorf("propose without a token: %s", errOut)
+	}
+	// The live value is no longer the session's: proposing it would write
+	// someone else's change into Git in the session's name.
+	newUser(t, env.Admin.Name).kubectl("-n", "pr-dry", "scale", "deployment/web", "--replicas", "6")
+	if _, errOut := mustRun(t, oncall, 1, append([]string{"propose", "pr-dry"}, where...)...); !strings.Contains(errOut, "no longer holds") {
+		t.Errorf("propose of a fix changed live since: %s", errOut)
 	}
 
 	for _, app := range []string{"pr-dry", "pr-pinned"} {
