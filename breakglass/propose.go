@@ -383,12 +383,11 @@ func (e *Engine) ticketProposal(ctx context.Context, s *Session, p *Proposed, re
 		kind = "Merge request"
 	}
 	title := fmt.Sprintf("%s #%d: %s", kind, p.Proposal.Number, p.Proposal.Branch)
-	comment := ticket.ProposalComment(rec.Actor.Username, p.Proposal, witness(rec))
 	var errs []error
 	if err := e.Tickets.LinkTo(ctx, s.Ticket, p.Proposal.URL, title); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.Tickets.Comment(ctx, s.Ticket, comment); err != nil {
+	if err := e.Tickets.Comment(ctx, s.Ticket, ticket.ProposalComment(rec.Actor.Username, p.Proposal, witness(rec))); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
