@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -76,15 +74,9 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if err != nil {
 		return nil, err
 	}
-	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
-	case err != nil:
+	app, err := e.withSession(ctx, req.App, "there is no live fix to propose")
+	if err != nil {
 		return nil, err
-	}
-	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
-		return nil, fmt.Errorf("%w on %s, so there is no live fix to propose", ErrNoSession, req.App)
 	}
 	st, err := e.CaughtUp(ctx, app, nil, false)
 	if err != nil {

@@ -22,29 +22,10 @@ const githubToken = "ghp-double-token"
 // commentedDeployment is the fixture's Deployment as people keep it:
 // with comments, a quoted image, and a key order of its own.
 func commentedDeployment(namespace string) string {
-	return `# The web tier. Owned by team web; paged through OPS.
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: ` + namespace + `
-spec:
-  replicas: 2 # raised during incidents, then brought back
-  selector:
-    matchLabels:
-      app: web
-  template:
-    metadata:
-      labels:
-        app: web
-    spec:
-      containers:
-      - name: web
-        # pinned: bump through a pull request
-        image: "` + env.FixtureImage + `"
-        ports:
-        - containerPort: 8080
-`
+	d := env.AppFiles("app", namespace, env.FixtureImage)["app/deployment.yaml"]
+	d = "# The web tier. Owned by team web; paged through OPS.\n" + d
+	d = strings.Replace(d, "replicas: 2\n", "replicas: 2 # raised during incidents, then brought back\n", 1)
+	return strings.Replace(d, "        image: "+env.FixtureImage, "        # pinned: bump through a pull request\n        image: \""+env.FixtureImage+"\"", 1)
 }
 
 // startGitHub is a GitHub double for the environment's repository, as
