@@ -61,6 +61,10 @@ const (
 	// longer holds the patched value live (a manual Sync, an apply of
 	// Git's manifest, an operator); the record names the writer.
 	EventReverted Event = "breakglass.reverted"
+	// EventProposed is the Git change proposed for the open session's
+	// fix: the branch and commit pushed, and the pull or merge request.
+	// Anyone may propose (it changes nothing in the cluster).
+	EventProposed Event = "breakglass.proposed"
 	// EventOrphaned is a notice outside any session: an Application
 	// paused with this project's paused-by mark that no open session of
 	// the log accounts for, so Git stops deploying there for nobody.
@@ -77,7 +81,7 @@ const (
 
 // Events lists every event, in the order of a session's life, then the
 // log's own.
-var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventOrphaned, EventAbandoned, EventQueued, EventFiled, EventFailed, EventHeadRepaired}
+var Events = []Event{EventPlanned, EventPaused, EventPatched, EventTicketed, EventAborted, EventRestored, EventForced, EventReviewed, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventProposed, EventOrphaned, EventAbandoned, EventQueued, EventFiled, EventFailed, EventHeadRepaired}
 
 // Record is one entry of the audit log. Seq, Prev and Hash are set by the
 // store when the record is appended; Hash covers the canonical form of
@@ -136,11 +140,29 @@ type Record struct {
 	// record the log does not hold as named (moved by hand): this record
 	// links to the true tip instead, and Verify names the head.
 	HeadFound *HeadState `json:"headFound,omitempty"`
+	// Proposal is, on a breakglass.proposed record, the Git change
+	// proposed for the session's fix.
+	Proposal *Proposal `json:"proposal,omitempty"`
 	// HeadBefore is, on an audit.head-repaired record, what the head
 	// named before the repair (nil: there was no head).
 	HeadBefore *HeadState `json:"headBefore,omitempty"`
 	Prev       string     `json:"prev"`
 	Hash       string     `json:"hash"`
+}
+
+// Proposal is a Git change proposed for a session's fix: where it was
+// pushed, the files it edits, and the pull or merge request opened for it
+// (Provider "none" when only the branch was pushed). RepoURL carries no
+// credentials.
+type Proposal struct {
+	RepoURL  string   `json:"repoURL"`
+	Base     string   `json:"base"`
+	Branch   string   `json:"branch"`
+	Commit   string   `json:"commit"`
+	Files    []string `json:"files"`
+	Provider string   `json:"provider"`
+	Number   int      `json:"number,omitempty"`
+	URL      string   `json:"url,omitempty"`
 }
 
 // Pin is what an Application renders from and where: the parts of its

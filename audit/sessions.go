@@ -153,6 +153,9 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	closing := r.Event == EventRestored || r.Event == EventForced
 	// A notice about the session is written by whoever noticed.
 	notice := r.Event == EventExpired || r.Event == EventReenabled || r.Event == EventRetargeted || r.Event == EventReverted
+	// A proposal changes nothing in the cluster: whoever brings Git up
+	// to the fix (the next shift too) may record one.
+	proposal := r.Event == EventProposed
 	// So is the end of an interrupted run's patch, naming its plan.
 	resolving := r.Resolves != "" && (r.Event == EventPatched || r.Event == EventAbandoned)
 	own := r.Application == nil || appKey(*r.Application) == s.Application
@@ -186,7 +189,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		s.Closed = r
 		return true, &Break{Kind: BreakCloseWithoutRestore, Seq: first.Seq,
 			Detail: fmt.Sprintf("session %s: %s by %s closed it, but the Application stayed held until %s by %s (record %d)", r.Session, first.Event, first.Actor.Username, r.Event, r.Actor.Username, r.Seq)}
-	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice || resolving):
+	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice || proposal || resolving):
 		// A restore, a join or a notice that lost the race to the close:
 		// it changed nothing, and nothing acts on it.
 		return false, nil
@@ -209,7 +212,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		return true, nil
 	case r.Event == EventAbandoned || r.Resolves != "":
 		return broke(BreakOutOfOrder, "%s by %s resolves no interrupted run of the session", r.Event, r.Actor.Username)
-	case !ticketWork && !closing && !notice && !s.Members[r.Actor.Username]:
+	case !ticketWork && !closing && !notice && !proposal && !s.Members[r.Actor.Username]:
 		return broke(BreakForeignActor, "%s by %s, who neither opened (%s) nor joined the session", r.Event, r.Actor.Username, s.Opener)
 	}
 	ok := r.Outcome.Status == StatusSucceeded

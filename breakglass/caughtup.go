@@ -90,6 +90,9 @@ type SessionStatus struct {
 	// session's (a manual Sync, an apply of Git's manifest, an operator),
 	// each with the field manager that wrote it: the fix is gone there.
 	Reverted []Reverted `json:"reverted,omitempty"`
+	// Proposal is the newest Git change proposed for the session's fix
+	// (breakglass.proposed), as the audit log has it; nil when none.
+	Proposal *audit.Proposal `json:"proposal,omitempty"`
 	// annotated is the session as the annotation had it, which restore's
 	// write is conditional on.
 	annotated *Session
@@ -274,6 +277,7 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		session = annotated
 	} else {
 		st.InFlight = view.log.inFlight(time.Now())
+		st.Proposal = view.log.proposal
 		if pinned := view.log.log.Opened.Pinned; pinned != nil {
 			st.Retargeted = argocd.PinChanges(*pinned, argocd.Pin(app, redact.Text))
 		}
@@ -381,6 +385,19 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		}
 	}
 	if len(session.Patches) == 0 {
+		// A run still opening the session (between the pause and the
+		// patch) is no interruption: restoring now would re-enable sync
+		// under it, and the controller would close every auto-restore
+		// session before its fix.
+		for _, run := range st.InFlight {
+			if run.Gone == "" {
+				st.Git, st.Ready = GitWaiting, false
+				st.Targets = append(st.Targets, TargetState{Target: run.Target, Git: GitWaiting, Detail: fmt.Sprintf("the break-glass run by %s, planned %s, has not recorded its patch yet", run.Actor, run.Planned.Format(time.RFC3339))})
+				st.Notes = append(st.Notes, fmt.Sprintf("session %s is being opened: the break-glass run by %s, planned %s, has not recorded its patch yet; not ready until it has, or until it is over (by %s)",
+					session.ID, run.Actor, run.Planned.Format(time.RFC3339), run.Planned.Add(RunBound).Format(time.RFC3339)))
+				return st, nil
+			}
+		}
 		// Interrupted before the patch: nothing live differs from Git, so
 		// restoring only undoes the pause.
 		st.Git, st.Ready = GitCaughtUp, true

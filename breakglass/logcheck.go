@@ -23,6 +23,8 @@ type loggedSession struct {
 	holder string
 	// paused is whether a record says the Application itself was paused.
 	paused bool
+	// proposal is the newest Git change proposed for the session's fix.
+	proposal *audit.Proposal
 }
 
 // state is how far the session got, as its records say: pausing until
@@ -127,6 +129,9 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 			ls.parentNS[r.Application.Name] = r.Application.Namespace
 		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded && r.Patch != nil:
 			ls.patches = append(ls.patches, r)
+		case r.Event == audit.EventProposed && r.Proposal != nil:
+			// A branch pushed whose request failed is a proposal too.
+			ls.proposal = r.Proposal
 		}
 	}
 	var mine []*audit.Record

@@ -61,15 +61,9 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 		return nil, err
 	}
 	apps := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace)
-	app, err := apps.Get(ctx, req.App, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
-	case err != nil:
+	app, err := e.withSession(ctx, req.App, "there is nothing to restore")
+	if err != nil {
 		return nil, err
-	}
-	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
-		return nil, fmt.Errorf("%w on %s, so there is nothing to restore", ErrNoSession, req.App)
 	}
 	// A dry run writes nothing, not even the refresh request.
 	st, err := e.CaughtUp(ctx, app, req.Argo, !req.DryRun)
@@ -215,4 +209,20 @@ func RestoreCommand(app audit.AppRef) string {
 		cmd += " --app-namespace " + app.Namespace
 	}
 	return cmd
+}
+
+// withSession reads Application name, which must carry a session; why
+// says what its absence means to the caller.
+func (e *Engine) withSession(ctx context.Context, name, why string) (*unstructured.Unstructured, error) {
+	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, name, e.AppNamespace)
+	case err != nil:
+		return nil, err
+	}
+	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
+		return nil, fmt.Errorf("%w on %s, so %s", ErrNoSession, name, why)
+	}
+	return app, nil
 }

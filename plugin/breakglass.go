@@ -34,6 +34,9 @@ type BreakglassOptions struct {
 	DryRun      bool
 	Yes         bool
 	Output      string
+	// Propose proposes the fix in Git right after it is live.
+	Propose bool
+	proposeFlags
 	genericiooptions.IOStreams
 }
 
@@ -98,6 +101,8 @@ pick them from the Applications and their managed resources.`,
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
+	f.BoolVar(&o.Propose, "propose", false, "once the fix is live, propose it in Git as `kubectl gitops propose` does (with --provider, --api-url, --project)")
+	o.proposeFlags.add(cmd)
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan and the diff; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
@@ -161,7 +166,10 @@ func (o *BreakglassOptions) Validate() error {
 	if !o.DryRun && !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required when stdin is not a terminal (or use --dry-run to see the plan)")
 	}
-	return nil
+	if !o.Propose && (o.proposeFlags != proposeFlags{}) {
+		return usageErrorf("--provider, --api-url and --project go with --propose")
+	}
+	return o.proposeFlags.validate()
 }
 
 // readPatchFile reads at most breakglass.MaxPatchBytes: a patch file that
@@ -248,6 +256,14 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 		warn(o.ErrOut, w)
 	}
 	if o.Output != "text" {
+		if o.Propose {
+			proposed, err := engine.Propose(ctx, breakglass.ProposeRequest{App: plan.App.Name, ProviderFor: o.proposeFlags.provider})
+			o.proposalTrouble(proposed, err)
+			return printStructured(o.Out, o.Output, struct {
+				Session  *breakglass.Session  `json:"session"`
+				Proposal *breakglass.Proposed `json:"proposal,omitempty"`
+			}{res.Session, proposed})
+		}
 		return printStructured(o.Out, o.Output, res.Session)
 	}
 	if res.Session.TerminatedSync != "" {
@@ -267,8 +283,30 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 	case s.TicketPending != "":
 		fmt.Fprintln(o.Out, "ticket queued: `kubectl gitops ticket sync` files it once Jira is configured and reachable")
 	}
+	if o.Propose {
+		err := propose(ctx, engine, o.proposeFlags, breakglass.ProposeRequest{App: plan.App.Name}, "text", o.IOStreams)
+		o.proposalTrouble(nil, err)
+		if err == nil {
+			fmt.Fprintf(o.Out, "next: merge the proposal; `%s` (or the controller, with --auto-restore) restores once Argo CD has caught up\n", breakglass.RestoreCommand(plan.App))
+			return nil
+		}
+	}
 	fmt.Fprintf(o.Out, "next: fix Git, then `%s`\n", breakglass.RestoreCommand(plan.App))
 	return nil
+}
+
+// proposalTrouble warns of a proposal that failed after the fix went
+// live: the break-glass itself succeeded (as with Jira down), and propose
+// can be run again.
+func (o *BreakglassOptions) proposalTrouble(p *breakglass.Proposed, err error) {
+	if p != nil {
+		for _, w := range p.Warnings {
+			warn(o.ErrOut, w)
+		}
+	}
+	if err != nil {
+		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; run `kubectl gitops propose %s` once that is fixed", explain(err, "propose", o.appRef()), o.Request.App))
+	}
 }
 
 func (o *BreakglassOptions) printPlan(p *breakglass.Plan) {

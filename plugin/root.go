@@ -187,6 +187,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.AddCommand(NewCmdContract(flags, streams))
 	cmd.AddCommand(NewCmdDebt(flags, streams))
 	cmd.AddCommand(NewCmdRestore(flags, streams))
+	cmd.AddCommand(NewCmdPropose(flags, streams))
 	cmd.AddCommand(NewCmdAudit(flags, streams))
 	cmd.AddCommand(NewCmdTicket(flags, streams))
 	cmd.AddCommand(NewCmdController(flags, streams))

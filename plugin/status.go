@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
@@ -247,7 +248,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		fmt.Fprintln(o.ErrOut, "no open break-glass sessions")
 		return nil
 	}
-	header := []string{"APP", "AGE", "BY", "TICKET", "TARGETS", "GIT", "READY", "EXPIRES"}
+	header := []string{"APP", "AGE", "BY", "TICKET", "TARGETS", "GIT", "READY", "EXPIRES", "PROPOSAL"}
 	if o.Output == "wide" {
 		header = append(header, "SESSION", "REVISION", "DETAIL")
 	}
@@ -262,7 +263,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		if len(s.Reverted) > 0 {
 			git += ",REVERTED" // the live fix is gone: the note names the writer
 		}
-		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), git, ready, expiresColumn(s)}
+		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), git, ready, expiresColumn(s), proposalColumn(s.Proposal)}
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, argocd.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
@@ -303,6 +304,20 @@ func printNotes(out io.Writer, statuses []*breakglass.SessionStatus) {
 		}
 		note(out, "note: %s: %s", names, n)
 	}
+}
+
+// proposalColumn names the session's Git proposal: "PR #12" on GitHub,
+// "MR !3" on GitLab, the branch when only that was pushed, "-" for none.
+func proposalColumn(p *audit.Proposal) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.Number == 0:
+		return "branch " + p.Branch
+	case p.Provider == "gitlab":
+		return fmt.Sprintf("MR !%d", p.Number)
+	}
+	return fmt.Sprintf("PR #%d", p.Number)
 }
 
 // expiresColumn says when the session's pause expires: "in 7h", "expired"

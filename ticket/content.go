@@ -108,6 +108,21 @@ func RestoreComment(revision, user string, forced bool, reason string, witness a
 	return fmt.Sprintf("Git caught up at %s; sync restored by %s.\n\n%s", Escape(short(revision)), Escape(user), WitnessLine(witness))
 }
 
+// ProposalComment tells the ticket that the live fix is proposed in Git.
+// The request's URL is a Jira link when it is a plain web address, so
+// that escaping does not break it.
+func ProposalComment(user string, p audit.Proposal, witness audit.HeadState) string {
+	link := Escape(p.URL)
+	if plainURL.MatchString(p.URL) {
+		link = "[" + Escape(p.Branch) + "|" + p.URL + "]"
+	}
+	return fmt.Sprintf("%s proposed the live fix in Git: %s (branch %s, commit %s, files %s). Once it is merged and Argo CD has caught up, sync can be restored.\n\n%s",
+		Escape(user), link, Escape(p.Branch), Escape(short(p.Commit)), Escape(strings.Join(p.Files, ", ")), WitnessLine(witness))
+}
+
+// plainURL is a web address with nothing Jira's link syntax would read.
+var plainURL = regexp.MustCompile(`^https?://[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]+$`)
+
 // ReviewComment tells the ticket of a closed session its review.
 func ReviewComment(reviewer, verdict, note string, witness audit.HeadState) string {
 	return fmt.Sprintf("Post-incident review by %s: %s. %s\n\n%s", Escape(reviewer), Escape(verdict), Escape(note), WitnessLine(witness))

@@ -17,9 +17,10 @@ const module = "github.com/kubectl-gitops/kubectl-gitops/"
 // may import. A package missing here may import nothing of ours.
 var allowed = map[string][]string{
 	"cmd/kubectl-gitops": {"plugin"},
-	"plugin":             {"controller", "breakglass", "drift", "argocd", "ticket", "audit", "redact"},
+	"plugin":             {"controller", "breakglass", "proposal", "drift", "argocd", "ticket", "audit", "redact"},
 	"controller":         {"breakglass", "argocd", "audit"},
-	"breakglass":         {"drift", "argocd", "ticket", "audit", "redact"},
+	"breakglass":         {"proposal", "drift", "argocd", "ticket", "audit", "redact"},
+	"proposal":           {"audit", "redact"},
 	"drift":              {"argocd", "audit", "redact"},
 	"ticket":             {"argocd", "audit", "redact"},
 	"argocd":             {"audit"},

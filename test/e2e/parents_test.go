@@ -147,8 +147,11 @@ spec:
 	}
 
 	// Interrupted right after the parent's pause: the child's session,
-	// written first, names the parent, so status shows it and a plain
-	// restore puts both back. Nothing is left paused for nobody.
+	// written first, names the parent, so status shows it and restore
+	// puts both back. Nothing is left paused for nobody. The stopped run
+	// lives on in this test's process, so for all the tool can tell it may
+	// still patch: not ready, and the restore is forced (a run whose
+	// process is gone restores plainly, below).
 	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "bg-child", breakglass.SessionAnnotation+"-")
 	engine, plan = planHotfix(t, "bg-child")
 	engine.AfterParentPause = func(context.Context) error { return errCrash }
@@ -162,7 +165,7 @@ spec:
 	if !strings.Contains(out, "bg-child") || strings.Contains(errOut, "not open") {
 		t.Errorf("status after the interruption:\n%s\n%s", out, errOut)
 	}
-	mustRun(t, oncall, 0, "restore", "bg-child", "-y")
+	mustRun(t, oncall, 0, "restore", "bg-child", "--force", "--reason", "the break-glass stopped after pausing the parent", "-y")
 	p, _ = apps.Get(ctx, "bg-parent", metav1.GetOptions{})
 	if got, _, _ := unstructured.NestedMap(p.Object, "spec", "syncPolicy"); !reflect.DeepEqual(runtimeDeepCopy(got), runtimeDeepCopy(parentPolicy)) {
 		t.Errorf("parent policy after restoring the interrupted session: %v", got)

@@ -107,6 +107,29 @@ func (g *GitRepo) Commit(message string, files map[string]string) (string, error
 	return g.Head()
 }
 
+// HasBranch is whether the repository has branch: what a Git provider
+// double asks before opening a request from it.
+func (g *GitRepo) HasBranch(branch string) bool {
+	_, err := g.git("rev-parse", "--verify", "--quiet", "refs/heads/"+branch)
+	return err == nil
+}
+
+// Show is the content of path at rev (a branch or a commit).
+func (g *GitRepo) Show(rev, path string) (string, error) {
+	return g.git("show", rev+":"+path)
+}
+
+// Merge merges branch into main, as a person merging the pull request
+// does, and returns the new revision of main.
+func (g *GitRepo) Merge(branch string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.git("merge", "--quiet", "--no-ff", "-m", "Merge branch '"+branch+"'", branch); err != nil {
+		return "", err
+	}
+	return g.Head()
+}
+
 // Head returns the revision main points at.
 func (g *GitRepo) Head() (string, error) {
 	return g.git("rev-parse", "HEAD")

@@ -1,0 +1,389 @@
+package breakglass
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/proposal"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
+	"github.com/kubectl-gitops/kubectl-gitops/ticket"
+)
+
+// ErrCannotPropose is a session whose fix cannot be proposed in Git
+// without guessing: the change must be made by hand, and the error says
+// why.
+var ErrCannotPropose = proposal.ErrCannotPropose
+
+// ProposeRequest is what `kubectl gitops propose` asks for.
+type ProposeRequest struct {
+	App string
+	// ProviderFor is the provider that opens the pull or merge request for
+	// a repository (nil: push the branch only); nil pushes only.
+	ProviderFor func(repoURL string) (proposal.Provider, error)
+	// DryRun computes and verifies the change and pushes nothing.
+	DryRun bool
+}
+
+// Proposed is a session's fix proposed in Git.
+type Proposed struct {
+	App     audit.AppRef `json:"application"`
+	Session string       `json:"session"`
+	// Proposal is what was pushed and opened (on a dry run, what would be).
+	Proposal audit.Proposal `json:"proposal"`
+	// State is the pull or merge request's state: open, merged, closed.
+	State string `json:"state,omitempty"`
+	// Changes are the fields written, values redacted as records are.
+	Changes []ProposedChange `json:"changes"`
+	// Diff is the edited files, before and after, as a unified-style diff
+	// of the changed lines.
+	Diff     string   `json:"diff"`
+	DryRun   bool     `json:"dryRun,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ProposedChange is one field the proposal writes.
+type ProposedChange struct {
+	Target audit.Target `json:"target"`
+	Path   string       `json:"path"`
+	Value  any          `json:"value"`
+	File   string       `json:"file"`
+}
+
+// ProposalBranch is the branch a session's proposal is pushed to.
+func ProposalBranch(session string) string { return "kubectl-gitops/" + session }
+
+// Propose writes the Git change that makes the Application's source
+// render the session's live fix: it reads the live value of every path
+// the session patched (each checked against the digest the audit log
+// keeps, so only the session's own fix goes into Git), edits the files of
+// the pinned source that define the targets, verifies the edited source
+// renders those values and nothing else changed, pushes a branch with the
+// user's own Git credentials, opens a pull or merge request, records
+// breakglass.proposed and links it from the ticket.
+func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, error) {
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	app, err := e.withSession(ctx, req.App, "there is no live fix to propose")
+	if err != nil {
+		return nil, err
+	}
+	st, err := e.CaughtUp(ctx, app, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := proposable(st); err != nil {
+		return nil, err
+	}
+	spec, _, _ := unstructured.NestedMap(app.Object, "spec")
+	if why := proposal.Refusal(spec); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
+	}
+	src := proposal.SourceOf(spec)
+	var provider proposal.Provider
+	if req.ProviderFor != nil && !req.DryRun {
+		if provider, err = req.ProviderFor(src.RepoURL); err != nil {
+			return nil, err
+		}
+	}
+	edits, err := e.liveEdits(ctx, app, st.Session)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kubectl-gitops-propose-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	repo, err := proposal.Clone(ctx, src, dir+"/repo", actor.Username)
+	if err != nil {
+		return nil, fmt.Errorf("checking out %s: %w", redact.Text(src.RepoURL), err)
+	}
+	dest, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
+	files, err := proposal.ReadDirectory(repo.Dir, src.Path, src.Recurse)
+	if err != nil {
+		return nil, err
+	}
+	edited, err := proposal.EditFiles(files, dest, edits)
+	if err != nil {
+		return nil, err
+	}
+	edited = changedOnly(files, edited)
+	if len(edited) == 0 {
+		return nil, fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `kubectl gitops status %s` says whether Argo CD has caught up", ErrNothingToDo, repo.Base, redact.Text(src.RepoURL), req.App)
+	}
+	after := replaced(files, edited)
+	if err := proposal.Verify(files, after, dest, edits); err != nil {
+		return nil, err
+	}
+	if err := holdsFix(after, dest, st.Session); err != nil {
+		return nil, err
+	}
+	branch := ProposalBranch(st.Session.ID)
+	out := &Proposed{App: st.App, Session: st.Session.ID, DryRun: req.DryRun, Diff: diff(files, edited)}
+	out.Proposal = audit.Proposal{RepoURL: redact.Text(src.RepoURL), Base: repo.Base, Branch: branch, Provider: "none"}
+	for _, f := range edited {
+		out.Proposal.Files = append(out.Proposal.Files, f.Path)
+	}
+	for _, ed := range edits {
+		out.Changes = append(out.Changes, ProposedChange{Target: ed.Target, Path: ed.Path, Value: redact.At(ed.Target.GroupKind(), ed.Path, ed.Value), File: fileOf(after, ed.Target, dest)})
+	}
+	if provider != nil {
+		out.Proposal.Provider = provider.Name()
+	}
+	if exists, err := repo.BranchExists(ctx, branch); err != nil {
+		return nil, err
+	} else if exists {
+		return nil, fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`kubectl gitops audit log --app %s --event %s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, st.Session.ID, req.App, audit.EventProposed)
+	}
+	if req.DryRun {
+		return out, nil
+	}
+	message := commitMessage(st, out)
+	if out.Proposal.Commit, err = repo.Commit(ctx, branch, message, edited); err != nil {
+		return nil, fmt.Errorf("committing the proposal: %w", err)
+	}
+	plan := &Plan{Request: Request{App: req.App, Reason: st.Session.Reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
+	plan.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	if len(st.Targets) > 0 {
+		plan.Target = st.Targets[0].Target
+	}
+	if err := repo.Push(ctx, branch); err != nil {
+		return nil, fmt.Errorf("pushing %s (with your own Git credentials): %w", branch, err)
+	}
+	var openErr error
+	if provider != nil {
+		var opened *proposal.Opened
+		if opened, openErr = provider.Open(ctx, proposal.Request{Branch: branch, Base: repo.Base, Title: firstLine(message), Body: requestBody(st, out)}); openErr == nil {
+			out.Proposal.Number, out.Proposal.URL, out.State = opened.Number, opened.URL, opened.State
+		}
+	}
+	outcome := audit.Outcome{Status: audit.StatusSucceeded}
+	if openErr != nil {
+		outcome = audit.Outcome{Status: audit.StatusFailed, Error: "the branch is pushed; opening the request failed: " + openErr.Error()}
+	}
+	recorded, err := e.record(ctx, plan, st.Session.ID, audit.EventProposed, outcome, func(r *audit.Record) {
+		proposed := out.Proposal
+		r.Proposal = &proposed
+	})
+	if err != nil {
+		return out, err
+	}
+	if openErr != nil {
+		return out, fmt.Errorf("branch %s is pushed, but opening the %s request failed: %w", branch, out.Proposal.Provider, openErr)
+	}
+	if w := e.ticketProposal(ctx, st.Session, out, recorded); w != "" {
+		out.Warnings = append(out.Warnings, w)
+	}
+	return out, nil
+}
+
+// proposable refuses a session whose fix is not the session's to propose
+// as it stands: one the log does not trust, a repointed Application, a fix
+// reverted live, a patch still being sent.
+func proposable(st *SessionStatus) error {
+	switch {
+	case st.Untrusted != "":
+		return fmt.Errorf("%w on %s: %s; nothing was proposed", ErrSessionMismatch, st.App.Name, st.Untrusted)
+	case len(st.Retargeted) > 0:
+		return fmt.Errorf("%w: %s; the session's fix is judged against the sources it was opened on: nothing was proposed", ErrRetargeted, strings.Join(st.Retargeted, "; "))
+	case len(st.Reverted) > 0:
+		return fmt.Errorf("%w: the live fix no longer holds at %s, so the live values are not the session's: nothing was proposed", ErrCannotPropose, describeReverted(st.Reverted))
+	case st.Session.pending() != nil || len(st.InFlight) > 0:
+		return fmt.Errorf("%w: a break-glass run of session %s has not recorded its patch yet: propose once it has", ErrRunInFlight, st.Session.ID)
+	case len(st.Session.donePatches()) == 0:
+		return fmt.Errorf("%w: session %s has patched nothing yet", ErrNothingToDo, st.Session.ID)
+	}
+	return nil
+}
+
+// liveEdits are the session's patched paths with their live values, each
+// checked against the digest the audit log keeps of the patched value.
+func (e *Engine) liveEdits(ctx context.Context, app *unstructured.Unstructured, s *Session) ([]proposal.Edit, error) {
+	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
+	cluster, err := e.Destination(app.GetName(), dest, "")
+	if err != nil {
+		return nil, err
+	}
+	var edits []proposal.Edit
+	for _, p := range latestPatches(s) {
+		live, err := cluster.Object(ctx, p.Target)
+		if err != nil {
+			return nil, fmt.Errorf("reading the live %s: %w", p.Target, err)
+		}
+		for _, f := range p.Fields {
+			if f.Secret || f.After == "" {
+				return nil, fmt.Errorf("%w: %s %s holds a value the session does not record (a secret, or free text): it would go into Git in the clear and cannot be checked against the log; make that change by hand", ErrCannotPropose, p.Target, f.Path)
+			}
+			v, found := audit.Lookup(live.Object, f.Path)
+			if digest(v) != f.After {
+				return nil, fmt.Errorf("%w: the live %s %s no longer holds the session's value: nothing was proposed", ErrCannotPropose, p.Target, f.Path)
+			}
+			edits = append(edits, proposal.Edit{Target: p.Target, Path: f.Path, Value: v, Delete: !found})
+		}
+	}
+	return edits, nil
+}
+
+// holdsFix checks the edited source by the session's own digests: every
+// patched path of every target renders the patched value.
+func holdsFix(files []proposal.File, dest string, s *Session) error {
+	docs, err := proposal.Documents(files)
+	if err != nil {
+		return err
+	}
+	for _, p := range latestPatches(s) {
+		var obj map[string]any
+		for _, d := range docs {
+			if d.Matches(p.Target, dest) {
+				obj = d.Object
+			}
+		}
+		for _, f := range p.Fields {
+			if v, _ := audit.Lookup(obj, f.Path); digest(v) != f.After {
+				return fmt.Errorf("%w: the edited source does not render the live value at %s %s", ErrCannotPropose, p.Target, f.Path)
+			}
+		}
+	}
+	return nil
+}
+
+func changedOnly(before, edited []proposal.File) []proposal.File {
+	var out []proposal.File
+	for _, f := range edited {
+		for _, b := range before {
+			if b.Path == f.Path && !bytes.Equal(b.Data, f.Data) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+func replaced(files, edited []proposal.File) []proposal.File {
+	out := append([]proposal.File(nil), files...)
+	for i, f := range out {
+		for _, ed := range edited {
+			if ed.Path == f.Path {
+				out[i] = ed
+			}
+		}
+	}
+	return out
+}
+
+func fileOf(files []proposal.File, t audit.Target, dest string) string {
+	docs, _ := proposal.Documents(files)
+	for _, d := range docs {
+		if d.Matches(t, dest) {
+			return d.File
+		}
+	}
+	return ""
+}
+
+// diff is the changed lines of each edited file, old before new.
+func diff(before, edited []proposal.File) string {
+	var b strings.Builder
+	for _, ed := range edited {
+		var old []string
+		for _, f := range before {
+			if f.Path == ed.Path {
+				old = strings.Split(string(f.Data), "\n")
+			}
+		}
+		now := strings.Split(string(ed.Data), "\n")
+		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", ed.Path, ed.Path)
+		// The edits keep every other line: strip the common head and tail.
+		head := 0
+		for head < len(old) && head < len(now) && old[head] == now[head] {
+			head++
+		}
+		tail := 0
+		for tail < len(old)-head && tail < len(now)-head && old[len(old)-1-tail] == now[len(now)-1-tail] {
+			tail++
+		}
+		fmt.Fprintf(&b, "@@ -%d +%d @@\n", head+1, head+1)
+		for _, l := range old[head : len(old)-tail] {
+			b.WriteString("-" + l + "\n")
+		}
+		for _, l := range now[head : len(now)-tail] {
+			b.WriteString("+" + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func commitMessage(st *SessionStatus, p *Proposed) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: bring Git up to break-glass session %s\n\n", st.App.Name, st.Session.ID)
+	fmt.Fprintf(&b, "The live fix of break-glass session %s (opened by %s: %s) is written here, so that\nArgo CD renders it and sync can be restored without reverting it.\n\n", st.Session.ID, st.Session.OpenedBy, st.Session.Reason)
+	for _, c := range p.Changes {
+		fmt.Fprintf(&b, "- %s %s = %s (%s)\n", c.Target, c.Path, jsonText(c.Value), c.File)
+	}
+	return b.String()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// requestBody is the pull or merge request's description: the session,
+// its reason, incident and ticket, what changed (redacted as records
+// are), and the checks made before pushing.
+func requestBody(st *SessionStatus, p *Proposed) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Break-glass session `%s` on Argo CD application `%s/%s` patched the live cluster. This change writes the live fix into Git so that sync can be restored without reverting it.\n\n", st.Session.ID, st.App.Namespace, st.App.Name)
+	fmt.Fprintf(&b, "- opened by: %s at %s\n- reason: %s\n", st.Session.OpenedBy, st.Session.OpenedAt.UTC().Format(time.RFC3339), st.Session.Reason)
+	if st.Session.Incident != "" {
+		fmt.Fprintf(&b, "- incident: %s\n", st.Session.Incident)
+	}
+	if st.Session.Ticket != "" {
+		fmt.Fprintf(&b, "- ticket: %s\n", st.Session.Ticket)
+	}
+	b.WriteString("\n### What changes\n\n| object | field | value | file |\n| --- | --- | --- | --- |\n")
+	for _, c := range p.Changes {
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | %s |\n", c.Target, c.Path, jsonText(c.Value), c.File)
+	}
+	b.WriteString("\n### Checked before pushing\n\n")
+	b.WriteString("- every value is the live one, matched against the digest the session's audit record keeps\n")
+	b.WriteString("- the edited source renders those values at those paths, and every other object and field exactly as before\n")
+	b.WriteString("- comments, key order and formatting of the edited files are kept: only the values change\n\n")
+	fmt.Fprintf(&b, "Once this is merged and Argo CD reports the application caught up, `kubectl gitops restore %s` (or the controller, for an auto-restore session) turns sync back on.\n", st.App.Name)
+	return b.String()
+}
+
+// ticketProposal links the pull request from the session's ticket and
+// comments there; it returns a warning when Jira could not be told.
+func (e *Engine) ticketProposal(ctx context.Context, s *Session, p *Proposed, rec *audit.Record) string {
+	if s.Ticket == "" || e.Tickets == nil || p.Proposal.URL == "" {
+		return ""
+	}
+	kind := "Pull request"
+	if p.Proposal.Provider == "gitlab" {
+		kind = "Merge request"
+	}
+	title := fmt.Sprintf("%s #%d: %s", kind, p.Proposal.Number, p.Proposal.Branch)
+	var errs []error
+	if err := e.Tickets.LinkTo(ctx, s.Ticket, p.Proposal.URL, title); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.Tickets.Comment(ctx, s.Ticket, ticket.ProposalComment(rec.Actor.Username, p.Proposal, witness(rec))); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Sprintf("the proposal is recorded, but ticket %s could not be told of it: %v", s.Ticket, err)
+	}
+	return ""
+}

@@ -1,0 +1,237 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+	"github.com/kubectl-gitops/kubectl-gitops/test/gitdouble"
+)
+
+const githubToken = "ghp-double-token"
+
+// commentedDeployment is the fixture's Deployment as people keep it:
+// with comments, a quoted image, and a key order of its own.
+func commentedDeployment(namespace string) string {
+	d := env.AppFiles("app", namespace, env.FixtureImage)["app/deployment.yaml"]
+	d = "# The web tier. Owned by team web; paged through OPS.\n" + d
+	d = strings.Replace(d, "replicas: 2\n", "replicas: 2 # raised during incidents, then brought back\n", 1)
+	return strings.Replace(d, "        image: "+env.FixtureImage, "        # pinned: bump through a pull request\n        image: \""+env.FixtureImage+"\"", 1)
+}
+
+// startGitHub is a GitHub double for the environment's repository, as
+// project acme/deploy: it opens a pull request only from a branch the
+// repository has.
+func startGitHub(t *testing.T) *gitdouble.Server {
+	t.Helper()
+	repo := environment(t).Git
+	double := gitdouble.Start(t, gitdouble.Options{Kind: gitdouble.GitHub, Project: "acme/deploy", Token: githubToken, PageSize: 2, HasBranch: repo.HasBranch})
+	t.Cleanup(double.Close)
+	// Other people's pull requests: the tool pages past them.
+	for _, head := range []string{"feature-a", "feature-b", "feature-c"} {
+		double.Add(gitdouble.Change{Title: head, Head: head, Base: "main"})
+	}
+	return double
+}
+
+// TestProposeClosesTheLoop: break-glass --propose writes the live fix into
+// Git as a pull request (the edited file differs from Git's in the patched
+// value alone, its comments kept), records breakglass.proposed and links
+// it from the ticket; status names the PR. Merging it is all a person
+// does: Argo CD sees Git caught up and the controller restores the
+// auto-restore session by itself.
+func TestProposeClosesTheLoop(t *testing.T) {
+	core(t)
+	e := environment(t)
+	jira := startJira(t)
+	startReplica(t, "replica-propose", jiraEnv(jira.URL, jiraToken)...)
+	github := startGitHub(t)
+	file := "apps/pr-loop/deployment.yaml"
+	var head string
+	createApp(t, "pr-loop", func(*unstructured.Unstructured, string) {
+		var err error
+		if head, err = e.Git.Commit("pr-loop: comments", map[string]string{file: commentedDeployment("pr-loop")}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitSynced(t, "pr-loop", head)
+
+	oncall := newUser(t, env.Oncall.Name, append(jiraEnv(jira.URL, jiraToken), "GITHUB_TOKEN="+githubToken)...)
+	out, errOut := mustRun(t, oncall, 0, "breakglass", "pr-loop", "deployment/web", "--image", "web=registry.example/web:hotfix",
+		"--reason", "5xx after 1.0.0", "--auto-restore", "--propose", "--provider", "github", "--api-url", github.API(), "--project", "acme/deploy", "-y")
+	if !strings.Contains(out, "opened PR #4: "+github.URL+"/acme/deploy/pull/4") || strings.Contains(out+errOut, githubToken) {
+		t.Fatalf("breakglass --propose:\n%s\n%s", out, errOut)
+	}
+	session := sessionOf(t, "pr-loop").ID
+	branch := breakglass.ProposalBranch(session)
+
+	// The pull request: from the session's branch into main, saying why.
+	prs := github.Changes()
+	if len(prs) != 4 || prs[3].Head != branch || prs[3].Base != "main" || !strings.Contains(prs[3].Body, session) || !strings.Contains(prs[3].Body, "5xx after 1.0.0") {
+		t.Fatalf("pull requests %+v", prs)
+	}
+	// The branch changes the image and nothing else: comments, quotes and
+	// order are Git's.
+	proposed, err := e.Git.Show(branch, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(commentedDeployment("pr-loop"), env.FixtureImage, "registry.example/web:hotfix", 1); proposed+"\n" != want {
+		t.Errorf("the proposed file:\n%s\nwant:\n%s", proposed, want)
+	}
+	// The record, by the on-call, and the ticket links the PR.
+	var recorded *audit.Record
+	for _, r := range sessionRecords(t, session) {
+		if r.Event == audit.EventProposed {
+			recorded = r
+		}
+	}
+	if recorded == nil || recorded.Proposal == nil || recorded.Proposal.Number != 4 || recorded.Proposal.Branch != branch || recorded.Outcome.Status != audit.StatusSucceeded || recorded.Actor.Username != env.Oncall.Name {
+		t.Fatalf("breakglass.proposed record: %+v", recorded)
+	}
+	issues := sessionIssues(jira, session)
+	if len(issues) != 1 || !contains(issues[0].RemoteLinks, recorded.Proposal.URL) || !strings.Contains(strings.Join(issues[0].Comments, "\n"), "|"+recorded.Proposal.URL+"]") {
+		t.Errorf("the ticket does not link the pull request: %+v", issues)
+	}
+	out, _ = mustRun(t, oncall, 0, "status", "pr-loop")
+	if !strings.Contains(out, "PR #4") || !strings.Contains(out, "waiting") {
+		t.Errorf("status before the merge:\n%s", out)
+	}
+	// Proposing again finds the branch there: nothing is pushed twice.
+	if _, errOut := mustRun(t, oncall, 1, "propose", "pr-loop", "--provider", "github", "--api-url", github.API(), "--project", "acme/deploy"); !strings.Contains(errOut, "branch "+branch+" already exists") {
+		t.Errorf("a second propose: %s", errOut)
+	}
+
+	// Someone merges the pull request.
+	if _, err := e.Git.Merge(branch); err != nil {
+		t.Fatal(err)
+	}
+	github.Merge(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitFor(ctx, t, "the controller to restore pr-loop", func() (bool, string) {
+		a, err := appsClient(t).Get(ctx, "pr-loop", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, open := a.GetAnnotations()[breakglass.SessionAnnotation]
+		return !open, "session still open"
+	})
+	restored := false
+	for _, r := range sessionRecords(t, session) {
+		restored = restored || r.Event == audit.EventRestored && r.Outcome.Status == audit.StatusSucceeded && r.Actor.Username == controllerSA
+	}
+	if !restored {
+		t.Error("no breakglass.restored record by the controller")
+	}
+	// Sync is back, and it keeps the fix: it is Git's now.
+	a := waitSynced(t, "pr-loop", "")
+	if !autoSyncOn(mapOf(a, "spec", "syncPolicy")) {
+		t.Errorf("sync policy after the restore: %v", mapOf(a, "spec", "syncPolicy"))
+	}
+	if got := imageIn(ctx, t, "pr-loop"); got != "registry.example/web:hotfix" {
+		t.Errorf("live image after the restore: %s", got)
+	}
+	assertChainIntact(t, oncall)
+}
+
+func mapOf(u *unstructured.Unstructured, fields ...string) map[string]any {
+	m, _, _ := unstructured.NestedMap(u.Object, fields...)
+	return m
+}
+
+// TestProposeRefusesWhatItCannotProve: a dry run shows the change and
+// pushes nothing; an Application pinned to a commit is refused (a merged
+// branch would not move it); a fix changed live since the session is
+// refused; a provider without a token is a usage error. None of them pushes a branch, opens a request
+// or writes a record.
+func TestProposeRefusesWhatItCannotProve(t *testing.T) {
+	e := environment(t)
+	github := startGitHub(t)
+	deployApp(t, "pr-dry")
+	pinned := createApp(t, "pr-pinned", func(app *unstructured.Unstructured, head string) {
+		if err := unstructured.SetNestedField(app.Object, head, "spec", "source", "targetRevision"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitSynced(t, "pr-pinned", pinned)
+	oncall := newUser(t, env.Oncall.Name, "GITHUB_TOKEN="+githubToken)
+	for _, app := range []string{"pr-dry", "pr-pinned"} {
+		mustRun(t, oncall, 0, "breakglass", app, "deployment/web", "--replicas", "4", "--reason", "load", "-y")
+	}
+	where := []string{"--provider", "github", "--api-url", github.API(), "--project", "acme/deploy"}
+
+	out, _ := mustRun(t, oncall, 0, append([]string{"propose", "pr-dry", "--dry-run"}, where...)...)
+	if !strings.Contains(out, "-  replicas: 2") || !strings.Contains(out, "+  replicas: 4") || !strings.Contains(out, "dry run: nothing was pushed") {
+		t.Errorf("propose --dry-run:\n%s", out)
+	}
+	_, errOut := mustRun(t, oncall, 1, append([]string{"propose", "pr-pinned"}, where...)...)
+	if !strings.Contains(errOut, "targetRevision "+pinned+" is not a branch") {
+		t.Errorf("propose of an Application pinned to a commit: %s", errOut)
+	}
+	noToken := newUser(t, env.Oncall.Name)
+	if _, errOut := mustRun(t, noToken, 2, append([]string{"propose", "pr-dry"}, where...)...); !strings.Contains(errOut, "set GITHUB_TOKEN") {
+		t.Errorf("propose without a token: %s", errOut)
+	}
+	// The live value is no longer the session's: proposing it would write
+	// someone else's change into Git in the session's name.
+	newUser(t, env.Admin.Name).kubectl("-n", "pr-dry", "scale", "deployment/web", "--replicas", "6")
+	if _, errOut := mustRun(t, oncall, 1, append([]string{"propose", "pr-dry"}, where...)...); !strings.Contains(errOut, "no longer holds") {
+		t.Errorf("propose of a fix changed live since: %s", errOut)
+	}
+
+	for _, app := range []string{"pr-dry", "pr-pinned"} {
+		session := sessionOf(t, app).ID
+		if e.Git.HasBranch(breakglass.ProposalBranch(session)) {
+			t.Errorf("%s: a branch was pushed", app)
+		}
+		for _, r := range sessionRecords(t, session) {
+			if r.Event == audit.EventProposed {
+				t.Errorf("%s: a proposal was recorded: %+v", app, r.Proposal)
+			}
+		}
+	}
+	for _, r := range github.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("a request changed the provider: %s %s", r.Method, r.Path)
+		}
+	}
+}
+
+// TestProposeOpensAGitLabMergeRequest: propose after the break-glass, to a
+// GitLab project: the merge request already open for another branch is
+// paged past (X-Next-Page), one is opened from the session's branch, and
+// status names it.
+func TestProposeOpensAGitLabMergeRequest(t *testing.T) {
+	e := environment(t)
+	gitlab := gitdouble.Start(t, gitdouble.Options{Kind: gitdouble.GitLab, Project: "acme/deploy", Token: "glpat-double", PageSize: 1, HasBranch: e.Git.HasBranch})
+	t.Cleanup(gitlab.Close)
+	gitlab.Add(gitdouble.Change{Title: "other", Head: "feature-a", Base: "main"})
+	deployApp(t, "pr-gitlab")
+	oncall := newUser(t, env.Oncall.Name, "GITLAB_TOKEN=glpat-double")
+	mustRun(t, oncall, 0, "breakglass", "pr-gitlab", "deployment/web", "--replicas", "5", "--reason", "load", "-y")
+	out, errOut := mustRun(t, oncall, 0, "propose", "pr-gitlab", "--provider", "gitlab", "--api-url", gitlab.API(), "--project", "acme/deploy", "-o", "json")
+	session := sessionOf(t, "pr-gitlab").ID
+	if !strings.Contains(out, `"number": 2`) || !strings.Contains(out, `"provider": "gitlab"`) || strings.Contains(out+errOut, "glpat-double") {
+		t.Errorf("propose -o json:\n%s\n%s", out, errOut)
+	}
+	if mrs := gitlab.Changes(); len(mrs) != 2 || mrs[1].Head != breakglass.ProposalBranch(session) || mrs[1].Base != "main" || !mrs[1].RemoveSource {
+		t.Errorf("merge requests %+v", mrs)
+	}
+	proposed, err := e.Git.Show(breakglass.ProposalBranch(session), "apps/pr-gitlab/deployment.yaml")
+	if err != nil || !strings.Contains(proposed, "replicas: 5") {
+		t.Errorf("the proposed file: %v\n%s", err, proposed)
+	}
+	if out, _ := mustRun(t, oncall, 0, "status", "pr-gitlab"); !strings.Contains(out, "MR !2") {
+		t.Errorf("status:\n%s", out)
+	}
+}
