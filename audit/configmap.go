@@ -324,17 +324,12 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadSt
 			}
 			held += step
 		}
-		for empty-held > 1 {
-			mid := held + (empty-held)/2
-			_, ok, err := p.at(ctx, mid)
-			if err != nil {
-				return HeadState{}, nil, err
-			}
-			if ok {
-				held = mid
-			} else {
-				empty = mid
-			}
+		held, err := halve(held, empty, func(seq uint64) (bool, error) {
+			_, ok, err := p.at(ctx, seq)
+			return ok, err
+		})
+		if err != nil {
+			return HeadState{}, nil, err
 		}
 		gap := uint64(0)
 		for seq := held; seq > 0 && gap == 0; seq-- {
@@ -358,6 +353,25 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadSt
 		}
 		bound = gap - 1
 	}
+}
+
+// halve narrows a position held and a later one found empty down to
+// neighbours, probing the middle with has: the run of positions held from
+// held ends at the position it returns.
+func halve(held, empty uint64, has func(uint64) (bool, error)) (uint64, error) {
+	for empty-held > 1 {
+		mid := held + (empty-held)/2
+		ok, err := has(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			held = mid
+		} else {
+			empty = mid
+		}
+	}
+	return held, nil
 }
 
 // recordAt is the record doc holds when it is the record of position

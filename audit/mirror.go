@@ -261,19 +261,7 @@ func (m *Mirror) Newest(ctx context.Context, from uint64) (uint64, error) {
 		}
 		held += step
 	}
-	for missing-held > 1 {
-		mid := held + (missing-held)/2
-		ok, err := m.holds(ctx, mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			held = mid
-		} else {
-			missing = mid
-		}
-	}
-	return held, nil
+	return halve(held, missing, func(seq uint64) (bool, error) { return m.holds(ctx, seq) })
 }
 
 // The kinds of break only a mirror shows.
