@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -34,6 +35,8 @@ type mirrorPass struct {
 	// checkpointed is the record the last checkpoint covered and when.
 	checkpointed   uint64
 	checkpointedAt time.Time
+	// gap is the missing record last told of.
+	gap uint64
 }
 
 // mirror runs until ctx ends, copying what the mirror lacks.
@@ -107,14 +110,22 @@ func (p *mirrorPass) measure(ctx context.Context, metrics *Metrics) error {
 	}
 	var backlog uint64
 	var oldest time.Time
+	var gap error
 	if tip > p.newest {
 		backlog = tip - p.newest
-		if rec, ok, err := p.m.Log.StoredRecord(ctx, p.newest+1); err == nil && ok {
+		rec, ok, err := p.m.Log.StoredRecord(ctx, p.newest+1)
+		switch {
+		case err == nil && ok:
 			oldest = rec.Created
+		case err == nil && p.gap != p.newest+1:
+			// Told once: the records after it wait, and the backlog
+			// alert fires.
+			p.gap = p.newest + 1
+			gap = fmt.Errorf("record %d is missing from the cluster's log and %d record(s) follow it: mirroring waits there (audit verify names the gap)", p.gap, tip-p.gap)
 		}
 	}
 	metrics.setMirror(p.newest, backlog, oldest)
-	return nil
+	return gap
 }
 
 // checkpoint signs rec's position and writes it to the mirror, then the
