@@ -16,6 +16,7 @@ APISERVER   := kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
 ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
 ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
+S3_TOOLS    := versitygw=github.com/versity/versitygw/cmd/versitygw
 IMAGE_TOOLS := build-image=$(PKG)/hack/tools/image/build-image cyclonedx-gomod=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 .PHONY: build test unit e2e lint tools bench demo krew image clean require
@@ -39,6 +40,7 @@ tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 	@hack/tools/build.sh image $(IMAGE_TOOLS) >/dev/null
+	@hack/tools/build.sh s3 $(S3_TOOLS) >/dev/null
 
 e2e: require tools ## end-to-end tests against real kube-apiserver 1.35 and Argo CD 3.6.1, the core loop (the tests that call core(t)) against 2.14.21, then the tests that need only the API server (apiOnly(t): the admission policies') on Kubernetes 1.30, the oldest README claims, and 1.37, with no Argo CD process
 	ARGOCD_VERSION=3.6.1 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/...
@@ -51,7 +53,7 @@ lint: ## gofmt and go vet
 	$(GO) vet -tags e2e ./...
 
 bench: tools ## benchmarks, ending with one table of figures and goals (BENCH_RUNS sets the break-glasses per revert condition, default 10)
-	$(GO) test -run '^$$' -bench 'EnvironmentStartup|ColdStart|AuditAtScale|TimeToLiveFix|SelfHealReverts|StatusAtScale|DriftAtScale|ControllerAtScale|AutoRestoreLatency' -benchtime 1x -timeout 90m ./test/bench/...
+	$(GO) test -run '^$$' -bench 'EnvironmentStartup|ColdStart|AuditAtScale|TimeToLiveFix|SelfHealReverts|StatusAtScale|DriftAtScale|ControllerAtScale|AutoRestoreLatency|MirrorLag' -benchtime 1x -timeout 90m ./test/bench/...
 
 demo: require tools build ## the break-glass story on a real environment; Ctrl-C ends it
 	$(GO) run ./test/demo

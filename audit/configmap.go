@@ -33,6 +33,11 @@ const (
 	// it. The shipped admission policy (deploy/policy) makes the API server
 	// refuse any other value, so Verify can hold the record's actor to it.
 	AnnotationActor = KeyPrefix + "actor"
+	// AnnotationRestoredBy on a record written back from the mirror
+	// (audit restore-log) names the cluster admin who did it; the
+	// admission policy lets only such a user, and only with it, stamp
+	// another actor than themselves: the one the mirror kept.
+	AnnotationRestoredBy = KeyPrefix + "restored-by"
 )
 
 // RecordSelector selects the record ConfigMaps of a namespace.
@@ -352,17 +357,12 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadSt
 			}
 			held += step
 		}
-		for empty-held > 1 {
-			mid := held + (empty-held)/2
-			_, ok, err := p.at(ctx, mid)
-			if err != nil {
-				return HeadState{}, nil, err
-			}
-			if ok {
-				held = mid
-			} else {
-				empty = mid
-			}
+		held, err := halve(held, empty, func(seq uint64) (bool, error) {
+			_, ok, err := p.at(ctx, seq)
+			return ok, err
+		})
+		if err != nil {
+			return HeadState{}, nil, err
 		}
 		gap := uint64(0)
 		for seq := held; seq > 0 && gap == 0; seq-- {
@@ -386,6 +386,25 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadSt
 		}
 		bound = gap - 1
 	}
+}
+
+// halve narrows a position held and a later one found empty down to
+// neighbours, probing the middle with has: the run of positions held from
+// held ends at the position it returns.
+func halve(held, empty uint64, has func(uint64) (bool, error)) (uint64, error) {
+	for empty-held > 1 {
+		mid := held + (empty-held)/2
+		ok, err := has(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			held = mid
+		} else {
+			empty = mid
+		}
+	}
+	return held, nil
 }
 
 // recordAt is the record doc holds when it is the record of position
@@ -560,14 +579,8 @@ func (s *ConfigMapStore) walkSelected(ctx context.Context, selector string, fn f
 			if m == nil && !labelled {
 				continue // not part of the log (the head, Argo CD's own)
 			}
-			e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey]), Actor: cm.Annotations[AnnotationActor], Unlabelled: !labelled,
-				Mutable: cm.Immutable == nil || !*cm.Immutable, Labels: cm.Labels}
-			if e.Labels == nil {
-				e.Labels = map[string]string{}
-			}
-			if m != nil {
-				e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
-			}
+			e := entryOf(&cm)
+			e.Unlabelled = !labelled
 			read++
 			if err := fn(e); err != nil {
 				return err
@@ -581,4 +594,37 @@ func (s *ConfigMapStore) walkSelected(ctx context.Context, selector string, fn f
 		}
 		opts.Continue = list.Continue
 	}
+}
+
+// entryOf is the log entry a record ConfigMap holds.
+func entryOf(cm *corev1.ConfigMap) Entry {
+	e := Entry{Name: cm.Name, Doc: []byte(cm.Data[docKey]), Actor: cm.Annotations[AnnotationActor],
+		Mutable: cm.Immutable == nil || !*cm.Immutable, Labels: cm.Labels, Created: cm.CreationTimestamp.Time,
+		RestoredBy: cm.Annotations[AnnotationRestoredBy]}
+	if e.Labels == nil {
+		e.Labels = map[string]string{}
+	}
+	if m := recordName.FindStringSubmatch(cm.Name); m != nil {
+		e.Slot, _ = strconv.ParseUint(m[1], 10, 64)
+	}
+	return e
+}
+
+// StoredRecord is what position seq holds, read by its name, and whether
+// anything is there.
+func (s *ConfigMapStore) StoredRecord(ctx context.Context, seq uint64) (Entry, bool, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, RecordName(seq), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return Entry{}, false, nil
+	case err != nil:
+		return Entry{}, false, fmt.Errorf("reading audit record %d: %w", seq, err)
+	}
+	return entryOf(cm), true, nil
+}
+
+// Tip is the position of the log's end, found as an append finds it.
+func (s *ConfigMapStore) Tip(ctx context.Context) (uint64, error) {
+	f, err := s.findTip(ctx, HeadState{})
+	return f.tip.Seq, err
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Entry is a stored record as Verify sees it: its Slot (the sequence number
@@ -24,6 +25,12 @@ type Entry struct {
 	// in place. Labels are its labels, which must agree with its content.
 	Mutable bool
 	Labels  map[string]string
+	// Created is when the API server created the record ConfigMap (zero
+	// elsewhere).
+	Created time.Time
+	// RestoredBy is the cluster admin who wrote the record back from the
+	// mirror (audit restore-log); "" for a record its actor wrote.
+	RestoredBy string
 }
 
 // HeadState is the chain head: the sequence number and hash of the newest
@@ -131,6 +138,8 @@ type Report struct {
 	// Witnesses is how many witnesses kept outside the cluster were
 	// checked (audit verify --jira).
 	Witnesses int `json:"witnesses,omitempty"`
+	// Mirror is what was read of the mirror (audit verify --mirror).
+	Mirror *MirrorSummary `json:"mirror,omitempty"`
 }
 
 // Intact reports whether Verify found the chain unbroken; Warnings may

@@ -64,6 +64,9 @@ type Controller struct {
 	Log func(format string, args ...any)
 	// Metrics counts what it does; nil counts nothing.
 	Metrics *Metrics
+	// Mirroring copies the audit log off the cluster while this replica
+	// leads; nil mirrors nothing.
+	Mirroring *Mirroring
 
 	leading sync.Once
 	ready   chan struct{}
@@ -159,6 +162,9 @@ func (c *Controller) lead(ctx context.Context) error {
 	resync := c.Resync
 	if resync == 0 {
 		resync = 5 * time.Minute
+	}
+	if c.Mirroring != nil {
+		go c.mirror(ctx)
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Engine.Dynamic, resync, c.Engine.AppNamespace, nil)
 	informer := factory.ForResource(argocd.ApplicationGVR).Informer()

@@ -30,6 +30,8 @@ type Metrics struct {
 	autoRestores int
 	errors       int
 	notices      map[audit.Event]int
+	// mirror is the mirror's state; nil without one.
+	mirror *mirrorMetric
 	// store is the leader's informer cache, which the session gauges are
 	// read from when scraped; nil while this replica does not lead.
 	store cache.Store
@@ -94,6 +96,38 @@ func (m *Metrics) countNotice(event audit.Event) {
 	})
 }
 
+// mirrorMetric is where the mirror stands, as the leader last saw it.
+type mirrorMetric struct {
+	writeOnce       bool
+	newest, backlog uint64
+	// oldest is when the oldest record not yet mirrored was created
+	// (zero: none waits).
+	oldest time.Time
+	errors int
+}
+
+// SetMirror says a mirror is configured, and whether the bucket is
+// write-once (versioning and Object Lock) or was accepted without.
+func (m *Metrics) SetMirror(writeOnce bool) {
+	m.with(func() { m.mirror = &mirrorMetric{writeOnce: writeOnce} })
+}
+
+func (m *Metrics) setMirror(newest, backlog uint64, oldest time.Time) {
+	m.with(func() {
+		if m.mirror != nil {
+			m.mirror.newest, m.mirror.backlog, m.mirror.oldest = newest, backlog, oldest
+		}
+	})
+}
+
+func (m *Metrics) countMirrorError() {
+	m.with(func() {
+		if m.mirror != nil {
+			m.mirror.errors++
+		}
+	})
+}
+
 // watch has the session gauges read from store, the informer's cache,
 // at each scrape: a gauge, not a decision (decisions come from the log),
 // and no work at all between scrapes.
@@ -150,6 +184,15 @@ var (
 	}
 )
 
+// The mirror's metrics, served only with a mirror (controller --mirror).
+var (
+	mirrorWriteOnceDesc = prometheus.NewDesc("kubectl_gitops_mirror_write_once", "Whether the mirror's bucket has versioning and Object Lock (0: accepted without, --mirror-accept-unlocked).", nil, nil)
+	mirrorNewestDesc    = prometheus.NewDesc("kubectl_gitops_mirror_newest_record", "The newest audit record the mirror holds.", nil, nil)
+	mirrorBacklogDesc   = prometheus.NewDesc("kubectl_gitops_mirror_backlog_records", "Audit records in the cluster not yet in the mirror.", nil, nil)
+	mirrorOldestDesc    = prometheus.NewDesc("kubectl_gitops_mirror_oldest_unmirrored_age_seconds", "How long the oldest audit record not yet in the mirror has waited (0: none waits).", nil, nil)
+	mirrorErrorsDesc    = prometheus.NewDesc("kubectl_gitops_mirror_errors_total", "Mirroring passes that failed (retried).", nil, nil)
+)
+
 // sessionCollector reads the controller's metrics from its Metrics at
 // each scrape.
 type sessionCollector struct{ m *Metrics }
@@ -160,6 +203,9 @@ func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, n := range noticeDescs {
 		ch <- n.desc
+	}
+	for _, d := range []*prometheus.Desc{mirrorWriteOnceDesc, mirrorNewestDesc, mirrorBacklogDesc, mirrorOldestDesc, mirrorErrorsDesc} {
+		ch <- d
 	}
 }
 
@@ -188,4 +234,15 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(n.desc, prometheus.CounterValue, float64(m.notices[n.event]))
 	}
 	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(m.errors))
+	if mm := m.mirror; mm != nil {
+		age := 0.0
+		if !mm.oldest.IsZero() {
+			age = float64(int(now.Sub(mm.oldest).Seconds()))
+		}
+		ch <- prometheus.MustNewConstMetric(mirrorWriteOnceDesc, prometheus.GaugeValue, bit(mm.writeOnce))
+		ch <- prometheus.MustNewConstMetric(mirrorNewestDesc, prometheus.GaugeValue, float64(mm.newest))
+		ch <- prometheus.MustNewConstMetric(mirrorBacklogDesc, prometheus.GaugeValue, float64(mm.backlog))
+		ch <- prometheus.MustNewConstMetric(mirrorOldestDesc, prometheus.GaugeValue, age)
+		ch <- prometheus.MustNewConstMetric(mirrorErrorsDesc, prometheus.CounterValue, float64(mm.errors))
+	}
 }

@@ -220,3 +220,34 @@ func TestMetricsCountClientGo(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorMetrics: without a mirror none of its metrics is served;
+// with one, the backlog and the age of its oldest record, counted to the
+// scrape, and whether the bucket is write-once.
+func TestMirrorMetrics(t *testing.T) {
+	m := NewMetrics()
+	if body, _ := scrapeText(t, m); strings.Contains(body, "kubectl_gitops_mirror_") {
+		t.Fatalf("mirror metrics without a mirror:\n%s", body)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	m.SetMirror(false)
+	m.setMirror(40, 3, now.Add(-90*time.Second))
+	m.countMirrorError()
+	body, _ := scrapeText(t, m)
+	for _, want := range []string{
+		"kubectl_gitops_mirror_write_once 0\n",
+		"kubectl_gitops_mirror_newest_record 40\n",
+		"kubectl_gitops_mirror_backlog_records 3\n",
+		"kubectl_gitops_mirror_oldest_unmirrored_age_seconds 90\n",
+		"kubectl_gitops_mirror_errors_total 1\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	m.setMirror(43, 0, time.Time{})
+	if body, _ := scrapeText(t, m); !strings.Contains(body, "kubectl_gitops_mirror_oldest_unmirrored_age_seconds 0\n") {
+		t.Errorf("a caught-up mirror's oldest age is not 0:\n%s", body)
+	}
+}

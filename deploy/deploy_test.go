@@ -55,6 +55,9 @@ func TestKustomizationInstallsEveryManifest(t *testing.T) {
 		if strings.HasPrefix(filepath.ToSlash(path), "notifications/") {
 			return nil // merged into the user's own argocd-notifications-cm, never applied whole
 		}
+		if strings.HasPrefix(filepath.ToSlash(path), "monitoring/") {
+			return nil // the Prometheus Operator's rules, applied only where its CRD is
+		}
 		files = append(files, filepath.ToSlash(path))
 		body, err := os.ReadFile(path)
 		documents += strings.Count("\n"+string(body), "\nkind: ")
@@ -79,5 +82,37 @@ func TestKustomizationInstallsEveryManifest(t *testing.T) {
 	}
 	if rendered := bytes.Count(append([]byte("\n"), out...), []byte("\nkind: ")); rendered != documents {
 		t.Errorf("kubectl kustomize renders %d objects; the files hold %d", rendered, documents)
+	}
+}
+
+// TestMirrorAlertsNameTheControllersMetrics: the alert rules watch the
+// metrics the controller serves with --mirror, by their names.
+func TestMirrorAlertsNameTheControllersMetrics(t *testing.T) {
+	rules, err := os.ReadFile(filepath.Join("monitoring", "mirror-alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert, Expr string
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(rules, &doc); err != nil {
+		t.Fatal(err)
+	}
+	exprs := ""
+	for _, g := range doc.Spec.Groups {
+		for _, r := range g.Rules {
+			exprs += r.Expr + "\n"
+		}
+	}
+	for _, metric := range []string{"kubectl_gitops_mirror_oldest_unmirrored_age_seconds", "kubectl_gitops_mirror_write_once", "kubectl_gitops_mirror_newest_record"} {
+		if !strings.Contains(exprs, metric) {
+			t.Errorf("no alert watches %s", metric)
+		}
 	}
 }

@@ -27,16 +27,29 @@ type auditSource struct {
 	configFlags *genericclioptions.ConfigFlags
 	Namespace   string
 	File        string
+	mirror      mirrorFlags
 }
 
 func (s *auditSource) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.Namespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
 	cmd.Flags().StringVar(&s.File, "file", "", "read a JSONL export (from `audit log -o jsonl`) instead of the cluster")
+	s.mirror.add(cmd, "read the log's mirror, s3://BUCKET/PREFIX (controller --mirror), instead of the cluster: no cluster needed")
+}
+
+// validate refuses two sources at once.
+func (s *auditSource) validate() error {
+	if s.File != "" && s.mirror.URL != "" {
+		return usageErrorf("--file and --mirror cannot be set at the same time: read one")
+	}
+	return nil
 }
 
 func (s *auditSource) store() (audit.Store, error) {
 	if s.File != "" {
 		return &audit.FileStore{Path: s.File}, nil
+	}
+	if s.mirror.URL != "" {
+		return s.mirror.open(context.Background(), 0)
 	}
 	_, client, err := kubeClient(s.configFlags)
 	if err != nil {
@@ -54,6 +67,9 @@ func (s *auditSource) empty(rep audit.Report) error {
 	}
 	if s.File != "" {
 		return fmt.Errorf("no audit records found in file %s (is it an export from `kubectl gitops audit log -o jsonl`?)", s.File)
+	}
+	if s.mirror.URL != "" {
+		return fmt.Errorf("no audit records found in mirror %s (is --mirror right, with the controller's prefix?)", s.mirror.URL)
 	}
 	return fmt.Errorf("no audit records found in namespace %s (is --audit-namespace right?)", s.Namespace)
 }
@@ -78,7 +94,8 @@ list, show and verify it, and repair its head.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams),
-		newCmdAuditReview(flags, streams), newCmdAuditReport(flags, streams), newCmdAuditRepairHead(flags, streams))
+		newCmdAuditReview(flags, streams), newCmdAuditReport(flags, streams), newCmdAuditRepairHead(flags, streams),
+		newCmdAuditRestoreLog(flags, streams))
 	return cmd
 }
 
@@ -139,6 +156,9 @@ func (o *AuditLogOptions) Complete(*cobra.Command, []string) (err error) {
 
 // Validate checks the flags.
 func (o *AuditLogOptions) Validate() error {
+	if err := o.source.validate(); err != nil {
+		return err
+	}
 	if err := validateOutput(o.Output, auditLogFormats...); err != nil {
 		return err
 	}
@@ -418,7 +438,12 @@ func (o *AuditShowOptions) Complete(_ *cobra.Command, args []string) error {
 }
 
 // Validate checks the flags.
-func (o *AuditShowOptions) Validate() error { return validateOutput(o.Output, "yaml", "json") }
+func (o *AuditShowOptions) Validate() error {
+	if err := o.source.validate(); err != nil {
+		return err
+	}
+	return validateOutput(o.Output, "yaml", "json")
+}
 
 // Run finds the record and prints it.
 func (o *AuditShowOptions) Run(ctx context.Context) error {
@@ -471,6 +496,12 @@ type AuditVerifyOptions struct {
 	source auditSource
 	Output string
 	Jira   bool
+	// MirrorOnly checks the mirror alone, with no cluster.
+	MirrorOnly bool
+	// CheckpointKeys are files of the checkpoint public keys to trust.
+	CheckpointKeys []string
+	// MirrorBound is how long a record may wait for the mirror.
+	MirrorBound time.Duration
 	genericiooptions.IOStreams
 }
 
@@ -492,12 +523,29 @@ head-behind, head-mismatch (also each head a writer found wrong and noted in its
 record) or head-missing. Writers never believe it and it hides no record; each
 warning names its fix, kubectl gitops audit repair-head, for a cluster admin.
 
+With --mirror (the copy the controller keeps in write-once object storage) it
+verifies the mirror's chain the same way, names a record object written again
+(mirror-rewritten) or hidden by a delete marker (mirror-deleted), checks every
+checkpoint against the records and the public keys passed with
+--checkpoint-key (a checkpoint signed by any other key is a warning:
+checkpoint-unverified; one that does not match, checkpoint-mismatch), and,
+unless --mirror-only, compares the cluster's log with it: a record the cluster
+lost (missing-in-cluster), one replaced after it was mirrored
+(differs-from-mirror), one that never reached the mirror within
+--mirror-backlog-bound (unmirrored).
+
 Exit status: 0 the chain is intact (warnings about the head or not); 1 tampering
 found; 2 usage error; 3 the log could not be read, or holds no record at all (no
 records and no head: most likely the wrong --audit-namespace or --file).`,
 		Example: `  kubectl gitops audit verify
   kubectl gitops audit verify -o json
   kubectl gitops audit verify --file audit.jsonl
+
+  # The auditor's laptop: the mirror alone, checkpoints checked with the public key
+  kubectl gitops audit verify --mirror s3://audit-bucket/prod --mirror-only --checkpoint-key checkpoint.pub
+
+  # The cluster's log against its mirror
+  kubectl gitops audit verify --mirror s3://audit-bucket/prod --checkpoint-key checkpoint.pub
 
   # Also check the records Jira tickets witnessed (JIRA_URL etc. set)
   kubectl gitops audit verify --jira`,
@@ -506,6 +554,9 @@ records and no head: most likely the wrong --audit-namespace or --file).`,
 	}
 	o.source.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Jira, "jira", false, "also check that the records break-glass tickets witnessed (sequence number and hash) are still in the chain")
+	cmd.Flags().BoolVar(&o.MirrorOnly, "mirror-only", false, "with --mirror: check the mirror alone, reading no cluster")
+	cmd.Flags().StringArrayVar(&o.CheckpointKeys, "checkpoint-key", nil, "a PEM file of the controller's checkpoint public key(s) to trust (repeatable, one per key id after a rotation)")
+	cmd.Flags().DurationVar(&o.MirrorBound, "mirror-backlog-bound", 10*time.Minute, "with --mirror: how long a cluster record may wait for the mirror before it is named unmirrored")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
 }
@@ -555,11 +606,23 @@ func (o *AuditVerifyOptions) Complete(*cobra.Command, []string) error { return n
 
 // Validate checks the flags.
 func (o *AuditVerifyOptions) Validate() error {
+	if err := o.source.validate(); err != nil {
+		return err
+	}
+	if o.source.mirror.URL == "" && (o.MirrorOnly || len(o.CheckpointKeys) > 0) {
+		return usageErrorf("--mirror-only and --checkpoint-key need --mirror s3://BUCKET/PREFIX")
+	}
+	if o.source.mirror.URL != "" && o.Jira {
+		return usageErrorf("--jira and --mirror cannot be set at the same time: verify the cluster's log with --jira, the mirror with --mirror")
+	}
 	return validateOutput(o.Output, "text", "json", "yaml")
 }
 
 // Run verifies the chain and prints the report.
 func (o *AuditVerifyOptions) Run(ctx context.Context) error {
+	if o.source.mirror.URL != "" {
+		return o.runMirror(ctx)
+	}
 	store, err := o.source.store()
 	if err != nil {
 		return &ExitError{Code: ExitCannotTell, Err: err}
@@ -593,16 +656,54 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 		}
 		return &ExitError{Code: ExitCannotTell, Err: empty}
 	}
+	return o.print(rep, nil)
+}
+
+// print prints the report (and what was read of a mirror) and says
+// whether the chain is intact.
+func (o *AuditVerifyOptions) print(rep audit.Report, mirror *audit.MirrorSummary) error {
 	rep.Warnings = withFixes(rep.Warnings)
+	rep.Mirror = mirror
 	if o.Output != "text" {
 		if err := printStructured(o.Out, o.Output, rep); err != nil {
 			return err
 		}
 	} else {
+		if mirror != nil {
+			printMirror(o, mirror)
+		}
 		o.printText(rep)
 	}
 	if !rep.Intact() {
 		return &ExitError{Code: ExitFailure}
 	}
 	return nil
+}
+
+// runMirror verifies the mirror, alone or against the cluster.
+func (o *AuditVerifyOptions) runMirror(ctx context.Context) error {
+	keys, err := checkpointKeys(o.CheckpointKeys)
+	if err != nil {
+		return err
+	}
+	m, err := o.source.mirror.open(ctx, 0)
+	if err != nil {
+		return &ExitError{Code: ExitCannotTell, Err: err}
+	}
+	check := audit.MirrorCheck{Mirror: m, Keys: keys, Bound: o.MirrorBound, Now: time.Now()}
+	if !o.MirrorOnly {
+		_, client, err := kubeClient(o.source.configFlags)
+		if err != nil {
+			return &ExitError{Code: ExitCannotTell, Err: err}
+		}
+		check.Cluster = audit.NewConfigMapStore(client, o.source.Namespace)
+	}
+	rep, sum, err := check.Verify(ctx)
+	if err != nil {
+		return &ExitError{Code: ExitCannotTell, Err: o.source.explain(err)}
+	}
+	if rep.Records == 0 && rep.Intact() {
+		return &ExitError{Code: ExitCannotTell, Err: o.source.empty(rep)}
+	}
+	return o.print(rep, sum)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/controller"
 )
@@ -29,6 +30,17 @@ type ControllerOptions struct {
 	Resync         time.Duration
 	RefreshEvery   time.Duration
 	RemindEvery    time.Duration
+	mirror         mirrorFlags
+	// MirrorRetention locks each mirrored record in compliance mode.
+	MirrorRetention time.Duration
+	// AcceptUnlocked mirrors to a bucket without versioning or Object Lock.
+	AcceptUnlocked bool
+	MirrorEvery    time.Duration
+	// CheckpointKey is the file of the ed25519 key checkpoints are signed
+	// with (a mounted Secret); "" signs none.
+	CheckpointKey      string
+	CheckpointRecords  uint64
+	CheckpointInterval time.Duration
 	genericiooptions.IOStreams
 }
 
@@ -50,10 +62,23 @@ records, once per session, a pause that expired with Git behind and sync
 turned back on behind a session (breakglass.expired, breakglass.reenabled),
 with a Warning Event and a ticket comment, and never re-enables sync for
 them. Replicas elect a leader through a coordination.k8s.io Lease: only the
-leader acts. It serves /metrics, /healthz and /readyz on --address.`,
-		Example: `  kubectl gitops controller --all-namespaces --lease-namespace argocd --address :8080`,
-		Args:    positional(0),
-		RunE:    run(o),
+leader acts. It serves /metrics, /healthz and /readyz on --address.
+
+With --mirror the leader also copies every audit record, as the exact bytes
+stored, in order, to an S3-compatible bucket (one object per record, locked in
+compliance mode for --mirror-retention), and with --checkpoint-key signs a
+checkpoint every --checkpoint-records records or --checkpoint-interval into the
+mirror and the cluster. The bucket must have versioning and Object Lock unless
+--mirror-accept-unlocked (README, The mirror). Credentials come from the
+environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, from a Secret), the
+shared files, or the pod's web identity (IRSA); never from a flag.`,
+		Example: `  kubectl gitops controller --all-namespaces --lease-namespace argocd --address :8080
+
+  # Mirror the audit log to write-once storage, with signed checkpoints
+  kubectl gitops controller --mirror s3://audit-bucket/prod --mirror-retention 8760h \
+    --checkpoint-key /etc/kubectl-gitops/checkpoint/key.pem`,
+		Args: positional(0),
+		RunE: run(o),
 	}
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
@@ -66,6 +91,13 @@ leader acts. It serves /metrics, /healthz and /readyz on --address.`,
 	cmd.Flags().DurationVar(&o.Resync, "resync", 5*time.Minute, "how often the Applications are listed again; a session is looked at again only when its Application changes or its expiry, reminder or refresh is due")
 	cmd.Flags().DurationVar(&o.RemindEvery, "remind-every", time.Hour, "how often an expired session, or one whose sync was turned back on, is told again (Warning Event, ticket comment)")
 	cmd.Flags().DurationVar(&o.RefreshEvery, "refresh-every", time.Minute, "how often, at most, to ask Argo CD to refresh an auto-restore session's Application that has not caught up (a Git webhook makes it sooner)")
+	o.mirror.add(cmd, "copy every audit record to this S3-compatible bucket and prefix, s3://BUCKET/PREFIX, while leading")
+	cmd.Flags().DurationVar(&o.MirrorRetention, "mirror-retention", 0, "lock each mirrored record in compliance mode this long (e.g. 8760h; default: the bucket's default retention)")
+	cmd.Flags().BoolVar(&o.AcceptUnlocked, "mirror-accept-unlocked", false, "mirror to a bucket without versioning or Object Lock, whose objects can be deleted (kubectl_gitops_mirror_write_once 0 says so)")
+	cmd.Flags().DurationVar(&o.MirrorEvery, "mirror-every", 2*time.Second, "how often the leader looks for records to mirror")
+	cmd.Flags().StringVar(&o.CheckpointKey, "checkpoint-key", "", "PEM file of the ed25519 private key checkpoints are signed with (a mounted Secret; needs --mirror)")
+	cmd.Flags().Uint64Var(&o.CheckpointRecords, "checkpoint-records", 100, "sign a checkpoint every this many records")
+	cmd.Flags().DurationVar(&o.CheckpointInterval, "checkpoint-interval", 10*time.Minute, "sign a checkpoint at least this often while records come")
 	return cmd
 }
 
@@ -90,7 +122,61 @@ func (o *ControllerOptions) Validate() error {
 		return usageErrorf("--resync, --refresh-every and --remind-every must be positive durations")
 	case o.LeaseNamespace == "" || o.LeaseName == "":
 		return usageErrorf("--lease-namespace and --lease-name must not be empty")
+	case o.mirror.URL == "" && (o.CheckpointKey != "" || o.MirrorRetention != 0 || o.AcceptUnlocked):
+		return usageErrorf("--checkpoint-key, --mirror-retention and --mirror-accept-unlocked need --mirror s3://BUCKET/PREFIX")
+	case o.MirrorEvery <= 0 || o.CheckpointInterval <= 0 || o.CheckpointRecords == 0 || o.MirrorRetention < 0:
+		return usageErrorf("--mirror-every, --checkpoint-interval, --checkpoint-records must be positive, --mirror-retention not negative")
 	}
+	return nil
+}
+
+// mirroring opens the mirror and checks its bucket, or says why not.
+func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Controller, engine *breakglass.Engine) error {
+	if o.mirror.URL == "" {
+		return nil
+	}
+	m, err := o.mirror.open(ctx, o.MirrorRetention)
+	if err != nil {
+		return err
+	}
+	p, err := m.Protection(ctx)
+	if err != nil {
+		return fmt.Errorf("--mirror %s: %w", o.mirror.URL, err)
+	}
+	switch {
+	case !p.WriteOnce() && !o.AcceptUnlocked:
+		return usageErrorf("--mirror %s: the bucket has no versioning and Object Lock (versioned %t, Object Lock %t), so records there can be deleted: create it with Object Lock (README, The mirror) or pass --mirror-accept-unlocked", o.mirror.URL, p.Versioned, p.ObjectLock)
+	case o.MirrorRetention > 0 && !p.ObjectLock:
+		c.Log("mirror: --mirror-retention %s is not applied: bucket %s has no Object Lock", o.MirrorRetention, m.Location().Bucket)
+	}
+	c.Metrics.SetMirror(p.WriteOnce())
+	log, ok := engine.Audit.(*audit.ConfigMapStore)
+	if !ok {
+		return fmt.Errorf("--mirror copies the cluster's audit log, and the engine has none")
+	}
+	c.Mirroring = &controller.Mirroring{Log: log, Mirror: m, Every: o.MirrorEvery,
+		CheckpointRecords: o.CheckpointRecords, CheckpointInterval: o.CheckpointInterval}
+	if o.CheckpointKey != "" {
+		data, err := os.ReadFile(o.CheckpointKey)
+		if err != nil {
+			return usageErrorf("--checkpoint-key: %v", err)
+		}
+		if c.Mirroring.Signer, err = audit.NewSigner(data); err != nil {
+			return usageErrorf("--checkpoint-key %s: %v", o.CheckpointKey, err)
+		}
+	}
+	lock := "write-once: versioning and Object Lock"
+	if !p.WriteOnce() {
+		lock = "NOT write-once (--mirror-accept-unlocked)"
+	}
+	if p.DefaultRetention != "" {
+		lock += ", default retention " + p.DefaultRetention
+	}
+	signed := "no checkpoints"
+	if c.Mirroring.Signer != nil {
+		signed = "checkpoints signed by key " + c.Mirroring.Signer.KeyID()
+	}
+	c.Log("mirroring the audit log to %s (%s; %s)", m.Location(), lock, signed)
 	return nil
 }
 
@@ -117,6 +203,9 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(o.ErrOut, "%s %s\n", time.Now().UTC().Format(time.RFC3339), printable(fmt.Sprintf(format, args...)))
 		},
+	}
+	if err := o.mirroring(ctx, c, engine); err != nil {
+		return err
 	}
 	listener, err := net.Listen("tcp", o.Address)
 	if err != nil {

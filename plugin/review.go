@@ -156,6 +156,9 @@ func (o *AuditReportOptions) Complete(*cobra.Command, []string) (err error) {
 
 // Validate checks the flags.
 func (o *AuditReportOptions) Validate() error {
+	if err := o.source.validate(); err != nil {
+		return err
+	}
 	return validateOutput(o.Output, reportFormats...)
 }
 
@@ -201,6 +204,9 @@ func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
 	if err := o.source.empty(rep); err != nil {
 		return err // cannotTell: exit 3, no evidence of nothing
 	}
+	if m, ok := store.(*audit.Mirror); ok {
+		rep.Breaks = append(rep.Breaks, m.Findings()...)
+	}
 	entries, err := store.Entries(ctx, audit.Filter{})
 	if err != nil {
 		return o.source.explain(err)
@@ -232,6 +238,9 @@ func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
 func (o *AuditReportOptions) sourceName() string {
 	if o.source.File != "" {
 		return "file " + o.source.File
+	}
+	if o.source.mirror.URL != "" {
+		return "mirror " + o.source.mirror.URL
 	}
 	return "namespace " + o.source.Namespace
 }

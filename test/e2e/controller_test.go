@@ -112,13 +112,20 @@ func serviceAccountToken(t *testing.T, name string) string {
 // environment (Jira's); the replica stops with the test.
 func startReplica(t *testing.T, identity string, extraEnv ...string) *replica {
 	t.Helper()
+	return startReplicaWith(t, identity, []string{"--audit-namespace", environment(t).ArgoNamespace}, extraEnv)
+}
+
+// startReplicaWith starts the controller with args after the common ones
+// (the audit namespace among them) and extra environment.
+func startReplicaWith(t *testing.T, identity string, args, extraEnv []string) *replica {
+	t.Helper()
 	e := environment(t)
 	path := controllerKubeconfig(t)
 	r := &replica{identity: identity}
-	r.cmd = exec.Command(filepath.Join(binDir, "kubectl-gitops"), "controller",
-		"--app-namespace", e.ArgoNamespace, "--audit-namespace", e.ArgoNamespace, "--argocd-namespace", e.ArgoNamespace,
+	r.cmd = exec.Command(filepath.Join(binDir, "kubectl-gitops"), append([]string{"controller",
+		"--app-namespace", e.ArgoNamespace, "--argocd-namespace", e.ArgoNamespace,
 		"--lease-namespace", e.ArgoNamespace, "--lease-duration", "3s", "--identity", identity,
-		"--address", "127.0.0.1:0", "--resync", "2s", "--refresh-every", "2s")
+		"--address", "127.0.0.1:0", "--resync", "2s", "--refresh-every", "2s"}, args...)...)
 	r.cmd.Env = append([]string{"HOME=" + t.TempDir(), "KUBECONFIG=" + path, "PATH=" + os.Getenv("PATH")}, extraEnv...)
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {

@@ -75,7 +75,9 @@ type Env struct {
 	oncallPassword string
 	keepDir        bool
 	procs          []*process
-	kubeconfigs    map[string]string
+	// s3 is the S3 server, once a test asked for it.
+	s3          *S3
+	kubeconfigs map[string]string
 }
 
 // ArgoNamespace is the namespace of Argo CD's objects in every environment.

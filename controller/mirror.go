@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+)
+
+// Mirroring copies the audit log to the mirror while this replica leads
+// (docs/design.md §10): every record, as stored, in order, at least once;
+// the mirror's own newest object says where to go on, so a new leader (or
+// a restarted one) finishes the backlog with no gap and no duplicate.
+type Mirroring struct {
+	// Log is the cluster's audit log, Mirror its copy.
+	Log    *audit.ConfigMapStore
+	Mirror *audit.Mirror
+	// Every is how often the log is looked at again (0: 2s).
+	Every time.Duration
+	// Signer signs checkpoints (nil: none), one every CheckpointRecords
+	// records (0: 100) or every CheckpointInterval (0: 10m) when records
+	// came since the last, into the mirror and the cluster.
+	Signer             *audit.Signer
+	CheckpointRecords  uint64
+	CheckpointInterval time.Duration
+}
+
+// mirrorPass is where one leader's mirroring stands.
+type mirrorPass struct {
+	m *Mirroring
+	// newest is the newest record the mirror holds, known once found.
+	newest uint64
+	known  bool
+	// checkpointed is the record the last checkpoint covered and when.
+	checkpointed   uint64
+	checkpointedAt time.Time
+	// gap is the missing record last told of.
+	gap uint64
+}
+
+// mirror runs until ctx ends, copying what the mirror lacks.
+func (c *Controller) mirror(ctx context.Context) {
+	every := c.Mirroring.Every
+	if every == 0 {
+		every = 2 * time.Second
+	}
+	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now()}
+	for {
+		if err := p.run(ctx, c.Metrics); err != nil && ctx.Err() == nil {
+			c.Metrics.countMirrorError()
+			c.logf("mirror: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// run copies every record after the mirror's newest, in order, signs a
+// checkpoint when one is due, and tells Metrics the backlog.
+func (p *mirrorPass) run(ctx context.Context, metrics *Metrics) error {
+	if !p.known {
+		newest, err := p.m.Mirror.Newest(ctx, 0)
+		if err != nil {
+			return err
+		}
+		p.newest, p.known, p.checkpointed = newest, true, newest
+	}
+	var copyErr error
+	for ctx.Err() == nil {
+		rec, ok, err := p.m.Log.StoredRecord(ctx, p.newest+1)
+		if err != nil || !ok {
+			copyErr = err
+			break
+		}
+		if err := p.m.Mirror.PutRecord(ctx, rec.Slot, rec.Doc, rec.Actor); err != nil {
+			// The mirror's newest object is the truth: found again next
+			// time, so a write that landed is not written twice.
+			p.known = false
+			copyErr = err
+			break
+		}
+		p.newest = rec.Slot
+		if p.m.Signer != nil && p.newest-p.checkpointed >= p.checkpointRecords() {
+			if err := p.checkpoint(ctx, rec); err != nil {
+				copyErr = err
+				break
+			}
+		}
+	}
+	if copyErr == nil && p.m.Signer != nil && p.newest > p.checkpointed && time.Since(p.checkpointedAt) >= p.checkpointInterval() {
+		rec, ok, err := p.m.Log.StoredRecord(ctx, p.newest)
+		if err == nil && ok {
+			err = p.checkpoint(ctx, rec)
+		}
+		copyErr = err
+	}
+	return mergeErr(copyErr, p.measure(ctx, metrics))
+}
+
+// measure tells metrics the backlog: the records the cluster's log holds
+// past the mirror's newest, and how long the first of them has waited.
+func (p *mirrorPass) measure(ctx context.Context, metrics *Metrics) error {
+	tip, err := p.m.Log.Tip(ctx)
+	if err != nil {
+		return err
+	}
+	var backlog uint64
+	var oldest time.Time
+	var gap error
+	if tip > p.newest {
+		backlog = tip - p.newest
+		rec, ok, err := p.m.Log.StoredRecord(ctx, p.newest+1)
+		switch {
+		case err == nil && ok:
+			oldest = rec.Created
+		case err == nil && p.gap != p.newest+1:
+			// Told once: the records after it wait, and the backlog
+			// alert fires.
+			p.gap = p.newest + 1
+			gap = fmt.Errorf("record %d is missing from the cluster's log and %d record(s) follow it: mirroring waits there (audit verify names the gap)", p.gap, tip-p.gap)
+		}
+	}
+	metrics.setMirror(p.newest, backlog, oldest)
+	return gap
+}
+
+// checkpoint signs rec's position and writes it to the mirror, then the
+// cluster.
+func (p *mirrorPass) checkpoint(ctx context.Context, e audit.Entry) error {
+	rec, err := audit.Parse(e.Doc)
+	if err != nil {
+		return err
+	}
+	cp := p.m.Signer.Sign(audit.Checkpoint{Seq: e.Slot, Hash: rec.Hash, Records: e.Slot, Time: time.Now().UTC()})
+	if err := p.m.Mirror.PutCheckpoint(ctx, e.Slot, cp); err != nil {
+		return err
+	}
+	if err := p.m.Log.PutCheckpoint(ctx, e.Slot, cp); err != nil {
+		return err
+	}
+	p.checkpointed, p.checkpointedAt = e.Slot, time.Now()
+	return nil
+}
+
+func (p *mirrorPass) checkpointRecords() uint64 {
+	if p.m.CheckpointRecords == 0 {
+		return 100
+	}
+	return p.m.CheckpointRecords
+}
+
+func (p *mirrorPass) checkpointInterval() time.Duration {
+	if p.m.CheckpointInterval == 0 {
+		return 10 * time.Minute
+	}
+	return p.m.CheckpointInterval
+}
+
+func mergeErr(first, second error) error {
+	if first != nil {
+		return first
+	}
+	return second
+}
