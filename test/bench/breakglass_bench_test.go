@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -508,10 +507,6 @@ spec:
 // run waits for that sync to end before the fix is checked.
 func (s *stage) manualSyncCondition(b *testing.B) revertCondition {
 	b.Helper()
-	token, err := s.e.ArgoAdminToken(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
 	after := func(b *testing.B) {
 		b.Helper()
 		ctx := context.Background()
@@ -525,17 +520,8 @@ func (s *stage) manualSyncCondition(b *testing.B) revertCondition {
 			return at, phase
 		}
 		before, _ := startedAt()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.e.ArgoServerAddr+"/api/v1/applications/web/sync", strings.NewReader(`{}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		if err := s.e.ArgoAdmin(ctx, http.MethodPost, "/api/v1/applications/web/sync", []byte(`{}`)); err != nil {
 			b.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("Sync of web through argocd-server: %s: %s", resp.Status, body)
 		}
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 			at, phase := startedAt()

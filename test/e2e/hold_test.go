@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -168,25 +166,12 @@ func TestHoldMovesAreTheOnlyOnes(t *testing.T) {
 func argoSync(t *testing.T, app, body string) {
 	t.Helper()
 	ctx := context.Background()
-	token, err := testEnv.ArgoAdminToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var before string
 	if a, err := appsClient(t).Get(ctx, app, metav1.GetOptions{}); err == nil {
 		before, _, _ = unstructured.NestedString(a.Object, "status", "operationState", "startedAt")
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+testEnv.ArgoServerAddr+"/api/v1/applications/"+app+"/sync", bytes.NewReader([]byte(body)))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := testEnv.ArgoAdmin(ctx, http.MethodPost, "/api/v1/applications/"+app+"/sync", []byte(body)); err != nil {
 		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("sync %s: %s: %s", app, resp.Status, b)
 	}
 	wait, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

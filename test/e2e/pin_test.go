@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,22 +112,8 @@ func TestRepointedSourceHoldsRestoreBack(t *testing.T) {
 // Argo CD's admin.
 func argoPatch(t *testing.T, app, patch string) {
 	t.Helper()
-	ctx := context.Background()
-	token, err := testEnv.ArgoAdminToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	body, _ := json.Marshal(map[string]string{"name": app, "patch": patch, "patchType": "merge"})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPatch, "http://"+testEnv.ArgoServerAddr+"/api/v1/applications/"+app, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := testEnv.ArgoAdmin(context.Background(), http.MethodPatch, "/api/v1/applications/"+app, body); err != nil {
 		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("patch %s through argocd-server: %s: %s", app, resp.Status, b)
 	}
 }
