@@ -345,3 +345,39 @@ func TestEditedSessionIsCheckedAgainstTheLog(t *testing.T) {
 	}
 	assertChainIntact(t, oncall)
 }
+
+// TestOnlyAnAdminWritesRecordsBack: the restored-by annotation is the one
+// case where a record may be stamped with another actor than its creator
+// (audit restore-log). On-call, through kubectl, may not use it: neither to
+// write a record in someone else's name, nor in their own.
+func TestOnlyAnAdminWritesRecordsBack(t *testing.T) {
+	apiOnly(t)
+	e := environment(t)
+	oncall := newUser(t, env.Oncall.Name)
+	seed := &audit.Record{Event: audit.EventPlanned, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: "before the write-back",
+		Outcome: audit.Outcome{Status: audit.StatusStarted}}
+	if err := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace).Append(context.Background(), seed); err != nil {
+		t.Fatal(err)
+	}
+	tip := head(t)
+	// Stamped alice, the actor rule refuses it first; stamped on-call, the
+	// rule of restored-by.
+	refusals := map[string]string{
+		"alice":         "audit records must carry the annotation kubectl-gitops.io/actor set to your user name",
+		env.Oncall.Name: "only a cluster admin (group system:masters) writes audit records back from the mirror",
+	}
+	for _, actor := range []string{"alice", env.Oncall.Name} {
+		doc, _ := forge(t, tip.Seq+1, tip.Hash, actor)
+		obj := recordObject(tip.Seq+1, actor, doc, true)
+		obj["metadata"].(map[string]any)["annotations"].(map[string]any)[audit.AnnotationRestoredBy] = env.Oncall.Name
+		errOut, code := applyAs(t, oncall, obj)
+		if code == 0 {
+			plant(audit.RecordName(tip.Seq + 1))
+			t.Fatalf("on-call wrote a record back from the mirror, stamped %q", actor)
+		}
+		if !strings.Contains(errOut, refusals[actor]) {
+			t.Errorf("refused for another reason (actor %q): %s", actor, errOut)
+		}
+	}
+	assertChainIntact(t, oncall)
+}
