@@ -94,12 +94,12 @@ func Whoami(ctx context.Context, kube kubernetes.Interface) (audit.Actor, error)
 // Applications come in pages, never in one response.
 const appPage = 500
 
-// ListApplications lists the Applications of namespace ("" for all) that
+// listApplications lists the Applications of namespace ("" for all) that
 // the label selector (may be "") selects, page by page (limit and
 // continue): a thousand Applications never come in one response.
-func (c *Client) ListApplications(ctx context.Context, namespace, selector string) ([]*unstructured.Unstructured, error) {
+func (c *Client) listApplications(ctx context.Context, namespace, selector string) ([]App, error) {
 	client := c.Dynamic.Resource(ApplicationGVR).Namespace(namespace)
-	var out []*unstructured.Unstructured
+	var out []App
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: appPage}
 	for {
 		list, err := client.List(ctx, opts)
@@ -107,7 +107,7 @@ func (c *Client) ListApplications(ctx context.Context, namespace, selector strin
 			return nil, err
 		}
 		for i := range list.Items {
-			out = append(out, &list.Items[i])
+			out = append(out, App{&list.Items[i]})
 		}
 		if list.GetContinue() == "" {
 			return out, nil
@@ -118,20 +118,20 @@ func (c *Client) ListApplications(ctx context.Context, namespace, selector strin
 
 // Known is an Application known only by namespace and name: a write
 // starting from it reads the Application first.
-func Known(namespace, name string) *unstructured.Unstructured {
+func Known(ref AppRef) App {
 	known := &unstructured.Unstructured{}
-	known.SetNamespace(namespace)
-	known.SetName(name)
-	return known
+	known.SetNamespace(ref.Namespace)
+	known.SetName(ref.Name)
+	return App{known}
 }
 
 // A Write is one guarded change of an Application.
 type Write struct {
 	// Check accepts the Application as it is before each attempt (nobody
 	// changed what this write guards); nil accepts any.
-	Check func(*unstructured.Unstructured) error
+	Check func(App) error
 	// Patch builds the merge patch from the Application as it is then.
-	Patch func(*unstructured.Unstructured) map[string]any
+	Patch func(App) map[string]any
 }
 
 // Write is the one way anything writes an Application: a merge patch of
@@ -144,20 +144,21 @@ type Write struct {
 // conflict the Application is read again and, if Check still accepts it,
 // the patch is rebuilt and sent again. It returns the Application as
 // written, which the next write can start from.
-func (c *Client) Write(ctx context.Context, known *unstructured.Unstructured, w Write) (*unstructured.Unstructured, error) {
+func (c *Client) Write(ctx context.Context, known App, w Write) (App, error) {
 	name := known.GetName()
 	apps := c.Dynamic.Resource(ApplicationGVR).Namespace(known.GetNamespace())
 	for attempt := 0; attempt < 10; attempt++ {
 		app := known
 		if attempt > 0 || known.GetResourceVersion() == "" {
-			var err error
-			if app, err = apps.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return nil, err
+			obj, err := apps.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return App{}, err
 			}
+			app = App{obj}
 		}
 		if w.Check != nil {
 			if err := w.Check(app); err != nil {
-				return nil, err
+				return App{}, err
 			}
 		}
 		patch := w.Patch(app)
@@ -169,12 +170,12 @@ func (c *Client) Write(ctx context.Context, known *unstructured.Unstructured, w 
 		meta["resourceVersion"] = app.GetResourceVersion()
 		body, err := json.Marshal(patch)
 		if err != nil {
-			return nil, err
+			return App{}, err
 		}
 		written, err := apps.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
 		if !apierrors.IsConflict(err) {
-			return written, err
+			return App{written}, err
 		}
 	}
-	return nil, fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
+	return App{}, fmt.Errorf("%w: application %s kept changing while this command ran; run it again", ErrConflict, name)
 }

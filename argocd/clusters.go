@@ -37,32 +37,33 @@ type Clusters interface {
 // InClusterServer is how an Application names the cluster Argo CD runs in.
 const InClusterServer = "https://kubernetes.default.svc"
 
-func inCluster(dest map[string]string) bool {
-	return dest["server"] == InClusterServer || (dest["server"] == "" && dest["name"] == "in-cluster")
+func (d Destination) inCluster() bool {
+	return d.Server == InClusterServer || (d.Server == "" && d.Name == "in-cluster")
 }
 
-func destinationName(dest map[string]string) string {
-	if dest["server"] != "" {
-		return dest["server"]
+func (d Destination) cluster() string {
+	if d.Server != "" {
+		return d.Server
 	}
-	return "cluster " + dest["name"]
+	return "cluster " + d.Name
 }
 
-// Destination is where Application app's resources live (dest is its
-// spec.destination): the Argo CD
-// cluster for in-cluster destinations, else what Clusters finds.
-func (c *Client) Destination(app string, dest map[string]string, kubeContext string) (*Cluster, error) {
+// ClusterOf is where app's resources live: the Argo CD cluster for
+// in-cluster destinations, else what Clusters finds (through kubeContext
+// when it is set).
+func (c *Client) ClusterOf(app App, kubeContext string) (*Cluster, error) {
+	dest := app.Destination()
 	switch {
-	case inCluster(dest) && kubeContext != "":
-		return nil, Invalid(InputTargetContext, kubeContext, "application %s deploys to the Argo CD cluster itself: give no target context", app)
-	case inCluster(dest):
+	case dest.inCluster() && kubeContext != "":
+		return nil, Invalid(InputTargetContext, kubeContext, "application %s deploys to the Argo CD cluster itself: give no target context", app.GetName())
+	case dest.inCluster():
 		return &Cluster{Kube: c.Kube, Dynamic: c.Dynamic, Mapper: c.Mapper}, nil
 	case c.Clusters == nil:
-		return nil, fmt.Errorf("%w: application %s deploys to %s, not to the Argo CD cluster, and no kubeconfig reaches it", ErrNotSupported, app, destinationName(dest))
+		return nil, fmt.Errorf("%w: application %s deploys to %s, not to the Argo CD cluster, and no kubeconfig reaches it", ErrNotSupported, app.GetName(), dest.cluster())
 	}
-	cluster, err := c.Clusters.Destination(dest["server"], dest["name"], kubeContext)
+	cluster, err := c.Clusters.Destination(dest.Server, dest.Name, kubeContext)
 	if err != nil {
-		return nil, fmt.Errorf("application %s deploys to %s: %w", app, destinationName(dest), err)
+		return nil, fmt.Errorf("application %s deploys to %s: %w", app.GetName(), dest.cluster(), err)
 	}
 	return cluster, nil
 }

@@ -18,7 +18,7 @@ var pinnedSpec = []string{"source", "sources", "sourceHydrator", "destination", 
 
 // Pin is what app renders from and where, as a session pins it; clean
 // takes credentials out of repository URLs (the record keeps them).
-func Pin(app *unstructured.Unstructured, clean func(string) string) audit.Pin {
+func (app App) Pin(clean func(string) string) audit.Pin {
 	spec, _, _ := unstructured.NestedMap(app.Object, "spec")
 	whole := map[string]any{}
 	for _, k := range pinnedSpec {

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-func pinApp(t *testing.T, edit func(spec map[string]any)) *unstructured.Unstructured {
+func pinApp(t *testing.T, edit func(spec map[string]any)) App {
 	t.Helper()
 	spec := map[string]any{
 		"project":     "default",
@@ -18,7 +18,7 @@ func pinApp(t *testing.T, edit func(spec map[string]any)) *unstructured.Unstruct
 	if edit != nil {
 		edit(spec)
 	}
-	return &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	return App{&unstructured.Unstructured{Object: map[string]any{"spec": spec}}}
 }
 
 func unchangedText(s string) string { return s }
@@ -26,7 +26,7 @@ func unchangedText(s string) string { return s }
 // TestPinChanges: a session's pin names each repointing in words, sees
 // option changes by the digest alone, and ignores what it does not pin.
 func TestPinChanges(t *testing.T) {
-	pinned := Pin(pinApp(t, nil), unchangedText)
+	pinned := pinApp(t, nil).Pin(unchangedText)
 	for name, tc := range map[string]struct {
 		edit func(spec map[string]any)
 		want string // "" for no change
@@ -41,7 +41,7 @@ func TestPinChanges(t *testing.T) {
 		"several sources":         {func(s map[string]any) { s["sources"] = []any{s["source"], s["source"]}; delete(s, "source") }, "the sources changed from 1 to 2"},
 		"an unknown source field": {func(s map[string]any) { s["source"].(map[string]any)["newerArgoField"] = true }, "the sources' options changed"},
 	} {
-		got := strings.Join(PinChanges(pinned, Pin(pinApp(t, tc.edit), unchangedText)), "; ")
+		got := strings.Join(PinChanges(pinned, pinApp(t, tc.edit).Pin(unchangedText)), "; ")
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q; want %q", name, got, tc.want)
 		}
@@ -54,7 +54,7 @@ func TestPinKeepsNoCredentials(t *testing.T) {
 	app := pinApp(t, func(s map[string]any) {
 		s["source"].(map[string]any)["repoURL"] = "https://user:hunter2@git.example/apps.git"
 	})
-	pin := Pin(app, func(s string) string { return strings.ReplaceAll(s, "hunter2", "[REDACTED]") })
+	pin := app.Pin(func(s string) string { return strings.ReplaceAll(s, "hunter2", "[REDACTED]") })
 	if strings.Contains(pin.Sources[0].RepoURL, "hunter2") {
 		t.Errorf("pinned repoURL %q keeps the password", pin.Sources[0].RepoURL)
 	}

@@ -16,8 +16,8 @@ import (
 // renders the resource (in a hydrator's dry source, never the generated
 // branch), so tickets name that one, and catch-up follows its revisions.
 
-// GitAt is where Git stood for app, as audit.Git documents it.
-func GitAt(app *unstructured.Unstructured) audit.Git {
+// Git is where Git stood for app, as audit.Git documents it.
+func (app App) Git() audit.Git {
 	revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
 	if _, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); hydrated {
 		dry, _, _ := unstructured.NestedString(app.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "drySHA")
@@ -74,8 +74,8 @@ func short(revision string) string {
 	return revision
 }
 
-// SourceOf is where app's resources are changed in Git, for the ticket.
-func SourceOf(app *unstructured.Unstructured) Source {
+// Source is where app's resources are changed in Git, for the ticket.
+func (app App) Source() Source {
 	if hydrator, ok, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator"); ok {
 		dry, _, _ := unstructured.NestedMap(hydrator, "drySource")
 		src := sourceFrom(dry, sourceKind(dry))

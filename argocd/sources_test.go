@@ -11,8 +11,8 @@ import (
 )
 
 func TestSourceNamesWhereTheChangeBelongs(t *testing.T) {
-	app := func(spec, status string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec), "status": jsontest.Decode(t, status)}}
+	app := func(spec, status string) App {
+		return App{&unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec), "status": jsontest.Decode(t, status)}}}
 	}
 	for _, tt := range []struct {
 		name         string
@@ -37,29 +37,29 @@ func TestSourceNamesWhereTheChangeBelongs(t *testing.T) {
 			"hydrateTo":{"targetBranch":"env/prod-next"}}}`, `{"sourceType":"Directory"}`,
 			Source{RepoURL: "r", Path: "dry/web", TargetRevision: "HEAD", HydratedBranch: "env/prod-next", HydratedPath: "web"}},
 	} {
-		if got := SourceOf(app(tt.spec, tt.status)); !reflect.DeepEqual(got, tt.want) {
+		if got := app(tt.spec, tt.status).Source(); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestGitAtFollowsTheRevisionAUserChanges(t *testing.T) {
-	app := func(spec, status string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec), "status": jsontest.Decode(t, status)}}
+	app := func(spec, status string) App {
+		return App{&unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec), "status": jsontest.Decode(t, status)}}}
 	}
 	single := app(`{"source":{"repoURL":"r"}}`, `{"sync":{"revision":"aaa"}}`)
 	multi := app(`{"sources":[{"repoURL":"r"},{"repoURL":"s"}]}`, `{"sync":{"revisions":["aaa","bbb"]}}`)
 	hydrated := app(`{"sourceHydrator":{"drySource":{"repoURL":"r"}}}`,
 		`{"sync":{"revision":"hhh"},"sourceHydrator":{"lastSuccessfulOperation":{"drySHA":"ddd","hydratedSHA":"hhh"}}}`)
 	for _, tt := range []struct {
-		app  *unstructured.Unstructured
+		app  App
 		want audit.Git
 	}{
 		{single, audit.Git{Revision: "aaa"}},
 		{multi, audit.Git{Revision: "aaa", Revisions: []string{"aaa", "bbb"}}},
 		{hydrated, audit.Git{Revision: "ddd", Hydrated: "hhh"}},
 	} {
-		if got := GitAt(tt.app); !reflect.DeepEqual(got, tt.want) {
+		if got := tt.app.Git(); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("gitAt = %+v, want %+v", got, tt.want)
 		}
 	}

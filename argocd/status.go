@@ -42,8 +42,8 @@ func RefreshRequest(annotations map[string]any, hydrate bool) map[string]any {
 
 // ManagedStatus finds target among the Application's managed resources and
 // returns Argo CD's sync status for it.
-func ManagedStatus(app *unstructured.Unstructured, t audit.Target) (string, bool) {
-	for _, r := range StatusResources(app) {
+func (app App) ManagedStatus(t audit.Target) (string, bool) {
+	for _, r := range app.StatusResources() {
 		if r.Target.SameObject(t) {
 			return r.Status, true
 		}
@@ -60,7 +60,7 @@ type StatusResource struct {
 }
 
 // StatusResources reads an Application's status.resources.
-func StatusResources(app *unstructured.Unstructured) []StatusResource {
+func (app App) StatusResources() []StatusResource {
 	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
 	out := make([]StatusResource, 0, len(resources))
 	for _, r := range resources {
@@ -79,7 +79,7 @@ func StatusResources(app *unstructured.Unstructured) []StatusResource {
 
 // ReconciledAt says when Argo CD last reconciled app (status.reconciledAt),
 // "" when it never did.
-func ReconciledAt(app *unstructured.Unstructured) string {
+func (app App) ReconciledAt() string {
 	at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
 	if t, err := time.Parse(time.RFC3339, at); err == nil {
 		return " (" + t.UTC().Format("15:04:05 UTC") + ")"
@@ -89,7 +89,7 @@ func ReconciledAt(app *unstructured.Unstructured) string {
 
 // SyncRunning reports whether app has a sync operation in progress, and
 // since when.
-func SyncRunning(app *unstructured.Unstructured) (string, bool) {
+func (app App) SyncRunning() (string, bool) {
 	_, hasOp, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
 	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
 	started, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
@@ -98,7 +98,7 @@ func SyncRunning(app *unstructured.Unstructured) (string, bool) {
 
 // SyncsAutomatically is whether app's policy has automated sync on:
 // automated is set and not enabled: false.
-func SyncsAutomatically(app *unstructured.Unstructured) bool {
+func (app App) SyncsAutomatically() bool {
 	automated, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")
 	if !ok {
 		return false
@@ -166,7 +166,7 @@ func automatedInSchema(doc []byte) (found, enabled bool) {
 
 // Refreshed is whether the controller has reconciled the Application as
 // last written: it removes the refresh annotation when it has.
-func Refreshed(app *unstructured.Unstructured) bool {
+func (app App) Refreshed() bool {
 	_, pending := app.GetAnnotations()[RefreshAnnotation]
 	return !pending
 }
@@ -182,8 +182,8 @@ const RefreshSkew = 5 * time.Second
 // break-glass group cannot write: deploy/policy) is not older. Anyone who
 // may patch the Application can remove the request; that alone is not
 // taken for a refresh. A zero since asks only that the request is gone.
-func RefreshedSince(app *unstructured.Unstructured, since time.Time) bool {
-	if !Refreshed(app) {
+func (app App) RefreshedSince(since time.Time) bool {
+	if !app.Refreshed() {
 		return false
 	}
 	if since.IsZero() {

@@ -2,15 +2,13 @@ package argocd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Argo CD's resource tracking (argocd-cm).
@@ -60,7 +58,7 @@ func (c *Client) Tracking(ctx context.Context, argo3 bool) Tracking {
 // id that does not describe app itself (copied from another object) is
 // ignored, as Argo CD ignores it. An unknown method ("": the version is not
 // known) tries the tracking id, then the label.
-func (t Tracking) ParentOf(app *unstructured.Unstructured, defaultNamespace string) (string, string) {
+func (t Tracking) ParentOf(app App, defaultNamespace string) (string, string) {
 	if t.Method != "label" {
 		if t.InstallationID != "" && app.GetAnnotations()[installationIDAnnotation] != t.InstallationID {
 			return "", ""
@@ -94,14 +92,14 @@ func splitAppName(s, defaultNamespace string) (string, string) {
 
 // parentFromStatus finds, when the child carries no tracking at all, the
 // Application whose managed resources list it.
-func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstructured) (string, string) {
+func (c *Client) parentFromStatus(ctx context.Context, child App) (string, string) {
 	// A parent lives in Argo CD's namespace or beside the child.
-	apps, err := c.ListApplications(ctx, c.ArgoNS(), "")
+	apps, err := c.listApplications(ctx, c.ArgoNS(), "")
 	if err != nil {
 		return "", "" // a narrower role may not list everywhere: no fallback then
 	}
 	if child.GetNamespace() != c.ArgoNS() {
-		if beside, err := c.ListApplications(ctx, child.GetNamespace(), ""); err == nil {
+		if beside, err := c.listApplications(ctx, child.GetNamespace(), ""); err == nil {
 			apps = append(apps, beside...)
 		}
 	}
@@ -110,7 +108,7 @@ func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstr
 		if candidate.GetName() == child.GetName() && candidate.GetNamespace() == child.GetNamespace() {
 			continue
 		}
-		if _, managed := ManagedStatus(candidate, target); managed {
+		if _, managed := candidate.ManagedStatus(target); managed {
 			return candidate.GetNamespace(), candidate.GetName()
 		}
 	}
@@ -121,8 +119,8 @@ func (c *Client) parentFromStatus(ctx context.Context, child *unstructured.Unstr
 // that would undo the child's pause: it self-heals and does not ignore
 // /spec/syncPolicy of the Applications it manages (nor, for app's own
 // parent when held, /spec/ignoreDifferences, where the hold lives).
-func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstructured, argo3, held bool) ([]*unstructured.Unstructured, error) {
-	var parents []*unstructured.Unstructured
+func (c *Client) SelfHealingParents(ctx context.Context, app App, argo3, held bool) ([]App, error) {
+	var parents []App
 	tracking := c.Tracking(ctx, argo3)
 	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
 	for child := app; len(parents) < 5; {
@@ -134,15 +132,14 @@ func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstr
 			return parents, nil
 		}
 		seen[namespace+"/"+name] = true
-		parent, err := c.Dynamic.Resource(ApplicationGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		parent, err := c.App(ctx, AppRef{Namespace: namespace, Name: name})
+		if errors.Is(err, ErrNotFound) {
 			return parents, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s, the parent Application of %s: %w", name, child.GetName(), err)
 		}
-		selfHeal, _, _ := unstructured.NestedBool(parent.Object, "spec", "syncPolicy", "automated", "selfHeal")
-		if selfHeal && SyncsAutomatically(parent) && !ignoresChildSpec(parent, child.GetName(), held && child == app) {
+		if parent.SelfHeals() && parent.SyncsAutomatically() && !ignoresChildSpec(parent, child.GetName(), held && child.Unstructured == app.Unstructured) {
 			parents = append(parents, parent)
 		}
 		child = parent
@@ -154,8 +151,8 @@ func (c *Client) SelfHealingParents(ctx context.Context, app *unstructured.Unstr
 // /spec/syncPolicy of its child Application and, when held (a session
 // holding fields writes the child's ignoreDifferences too),
 // /spec/ignoreDifferences.
-func ignoresChildSpec(parent *unstructured.Unstructured, child string, held bool) bool {
-	rules, _, _ := unstructured.NestedSlice(parent.Object, "spec", "ignoreDifferences")
+func ignoresChildSpec(parent App, child string, held bool) bool {
+	rules := parent.IgnoreDifferences()
 	policy, ignores := false, !held
 	for _, r := range rules {
 		rule, _ := r.(map[string]any)

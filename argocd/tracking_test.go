@@ -22,7 +22,7 @@ func TestTrackingIsArgoCDsWhateverTheAppNamespace(t *testing.T) {
 	if tracking.Method != "label" || tracking.LabelKey != "example.com/instance" {
 		t.Fatalf("tracking %+v: argocd-cm was not read from Argo CD's namespace", tracking)
 	}
-	child := &unstructured.Unstructured{Object: map[string]any{}}
+	child := AppOf(&unstructured.Unstructured{Object: map[string]any{}})
 	child.SetNamespace("team-a")
 	child.SetName("web")
 	child.SetLabels(map[string]string{"example.com/instance": "root"})
@@ -32,15 +32,15 @@ func TestTrackingIsArgoCDsWhateverTheAppNamespace(t *testing.T) {
 }
 
 func TestParentTracking(t *testing.T) {
-	app := func(labels, annotations map[string]any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
-			"name": "child", "namespace": "argocd", "labels": labels, "annotations": annotations}}}
+	app := func(labels, annotations map[string]any) App {
+		return AppOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+			"name": "child", "namespace": "argocd", "labels": labels, "annotations": annotations}}})
 	}
 	id := func(s string) map[string]any { return map[string]any{"argocd.argoproj.io/tracking-id": s} }
 	for _, tc := range []struct {
 		name     string
 		tracking Tracking
-		app      *unstructured.Unstructured
+		app      App
 		ns, want string
 	}{
 		{"label (2.x default)", Tracking{}, app(map[string]any{"app.kubernetes.io/instance": "root"}, nil), "argocd", "root"},
@@ -62,8 +62,8 @@ func TestParentTracking(t *testing.T) {
 			t.Errorf("%s: ParentOf = %q/%q, want %q/%q", tc.name, ns, name, tc.ns, tc.want)
 		}
 	}
-	parent := func(spec string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec)}}
+	parent := func(spec string) App {
+		return App{&unstructured.Unstructured{Object: map[string]any{"spec": jsontest.Decode(t, spec)}}}
 	}
 	tests := []struct {
 		spec       string

@@ -17,8 +17,8 @@ import (
 // from a list, so a change made before the watch is seen; a watch the
 // server closes is started again. One Application is listed by name
 // alone, so a namespace of a thousand costs nothing.
-func (c *Client) WaitApps(ctx context.Context, keys []string, done func(*unstructured.Unstructured) bool) map[string]*unstructured.Unstructured {
-	fresh := map[string]*unstructured.Unstructured{}
+func (c *Client) WaitApps(ctx context.Context, keys []string, done func(App) bool) map[string]App {
+	fresh := map[string]App{}
 	pending := map[string]bool{}
 	namespaces := map[string]bool{}
 	for _, key := range keys {
@@ -42,8 +42,8 @@ func (c *Client) WaitApps(ctx context.Context, keys []string, done func(*unstruc
 				return
 			}
 		}
-		fresh[key] = obj
-		if done(obj) {
+		fresh[key] = App{obj}
+		if done(App{obj}) {
 			delete(pending, key)
 		}
 	}
@@ -91,10 +91,10 @@ func drain(ctx context.Context, w watch.Interface, pending map[string]bool, seen
 // WaitApplication waits, as WaitApps does, until done holds for the
 // Application name of the engine's namespace, and returns it (on timeout,
 // its newest version too, with ctx's error).
-func (c *Client) WaitApplication(ctx context.Context, name string, done func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
+func (c *Client) WaitApplication(ctx context.Context, name string, done func(App) bool) (App, error) {
 	key := c.AppNamespace + "/" + name
-	got := c.WaitApps(ctx, []string{key}, done)[key]
-	if got == nil || !done(got) {
+	got, ok := c.WaitApps(ctx, []string{key}, done)[key]
+	if !ok || !done(got) {
 		if ctx.Err() != nil {
 			return got, ctx.Err()
 		}
@@ -108,19 +108,19 @@ func (c *Client) WaitApplication(ctx context.Context, name string, done func(*un
 // (this tool's write, as the API server returned it), and returns it as
 // the controller left it, so that the next step need not read it again.
 // A request removed by hand is no answer: RefreshedSince.
-func (c *Client) WaitRefreshed(ctx context.Context, written *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (c *Client) WaitRefreshed(ctx context.Context, written App) (App, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.ControllerTimeout())
 	defer cancel()
-	since := WrittenAt(written)
+	since := WrittenAt(written.Unstructured)
 	key := NamespaceOr(written.GetNamespace(), c.AppNamespace) + "/" + written.GetName()
-	done := func(app *unstructured.Unstructured) bool { return RefreshedSince(app, since) }
-	if app := c.WaitApps(ctx, []string{key}, done)[key]; app != nil && done(app) {
+	done := func(app App) bool { return app.RefreshedSince(since) }
+	if app, ok := c.WaitApps(ctx, []string{key}, done)[key]; ok && done(app) {
 		return app, nil
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return App{}, ctx.Err()
 	}
-	return nil, fmt.Errorf("could not watch application %s", key)
+	return App{}, fmt.Errorf("could not watch application %s", key)
 }
 
 func splitKey(key string) (string, string) {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -106,8 +105,8 @@ type SessionStatus struct {
 
 // WithSession keeps the Applications of apps that carry a session, only the
 // one named app when app is set.
-func WithSession(apps []*unstructured.Unstructured, app string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
+func WithSession(apps []argocd.App, app string) []argocd.App {
+	var out []argocd.App
 	for _, a := range apps {
 		if _, ok := a.GetAnnotations()[SessionAnnotation]; ok && (app == "" || a.GetName() == app) {
 			out = append(out, a)
@@ -129,8 +128,8 @@ type Refresh struct {
 // CaughtUp requests a refresh of app (when refresh is set and allowed), waits
 // for the controller, and evaluates docs/design.md §5 for every patched resource.
 // argo may be nil: then only resource-level rules apply.
-func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, argo *argocd.Server, refresh bool) (*SessionStatus, error) {
-	all, err := e.CaughtUpAll(ctx, []*unstructured.Unstructured{app}, argo, Refresh{Request: refresh, Wait: e.ControllerTimeout()})
+func (e *Engine) CaughtUp(ctx context.Context, app argocd.App, argo *argocd.Server, refresh bool) (*SessionStatus, error) {
+	all, err := e.CaughtUpAll(ctx, []argocd.App{app}, argo, Refresh{Request: refresh, Wait: e.ControllerTimeout()})
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +140,7 @@ func (e *Engine) CaughtUp(ctx context.Context, app *unstructured.Unstructured, a
 // at once, one watch waits for the controller to reach all of them, within
 // refresh.Wait; an Application it did not reach in time is reported as of
 // its last reconcile, saying so. Nothing waits per Application.
-func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructured, argo *argocd.Server, refresh Refresh) ([]*SessionStatus, error) {
+func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argocd.Server, refresh Refresh) ([]*SessionStatus, error) {
 	notes := make([][]string, len(apps))
 	stale := make([]bool, len(apps))
 	if refresh.Request {
@@ -151,22 +150,21 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 		since := make([]time.Time, len(apps))
 		argocd.Parallel(len(apps), func(i int) {
 			app := apps[i]
-			session, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+			session, err := SessionOf(app)
 			if err != nil {
 				return
 			}
 			// With the source hydrator, as Argo CD's own refresh does: look
 			// for a new dry commit now, not when the revision cache expires.
-			_, hydrated, _ := unstructured.NestedMap(app.Object, "spec", "sourceHydrator")
-			patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{}, hydrated)}}
-			written, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(*unstructured.Unstructured) map[string]any { return patch }})
+			patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{}, app.Hydrated())}}
+			written, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(argocd.App) map[string]any { return patch }})
 			if err != nil {
 				notes[i] = append(notes[i], "could not request a refresh ("+argocd.Brief(err)+"): the state is as of Argo CD's last reconcile")
 				return
 			}
-			requested[i], since[i] = true, argocd.WrittenAt(written)
+			requested[i], since[i] = true, argocd.WrittenAt(written.Unstructured)
 		})
-		fresh := map[string]*unstructured.Unstructured{}
+		fresh := map[string]argocd.App{}
 		if refresh.Wait > 0 {
 			fresh = e.waitAllRefreshed(ctx, apps, requested, since, refresh.Wait)
 		}
@@ -180,16 +178,16 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 			}
 			switch _, pending := apps[i].GetAnnotations()[argocd.RefreshAnnotation]; {
 			case refresh.Wait == 0:
-				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+argocd.ReconciledAt(apps[i])+"; a refresh was requested, not awaited")
+				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+apps[i].ReconciledAt()+"; a refresh was requested, not awaited")
 				stale[i] = true
 			case !seen:
-				notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
+				notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+apps[i].ReconciledAt())
 				stale[i] = true
 			case pending:
-				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
+				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+apps[i].ReconciledAt())
 				stale[i] = true
-			case !argocd.RefreshedSince(apps[i], since[i]):
-				notes[i] = append(notes[i], "the refresh request was removed before Argo CD's controller answered it (its status.reconciledAt is older than the request): the state is as of its last reconcile"+argocd.ReconciledAt(apps[i]))
+			case !apps[i].RefreshedSince(since[i]):
+				notes[i] = append(notes[i], "the refresh request was removed before Argo CD's controller answered it (its status.reconciledAt is older than the request): the state is as of its last reconcile"+apps[i].ReconciledAt())
 				stale[i] = true
 			}
 		}
@@ -198,7 +196,7 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 	// for all of them at once, not two listings a session.
 	var ids, names []string
 	for _, app := range apps {
-		if session, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+		if session, err := SessionOf(app); err == nil {
 			ids, names = append(ids, session.ID), append(names, app.GetName())
 		}
 	}
@@ -237,7 +235,7 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []*unstructured.Unstructu
 // waitAllRefreshed waits, at most the controller wait, until the controller
 // has refreshed every requested Application since its request, and
 // returns the newest version of each it saw.
-func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unstructured, requested []bool, since []time.Time, wait time.Duration) map[string]*unstructured.Unstructured {
+func (e *Engine) waitAllRefreshed(ctx context.Context, apps []argocd.App, requested []bool, since []time.Time, wait time.Duration) map[string]argocd.App {
 	var keys []string
 	requestedAt := map[string]time.Time{}
 	for i, app := range apps {
@@ -248,25 +246,25 @@ func (e *Engine) waitAllRefreshed(ctx context.Context, apps []*unstructured.Unst
 		}
 	}
 	if len(keys) == 0 {
-		return map[string]*unstructured.Unstructured{}
+		return map[string]argocd.App{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return e.WaitApps(ctx, keys, func(app *unstructured.Unstructured) bool {
-		return argocd.RefreshedSince(app, requestedAt[app.GetNamespace()+"/"+app.GetName()])
+	return e.WaitApps(ctx, keys, func(app argocd.App) bool {
+		return app.RefreshedSince(requestedAt[app.GetNamespace()+"/"+app.GetName()])
 	})
 }
 
 // evaluate applies docs/design.md §5 to one Application as it is now.
-func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, argo *argocd.Server, notes []string) (*SessionStatus, error) {
-	annotated, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Server, notes []string) (*SessionStatus, error) {
+	annotated, err := SessionOf(app)
 	if err != nil {
 		return nil, err
 	}
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 	// The annotation is a pointer anyone may edit: what is evaluated is the
 	// session as its verified audit records have it.
-	view, err := e.logViewOf(ctx, ref, annotated, !argocd.SyncsAutomatically(app))
+	view, err := e.logViewOf(ctx, ref, annotated, !app.SyncsAutomatically())
 	if err != nil {
 		return nil, err
 	}
@@ -279,14 +277,14 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 		st.InFlight = view.log.inFlight(time.Now())
 		st.Proposal = view.log.proposal
 		if pinned := view.log.log.Opened.Pinned; pinned != nil {
-			st.Retargeted = argocd.PinChanges(*pinned, argocd.Pin(app, redact.Text))
+			st.Retargeted = argocd.PinChanges(*pinned, app.Pin(redact.Text))
 		}
 	}
 	st.Expired = session.Expired(time.Now())
 	// Still pausing (parents first) is what the log says too: no patch
 	// recorded yet. The annotation's state alone would let anyone hide it.
 	pausing := session.State == StatePausing && len(session.donePatches()) == 0
-	if !pausing && session.pauses() && argocd.SyncsAutomatically(app) {
+	if !pausing && session.pauses() && app.SyncsAutomatically() {
 		st.SyncReenabled = true
 		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+
 			RestoreCommand(ref)+" --force --reason …` and break-glass again if the fix is gone")
@@ -297,8 +295,8 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 	// child's own sync coming back.
 	if !pausing {
 		for _, p := range session.PausedParents {
-			parent, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(argocd.NamespaceOr(p.Namespace, e.AppNamespace)).Get(ctx, p.Name, metav1.GetOptions{})
-			if err == nil && argocd.SyncsAutomatically(parent) {
+			parent, err := e.App(ctx, argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, e.AppNamespace), Name: p.Name})
+			if err == nil && parent.SyncsAutomatically() {
 				st.SyncReenabled = true
 				st.Notes = append(st.Notes, fmt.Sprintf("automated sync of parent application %s, paused with the session, is on again: it may sync %s back from Git over the live fix; check the target, then close the session with `%s --force --reason …`",
 					p.Name, ref.Name, RestoreCommand(ref)))
@@ -340,8 +338,8 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 			st.Ready = false
 		}
 	}()
-	st.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
-	now := argocd.GitAt(app)
+	st.App.Project = app.Project()
+	now := app.Git()
 	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated
 	moved := argocd.GitMoved(sessionGit(session), now)
 
@@ -352,10 +350,10 @@ func (e *Engine) evaluate(ctx context.Context, app *unstructured.Unstructured, a
 			st.FieldLevel = false
 		}
 	}
-	dest, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
+	dest := app.Destination().Namespace
 	for _, p := range latestPatches(session) {
 		ts := TargetState{Target: p.Target}
-		ts.Resource, _ = argocd.ManagedStatus(app, p.Target)
+		ts.Resource, _ = app.ManagedStatus(p.Target)
 		switch {
 		case !moved:
 			ts.Git, ts.Detail = GitWaiting, fmt.Sprintf("Git has not moved since %s", argocd.ShortRevisions(sessionGit(session)))

@@ -82,7 +82,7 @@ func emptyLog(t *testing.T) audit.Store {
 
 // sessionApps makes a fake cluster holding an Application with an open
 // session for each name, and returns the Applications as listed.
-func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient, []*unstructured.Unstructured) {
+func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient, []argocd.App) {
 	t.Helper()
 	var objs []runtime.Object
 	for _, name := range names {
@@ -96,7 +96,7 @@ func sessionApps(t *testing.T, names ...string) (*dynamicfake.FakeDynamicClient,
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{argocd.ApplicationGVR: "ApplicationList"}, objs...)
-	apps, err := (&argocd.Client{Dynamic: client}).ListApplications(context.Background(), "argocd", "")
+	apps, err := (&argocd.Client{Dynamic: client}).Apps(context.Background(), argocd.AppQuery{Namespace: "argocd"})
 	if err != nil || len(apps) != len(names) {
 		t.Fatalf("listing: %v, %d", err, len(apps))
 	}

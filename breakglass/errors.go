@@ -53,8 +53,6 @@ var (
 
 // More precise sentinels, each wrapping a general one above.
 var (
-	// ErrAppNotFound is an Application the engine's namespace does not hold.
-	ErrAppNotFound = fmt.Errorf("application %w", argocd.ErrNotFound)
 	// ErrNoSession is a join, or a restore, with no open session.
 	ErrNoSession = fmt.Errorf("break-glass session %w", argocd.ErrNotFound)
 	// ErrTicketNotFound is an existing ticket Jira does not know.

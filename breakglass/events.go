@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -38,8 +37,8 @@ const (
 // is. So it is redacted like everything shown, and one that cannot be
 // written (no rights to create events) is a warning the caller returns,
 // never a failure.
-func (e *Engine) emit(ctx context.Context, app *unstructured.Unstructured, reason string, warning bool, format string, args ...any) string {
-	if app == nil {
+func (e *Engine) emit(ctx context.Context, app argocd.App, reason string, warning bool, format string, args ...any) string {
+	if app.Unstructured == nil {
 		return ""
 	}
 	kind := corev1.EventTypeNormal

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -40,7 +38,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions, AutoRestore: p.AutoRestore,
 		}
-		if p.app != nil {
+		if p.app.Unstructured != nil {
 			session.SavedNotice = savedNotice(p.app)
 		}
 		session.Hold = p.Hold
@@ -62,8 +60,8 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		planned = func(r *audit.Record) {
 			withPatch(r)
 			r.Expires, r.AutoRestore = session.Expires, session.AutoRestore
-			if p.app != nil {
-				pin := argocd.Pin(p.app, redact.Text)
+			if p.app.Unstructured != nil {
+				pin := p.app.Pin(redact.Text)
 				r.Pinned = &pin
 			}
 			r.Hold = &audit.Hold{Mode: session.Hold}
@@ -78,7 +76,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}
 	res := &Result{Session: session}
 	// app is the Application as last seen, nil when it must be read again.
-	var app *unstructured.Unstructured
+	var app argocd.App
 	if p.Join == nil {
 		warnings, seen, err := e.pause(ctx, p, session)
 		if err != nil {
@@ -90,7 +88,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	if warning := e.terminateSync(ctx, p.App.Name, session, app); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
-	if app == nil || session.TerminatedSync != "" { // terminating wrote it
+	if app.Unstructured == nil || session.TerminatedSync != "" { // terminating wrote it
 		app = e.known(p.App.Name)
 	}
 
@@ -104,9 +102,9 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	terminated := session.TerminatedSync
 	// With the hold, the same write holds the patched paths: every sync
 	// from then on keeps the live value there.
-	var hold func(*unstructured.Unstructured) map[string]any
+	var hold func(argocd.App) map[string]any
 	if session.holdsFields() {
-		hold = func(app *unstructured.Unstructured) map[string]any {
+		hold = func(app argocd.App) map[string]any {
 			return holdPatch(app, p.Target, p.fields, p.Patched)
 		}
 	}
@@ -184,10 +182,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 // it behind the session is mended. The log is read for each attempt, once
 // the Application is read: every mark a run in flight left in it then
 // has its planned record in what is read.
-func (e *Engine) joinedFromLog(ctx context.Context, app audit.AppRef, id string, also func(*unstructured.Unstructured) error) (func(*unstructured.Unstructured) error, func(*Session) *Session) {
+func (e *Engine) joinedFromLog(ctx context.Context, app audit.AppRef, id string, also func(argocd.App) error) (func(argocd.App) error, func(*Session) *Session) {
 	ref := audit.AppRef{Namespace: app.Namespace, Name: app.Name}
 	var ls *loggedSession
-	check := func(current *unstructured.Unstructured) error {
+	check := func(current argocd.App) error {
 		if err := also(current); err != nil {
 			return err
 		}
@@ -207,14 +205,14 @@ func (e *Engine) joinedFromLog(ctx context.Context, app audit.AppRef, id string,
 // write that asked for it) and notes in the session whether Argo CD flagged
 // the patched target: the session as written, what Argo CD saw (nil when
 // not known) and warnings.
-func (e *Engine) observePatch(ctx context.Context, p *Plan, session *Session, asked *unstructured.Unstructured, id string) (*Session, *bool, []string) {
+func (e *Engine) observePatch(ctx context.Context, p *Plan, session *Session, asked argocd.App, id string) (*Session, *bool, []string) {
 	app, err := e.WaitRefreshed(ctx, asked)
 	if err != nil {
 		return session, nil, []string{"could not learn whether Argo CD sees the patch: " + err.Error()}
 	}
 	var warnings []string
 	app = e.sawPatch(ctx, app, p.Target)
-	status, _ := argocd.ManagedStatus(app, p.Target)
+	status, _ := app.ManagedStatus(p.Target)
 	saw := status == "OutOfSync"
 	if !saw {
 		warnings = append(warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
@@ -261,9 +259,9 @@ func (e *Engine) emitExecuted(ctx context.Context, p *Plan, s *Session) []string
 // the one the break-glass terminated (started at terminated, "" for none):
 // the last check before the patch, under the write's precondition, so that
 // a sync started while the break-glass ran cannot apply Git over the fix.
-func noOtherSync(name, terminated string) func(*unstructured.Unstructured) error {
-	return func(app *unstructured.Unstructured) error {
-		if started, running := argocd.SyncRunning(app); running && (terminated == "" || started != terminated) {
+func noOtherSync(name, terminated string) func(argocd.App) error {
+	return func(app argocd.App) error {
+		if started, running := app.SyncRunning(); running && (terminated == "" || started != terminated) {
 			return fmt.Errorf("%w: a sync operation started on %s at %s, while the break-glass ran; nothing was patched: run the break-glass again, it terminates running syncs", argocd.ErrConflict, name, started)
 		}
 		return nil
@@ -280,9 +278,9 @@ const sawPatchWait = 3 * time.Second
 // patch's watch event reaches it; that event makes the controller compare
 // again, and this waits for it (off the critical path: the fix is live).
 // Only a patch that adds fields Git never set waits the whole bound.
-func (e *Engine) sawPatch(ctx context.Context, app *unstructured.Unstructured, target audit.Target) *unstructured.Unstructured {
-	outOfSync := func(a *unstructured.Unstructured) bool {
-		status, _ := argocd.ManagedStatus(a, target)
+func (e *Engine) sawPatch(ctx context.Context, app argocd.App, target audit.Target) argocd.App {
+	outOfSync := func(a argocd.App) bool {
+		status, _ := a.ManagedStatus(target)
 		return status == "OutOfSync"
 	}
 	if outOfSync(app) {
@@ -291,7 +289,7 @@ func (e *Engine) sawPatch(ctx context.Context, app *unstructured.Unstructured, t
 	ctx, cancel := context.WithTimeout(ctx, min(sawPatchWait, e.ControllerTimeout()))
 	defer cancel()
 	key := app.GetNamespace() + "/" + app.GetName()
-	if seen := e.WaitApps(ctx, []string{key}, outOfSync)[key]; seen != nil && outOfSync(seen) {
+	if seen := e.WaitApps(ctx, []string{key}, outOfSync)[key]; seen.Unstructured != nil && outOfSync(seen) {
 		return seen
 	}
 	return app
@@ -302,14 +300,14 @@ func (e *Engine) sawPatch(ctx context.Context, app *unstructured.Unstructured, t
 // written first, so that an interruption at any point leaves a session that
 // status shows and restore finishes: never a parent paused for nobody. On
 // failure everything it paused is undone and recorded aborted.
-func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, *unstructured.Unstructured, error) {
-	samePolicy := func(app *unstructured.Unstructured) error {
-		if policy, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(policy, p.SyncPolicyBefore) {
+func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, argocd.App, error) {
+	samePolicy := func(app argocd.App) error {
+		if !equalJSON(app.SyncPolicy(), p.SyncPolicyBefore) {
 			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", argocd.ErrConflict, p.App.Name)
 		}
 		return nil
 	}
-	unchanged := func(app *unstructured.Unstructured) error {
+	unchanged := func(app argocd.App) error {
 		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
 			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
 		}
@@ -318,19 +316,19 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	var warnings []string
 	// The first write starts from the plan's copy of the Application.
 	known := p.app
-	if known == nil {
+	if known.Unstructured == nil {
 		known = e.known(p.App.Name)
 	}
 	if len(p.parents) > 0 {
 		for _, parent := range p.parents {
 			session.PausedParents = append(session.PausedParents, savedParent(parent))
 		}
-		if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(*unstructured.Unstructured) map[string]any {
+		if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(argocd.App) map[string]any {
 			return sessionPatch(session, nil)
 		}}); err != nil {
-			return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
+			return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
 		}
-		unchanged = func(app *unstructured.Unstructured) error {
+		unchanged = func(app argocd.App) error {
 			if err := ownSession(p.App.Name, session.ID)(app); err != nil {
 				return err
 			}
@@ -349,18 +347,18 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
 		}
 		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
-			return nil, nil, e.abortPause(ctx, p, session, err)
+			return nil, argocd.App{}, e.abortPause(ctx, p, session, err)
 		}
 		pausedParent, err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated)
 		if err != nil {
-			return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+			return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
 		}
 		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
-			return nil, nil, err
+			return nil, argocd.App{}, err
 		}
 		if e.AfterParentPause != nil {
 			if err := e.AfterParentPause(ctx); err != nil {
-				return nil, nil, err
+				return nil, argocd.App{}, err
 			}
 		}
 		if _, err := e.WaitRefreshed(ctx, pausedParent); err != nil {
@@ -368,11 +366,11 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		}
 	}
 	session.State = StatePaused
-	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app *unstructured.Unstructured) map[string]any {
+	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app argocd.App) map[string]any {
 		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
 	}})
 	if err != nil {
-		return nil, nil, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
+		return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
 	}
 	// The pause's record is written while Argo CD's controller takes the
 	// pause up: both must be done before anything is patched, neither
@@ -384,10 +382,10 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	})
 	if e.AfterPause != nil { // a test's hook, which runs once the pause is recorded
 		if _, err := recorded.wait(); err != nil {
-			return nil, nil, err
+			return nil, argocd.App{}, err
 		}
 		if err := e.AfterPause(ctx); err != nil {
-			return nil, nil, err
+			return nil, argocd.App{}, err
 		}
 	}
 	app, err := e.WaitRefreshed(ctx, paused)
@@ -395,7 +393,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.ControllerTimeout(), err))
 	}
 	if _, err := recorded.wait(); err != nil {
-		return nil, nil, err
+		return nil, argocd.App{}, err
 	}
 	return warnings, app, nil
 }
@@ -430,7 +428,7 @@ func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // dropSession removes the session annotation of an aborted session if it
 // is still session id's, leaving the sync policy alone.
 func (e *Engine) dropSession(ctx context.Context, name, id string) error {
-	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(app *unstructured.Unstructured) map[string]any {
+	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(app argocd.App) map[string]any {
 		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, audit.EventAborted)}}
 	}})
 	return err
@@ -440,9 +438,9 @@ func (e *Engine) dropSession(ctx context.Context, name, id string) error {
 // session goes, and the LastSessionAnnotation says how it ended, naming
 // the session the annotation named (which the admission policy reads; a
 // forced restore of a repointed annotation closes the log's session).
-func closeSession(app *unstructured.Unstructured, closing audit.Event) map[string]any {
+func closeSession(app argocd.App, closing audit.Event) map[string]any {
 	annotations := map[string]any{SessionAnnotation: nil}
-	s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	s, err := SessionOf(app)
 	switch {
 	case err == nil:
 		annotations[LastSessionAnnotation] = lastSession(s.ID, closing)
@@ -489,14 +487,14 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 // terminateSync ends a running sync operation the way `argocd app
 // terminate-op` does, and waits for the controller to stop it. It returns a
 // warning when it could not.
-func (e *Engine) terminateSync(ctx context.Context, name string, session *Session, app *unstructured.Unstructured) string {
-	if app == nil { // not seen since the controller confirmed the pause
+func (e *Engine) terminateSync(ctx context.Context, name string, session *Session, app argocd.App) string {
+	if app.Unstructured == nil { // not seen since the controller confirmed the pause
 		var err error
-		if app, err = e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		if app, err = e.App(ctx, e.Ref(name)); err != nil {
 			return "could not check for a running sync operation: " + err.Error()
 		}
 	}
-	started, running := argocd.SyncRunning(app)
+	started, running := app.SyncRunning()
 	if !running {
 		return ""
 	}
@@ -504,15 +502,15 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 	// then: a sync that ended meanwhile has nothing left to terminate (and
 	// the admission policy allows Terminating only from Running).
 	errEnded := errors.New("the sync ended")
-	_, err := e.Write(ctx, app, argocd.Write{Check: func(current *unstructured.Unstructured) error {
+	_, err := e.Write(ctx, app, argocd.Write{Check: func(current argocd.App) error {
 		if err := ownSession(name, session.ID)(current); err != nil {
 			return err
 		}
-		if now, running := argocd.SyncRunning(current); !running || now != started {
+		if now, running := current.SyncRunning(); !running || now != started {
 			return errEnded
 		}
 		return nil
-	}, Patch: func(*unstructured.Unstructured) map[string]any {
+	}, Patch: func(argocd.App) map[string]any {
 		return map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}
 	}})
 	if errors.Is(err, errEnded) {
@@ -524,8 +522,8 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 	session.TerminatedSync = started
 	ctx, cancel := context.WithTimeout(ctx, e.ControllerTimeout())
 	defer cancel()
-	stopped := func(app *unstructured.Unstructured) bool { _, running := argocd.SyncRunning(app); return !running }
-	if app := e.WaitApps(ctx, []string{e.AppNamespace + "/" + name}, stopped)[e.AppNamespace+"/"+name]; app != nil && stopped(app) {
+	stopped := func(app argocd.App) bool { _, running := app.SyncRunning(); return !running }
+	if app := e.WaitApps(ctx, []string{e.AppNamespace + "/" + name}, stopped)[e.AppNamespace+"/"+name]; app.Unstructured != nil && stopped(app) {
 		return ""
 	}
 	return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.ControllerTimeout())
@@ -534,11 +532,11 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 // explainConflict names the session that won a race for the Application,
 // when there is one.
 func (e *Engine) explainConflict(ctx context.Context, name string, conflict error) error {
-	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	app, err := e.App(ctx, e.Ref(name))
 	if err != nil {
 		return conflict
 	}
-	if s, err := ParseSession(app.GetAnnotations()[SessionAnnotation]); err == nil {
+	if s, err := SessionOf(app); err == nil {
 		return fmt.Errorf("%w on %s: session %s by %s started first; nothing was changed by this command", ErrSessionOpen, name, s.ID, s.OpenedBy)
 	}
 	return conflict

@@ -13,13 +13,13 @@ import (
 // terminate (it would apply Git over the fix), and accepts the one it
 // terminated while it winds down.
 func TestNoOtherSyncGuardsThePatch(t *testing.T) {
-	app := func(phase, started string) *unstructured.Unstructured {
+	app := func(phase, started string) argocd.App {
 		a := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "web"}}}
 		if phase != "" {
 			a.Object["operation"] = map[string]any{"sync": map[string]any{}}
 			a.Object["status"] = map[string]any{"operationState": map[string]any{"phase": phase, "startedAt": started}}
 		}
-		return a
+		return argocd.AppOf(a)
 	}
 	tests := []struct {
 		name, phase, started, terminated string

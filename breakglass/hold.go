@@ -9,8 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -150,9 +149,9 @@ func jqPath(path string, obj any) string {
 // entry appended to app's own, and RespectIgnoreDifferences=true added to
 // the sync options, each only when not there yet. nil when nothing
 // changes.
-func holdPatch(app *unstructured.Unstructured, target audit.Target, fields []PatchedField, obj map[string]any) map[string]any {
+func holdPatch(app argocd.App, target audit.Target, fields []PatchedField, obj map[string]any) map[string]any {
 	spec := map[string]any{}
-	entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	entries := app.IgnoreDifferences()
 	entry := heldEntry(target, fields, obj)
 	held := false
 	for _, e := range entries {
@@ -161,7 +160,7 @@ func holdPatch(app *unstructured.Unstructured, target audit.Target, fields []Pat
 	if !held {
 		spec["ignoreDifferences"] = append(entries, entry)
 	}
-	options, _, _ := unstructured.NestedStringSlice(app.Object, "spec", "syncPolicy", "syncOptions")
+	options := app.SyncOptions()
 	if !hasOption(options) {
 		all := make([]any, 0, len(options)+1)
 		for _, o := range options {
@@ -188,7 +187,7 @@ func hasOption(options []string) bool {
 // changed: ignoreDifferences exactly as saved, and, when the sync policy
 // is not written back whole (sync on again behind the session), the sync
 // options as saved. nil when s holds no fields.
-func releasePatch(app *unstructured.Unstructured, s *Session, wholePolicy bool) (map[string]any, error) {
+func releasePatch(app argocd.App, s *Session, wholePolicy bool) (map[string]any, error) {
 	if !s.holdsFields() {
 		return nil, nil
 	}
@@ -199,7 +198,7 @@ func releasePatch(app *unstructured.Unstructured, s *Session, wholePolicy bool) 
 		}
 	}
 	spec := map[string]any{}
-	current, has, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "ignoreDifferences")
+	current, has := app.IgnoreDifferencesAsIs()
 	if saved == nil && has {
 		spec["ignoreDifferences"] = nil
 	} else if saved != nil && !equalJSON(current, saved) {
@@ -210,7 +209,7 @@ func releasePatch(app *unstructured.Unstructured, s *Session, wholePolicy bool) 
 		if err := json.Unmarshal(s.SavedSyncPolicy, &policy); err != nil && len(s.SavedSyncPolicy) > 0 && string(s.SavedSyncPolicy) != "null" {
 			return nil, fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 		}
-		options, has, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy", "syncOptions")
+		options, has := app.SyncOptionsAsIs()
 		if want, ok := policy["syncOptions"]; ok && !equalJSON(options, want) {
 			spec["syncPolicy"] = map[string]any{"syncOptions": want}
 		} else if !ok && has {
@@ -224,8 +223,8 @@ func releasePatch(app *unstructured.Unstructured, s *Session, wholePolicy bool) 
 }
 
 // savedIgnore is app's spec.ignoreDifferences as JSON (null when unset).
-func savedIgnore(app *unstructured.Unstructured) json.RawMessage {
-	current, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "ignoreDifferences")
+func savedIgnore(app argocd.App) json.RawMessage {
+	current, _ := app.IgnoreDifferencesAsIs()
 	b, _ := json.Marshal(current)
 	return b
 }
@@ -233,14 +232,14 @@ func savedIgnore(app *unstructured.Unstructured) json.RawMessage {
 // HeldEntries are the ignoreDifferences entries of app that its open
 // session's hold added (not among the entries it saved), each as JSON:
 // debt names them as the session's, not as owned debt.
-func HeldEntries(app *unstructured.Unstructured) (session string, held []any) {
-	s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+func HeldEntries(app argocd.App) (session string, held []any) {
+	s, err := SessionOf(app)
 	if err != nil || !s.holdsFields() {
 		return "", nil
 	}
 	var saved []any
 	_ = json.Unmarshal(s.SavedIgnoreDifferences, &saved)
-	entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	entries := app.IgnoreDifferences()
 	for _, e := range entries {
 		own := false
 		for _, o := range saved {

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -43,7 +44,7 @@ func TestHoldIsReleasedExactly(t *testing.T) {
 		"empty": {"ignoreDifferences": []any{}, "syncPolicy": map[string]any{"automated": map[string]any{"prune": true}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			app := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+			app := argocd.AppOf(&unstructured.Unstructured{Object: map[string]any{"spec": spec}})
 			before := app.DeepCopy()
 			policy, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
 			savedPolicy, _ := json.Marshal(policy)
@@ -75,16 +76,16 @@ func TestHoldIsReleasedExactly(t *testing.T) {
 	}
 }
 
-func withSession(app *unstructured.Unstructured, s *Session) *unstructured.Unstructured {
+func withSession(app argocd.App, s *Session) argocd.App {
 	s.ID = "20261205-000000-abcde"
 	v, _ := json.Marshal(s)
 	c := app.DeepCopy()
 	c.SetAnnotations(map[string]string{SessionAnnotation: string(v)})
-	return c
+	return argocd.AppOf(c)
 }
 
 // applyMerge applies spec patch p to app as a JSON merge patch would.
-func applyMerge(t *testing.T, app *unstructured.Unstructured, p map[string]any) {
+func applyMerge(t *testing.T, app argocd.App, p map[string]any) {
 	t.Helper()
 	spec, _, _ := unstructured.NestedMap(app.Object, "spec")
 	app.Object["spec"] = mergeInto(spec, p)

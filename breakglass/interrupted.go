@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -92,7 +90,7 @@ var ErrRunInFlight = errors.New("a break-glass run of the session is still in fl
 // naming the interrupted run's planned record; then the session annotation
 // says the same, and the session goes on. It returns the Application as
 // last written and what it resolved.
-func (e *Engine) Resolve(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, force bool) (*unstructured.Unstructured, []string, error) {
+func (e *Engine) Resolve(ctx context.Context, app argocd.App, st *SessionStatus, force bool) (argocd.App, []string, error) {
 	var done []string
 	for _, run := range st.InFlight {
 		if run.Gone == "" && !force {
@@ -154,12 +152,11 @@ func (s *Session) resolve(plan *audit.Record, landed bool) {
 // changed field whose value the record keeps holds the patched value; when
 // the record keeps none (secrets, free text), whether this tool's field
 // manager wrote the target since the plan. It says how it decided.
-func (e *Engine) landed(ctx context.Context, app *unstructured.Unstructured, plan *audit.Record) (bool, string, error) {
+func (e *Engine) landed(ctx context.Context, app argocd.App, plan *audit.Record) (bool, string, error) {
 	if plan.Target == nil || len(plan.Changes) == 0 {
 		return false, "the plan names no change", nil
 	}
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, err := e.Destination(app.GetName(), dest, "")
+	cluster, err := e.ClusterOf(app, "")
 	if err != nil {
 		return false, "", err
 	}
@@ -189,13 +186,13 @@ func (e *Engine) landed(ctx context.Context, app *unstructured.Unstructured, pla
 
 // recordResolved writes the record that ends plan's interrupted run, in
 // the resolver's own name.
-func (e *Engine) recordResolved(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, plan *audit.Record, event audit.Event, outcome audit.Outcome) error {
+func (e *Engine) recordResolved(ctx context.Context, app argocd.App, st *SessionStatus, plan *audit.Record, event audit.Event, outcome audit.Outcome) error {
 	actor, err := e.Whoami(ctx)
 	if err != nil {
 		return err
 	}
 	p := &Plan{Request: Request{App: st.App.Name, Reason: plan.Reason, Incident: plan.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
-	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	p.Cluster = app.Destination().Server
 	if plan.Target != nil {
 		p.Target = *plan.Target
 	}
@@ -204,7 +201,7 @@ func (e *Engine) recordResolved(ctx context.Context, app *unstructured.Unstructu
 		// Argo CD's view of the landed patch, when it already flags it;
 		// unknown otherwise (the paused Application may not have been
 		// compared since).
-		if status, _ := argocd.ManagedStatus(app, p.Target); event == audit.EventPatched && status == "OutOfSync" {
+		if status, _ := app.ManagedStatus(p.Target); event == audit.EventPatched && status == "OutOfSync" {
 			saw := true
 			r.OutOfSync = &saw
 		}

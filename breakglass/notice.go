@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
@@ -25,7 +24,7 @@ const (
 // app gets wrong (st.Mismatch): nothing acts on it, since restore, --join
 // and the controller read the session from its audit records, but someone
 // edited it behind the session. It returns a warning when it could not.
-func (e *Engine) WarnMismatch(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus) string {
+func (e *Engine) WarnMismatch(ctx context.Context, app argocd.App, st *SessionStatus) string {
 	return e.emit(ctx, app, EventMismatch, true, "The annotation of break-glass session %s on %s disagrees with its audit records: %s. Restore, --join and auto-restore act on the session as the records have it; the next --join writes the annotation back. Who edited it: kubectl get application %s -n %s --show-managed-fields",
 		st.Session.ID, st.App.Name, strings.Join(st.Mismatch, "; "), st.App.Name, st.App.Namespace)
 }
@@ -74,7 +73,7 @@ func NoticesOf(st *SessionStatus) []*Notice {
 // was recorded (by it or before; zero when the log has no open session to
 // notice) and whether it wrote the record now; warnings are what could not
 // be told (Event, ticket).
-func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, n *Notice) (time.Time, bool, []string, error) {
+func (e *Engine) RecordNotice(ctx context.Context, app argocd.App, st *SessionStatus, n *Notice) (time.Time, bool, []string, error) {
 	ls, err := e.sessionFromLog(ctx, st.App, st.Session.ID)
 	if err != nil {
 		return time.Time{}, false, nil, err
@@ -93,7 +92,7 @@ func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructure
 		return prior.Time, false, nil, nil
 	}
 	p := &Plan{Request: Request{App: st.App.Name, Reason: n.What, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
-	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	p.Cluster = app.Destination().Server
 	if len(st.Targets) > 0 {
 		p.Target = st.Targets[0].Target
 	}
@@ -106,7 +105,7 @@ func (e *Engine) RecordNotice(ctx context.Context, app *unstructured.Unstructure
 
 // Remind tells of n again, with a Warning Event and a ticket comment, and
 // records nothing: the record was written once.
-func (e *Engine) Remind(ctx context.Context, app *unstructured.Unstructured, st *SessionStatus, n *Notice, at audit.HeadState) []string {
+func (e *Engine) Remind(ctx context.Context, app argocd.App, st *SessionStatus, n *Notice, at audit.HeadState) []string {
 	var warnings []string
 	if w := e.emit(ctx, app, n.Reason, true, "%s %s", n.What, n.Todo); w != "" {
 		warnings = append(warnings, w)

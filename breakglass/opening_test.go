@@ -52,7 +52,7 @@ func TestASessionBeingOpenedIsNotCaughtUp(t *testing.T) {
 
 // openingSession is an auto-restore session on argocd/web whose run by
 // process pid has paused the Application and not yet patched.
-func openingSession(t *testing.T, pid int) (*Engine, *unstructured.Unstructured) {
+func openingSession(t *testing.T, pid int) (*Engine, argocd.App) {
 	t.Helper()
 	web := audit.AppRef{Namespace: "argocd", Name: "web"}
 	log := emptyLog(t)
@@ -80,5 +80,5 @@ func openingSession(t *testing.T, pid int) (*Engine, *unstructured.Unstructured)
 	}}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{argocd.ApplicationGVR: "ApplicationList"}, app.DeepCopy())
-	return &Engine{Client: argocd.Client{Dynamic: client, AppNamespace: "argocd"}, Audit: log}, app
+	return &Engine{Client: argocd.Client{Dynamic: client, AppNamespace: "argocd"}, Audit: log}, argocd.AppOf(app)
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -28,26 +26,26 @@ type PausedParent struct {
 }
 
 // savedParent is parent's policy as the session keeps it.
-func savedParent(parent *unstructured.Unstructured) PausedParent {
-	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
+func savedParent(parent argocd.App) PausedParent {
+	policy := parent.SyncPolicy()
 	saved, _ := json.Marshal(policy)
 	return PausedParent{Name: parent.GetName(), Namespace: parent.GetNamespace(), SavedSyncPolicy: saved}
 }
 
 // pauseParent pauses parent for session, keeping its policy.
 // It returns the parent as written.
-func (e *Engine) pauseParent(ctx context.Context, parent *unstructured.Unstructured, child string, session *Session, disable bool) (*unstructured.Unstructured, error) {
-	policy, _, _ := unstructured.NestedFieldCopy(parent.Object, "spec", "syncPolicy")
+func (e *Engine) pauseParent(ctx context.Context, parent argocd.App, child string, session *Session, disable bool) (argocd.App, error) {
+	policy := parent.SyncPolicy()
 	name := parent.GetName()
-	return e.Write(ctx, argocd.Known(argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), name), argocd.Write{Check: func(app *unstructured.Unstructured) error {
+	return e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), Name: name}), argocd.Write{Check: func(app argocd.App) error {
 		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
 			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
 		}
-		if current, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy"); !equalJSON(current, policy) {
+		if !equalJSON(app.SyncPolicy(), policy) {
 			return fmt.Errorf("%w: the sync policy of parent %s changed meanwhile; run the command again", argocd.ErrConflict, name)
 		}
 		return nil
-	}, Patch: func(app *unstructured.Unstructured) map[string]any {
+	}, Patch: func(app argocd.App) map[string]any {
 		return map[string]any{
 			"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{PausedByAnnotation: child + "/" + session.ID}, false)},
 			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy, disable))},
@@ -64,7 +62,7 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 		if err := json.Unmarshal(p.SavedSyncPolicy, &saved); err != nil {
 			return fmt.Errorf("the saved policy of parent %s is unreadable: %w", p.Name, err)
 		}
-		_, err := e.Write(ctx, argocd.Known(argocd.NamespaceOr(p.Namespace, e.AppNamespace), p.Name), argocd.Write{Check: func(app *unstructured.Unstructured) error {
+		_, err := e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, e.AppNamespace), Name: p.Name}), argocd.Write{Check: func(app argocd.App) error {
 			switch by, marked := app.GetAnnotations()[PausedByAnnotation]; {
 			case !marked:
 				// Never paused (interrupted before) or already restored.
@@ -73,7 +71,7 @@ func (e *Engine) restoreParents(ctx context.Context, child string, session *Sess
 				return fmt.Errorf("%w: parent %s is paused for another session (%q)", argocd.ErrConflict, p.Name, by)
 			}
 			return nil
-		}, Patch: func(app *unstructured.Unstructured) map[string]any {
+		}, Patch: func(app argocd.App) map[string]any {
 			return map[string]any{
 				"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{PausedByAnnotation: nil}, false)},
 				"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
@@ -97,7 +95,7 @@ var errNotPausedHere = errors.New("not paused by this session")
 // nobody (the mark is set by hand with a pause the admission policy cannot
 // tell from a parent's), exactly what a break-glass must never leave
 // behind. What the annotations say is not trusted: only the log is.
-func (e *Engine) OrphanedPauses(ctx context.Context, apps []*unstructured.Unstructured) ([]string, error) {
+func (e *Engine) OrphanedPauses(ctx context.Context, apps []argocd.App) ([]string, error) {
 	var out []string
 	for _, a := range apps {
 		by, marked := a.GetAnnotations()[PausedByAnnotation]
@@ -123,15 +121,15 @@ const EventOrphanedReason = "OrphanedPause"
 // RecordOrphan records app's orphaned pause (why, as OrphanedPauses says
 // it) as a breakglass.orphaned notice outside any session, and emits a
 // Warning Event on app; warnings are what could not be told.
-func (e *Engine) RecordOrphan(ctx context.Context, app *unstructured.Unstructured, why string) ([]string, error) {
+func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, why string) ([]string, error) {
 	actor, err := e.Whoami(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
 	p := &Plan{Request: Request{App: ref.Name, Reason: why}, Actor: actor, App: ref}
-	p.App.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
-	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	p.App.Project = app.Project()
+	p.Cluster = app.Destination().Server
 	if _, err := e.record(ctx, p, "", audit.EventOrphaned, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) { r.Target = nil }); err != nil {
 		return nil, err
 	}
@@ -143,7 +141,7 @@ func (e *Engine) RecordOrphan(ctx context.Context, app *unstructured.Unstructure
 
 // unaccounted says why the log does not account for app's paused-by mark
 // by ("" when it does: an open session of the child it names paused app).
-func (e *Engine) unaccounted(ctx context.Context, app *unstructured.Unstructured, by string) (string, error) {
+func (e *Engine) unaccounted(ctx context.Context, app argocd.App, by string) (string, error) {
 	child, id, ok := strings.Cut(by, "/")
 	if !ok || id == "" {
 		return "which is not open", nil

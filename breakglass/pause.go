@@ -7,8 +7,6 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // pausedPolicy is the sync policy with automated sync off. With disable
@@ -40,8 +38,8 @@ func pausedPolicy(policy any, disable bool) any {
 
 // policyPatch is the merge patch that turns app's spec.syncPolicy into
 // desired exactly: members desired lacks are deleted.
-func policyPatch(app *unstructured.Unstructured, desired any) any {
-	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+func policyPatch(app argocd.App, desired any) any {
+	current := app.SyncPolicy()
 	return mergePatchFor(current, desired)
 }
 
@@ -69,10 +67,10 @@ func mergePatchFor(current, desired any) any {
 // the session last (as long as check accepts it), so that an interruption
 // leaves a session that says what is still paused; closing is the event
 // that ends the session, left in the LastSessionAnnotation.
-func (e *Engine) undoPause(ctx context.Context, name string, s *Session, closing audit.Event, check func(*unstructured.Unstructured) error) error {
+func (e *Engine) undoPause(ctx context.Context, name string, s *Session, closing audit.Event, check func(argocd.App) error) error {
 	// The child's check first: parents syncing again would undo the
 	// child's pause from Git, so none is unpaused for a child that is not.
-	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
+	app, err := e.App(ctx, e.Ref(name))
 	if err != nil {
 		return err
 	}
@@ -92,15 +90,15 @@ func (e *Engine) undoPause(ctx context.Context, name string, s *Session, closing
 // whose sync was turned back on behind the session keeps its policy as it
 // is (sync is on, as restore would leave it; the admission policy allows
 // on-call no other change of it there): only the session goes.
-func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, closing audit.Event, check func(*unstructured.Unstructured) error) error {
+func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, closing audit.Event, check func(argocd.App) error) error {
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
 	var releaseErr error
-	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
+	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app argocd.App) map[string]any {
 		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(app, closing), false)}}
-		whole := !argocd.SyncsAutomatically(app)
+		whole := !app.SyncsAutomatically()
 		// The hold goes with the session: ignoreDifferences (and the sync
 		// option, when the policy is not written back whole) as saved.
 		spec, err := releasePatch(app, s, whole)

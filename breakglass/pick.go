@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -24,17 +21,17 @@ type Candidate struct {
 
 // Candidates lists the Applications of the engine's namespace by name.
 func (e *Engine) Candidates(ctx context.Context) ([]Candidate, error) {
-	apps, err := e.ListApplications(ctx, e.AppNamespace, "")
+	apps, err := e.Apps(ctx, argocd.AppQuery{Namespace: e.AppNamespace})
 	if err != nil {
-		return nil, fmt.Errorf("listing applications in %s: %w", e.AppNamespace, err)
+		return nil, err
 	}
 	out := make([]Candidate, 0, len(apps))
 	for _, a := range apps {
 		c := Candidate{Name: a.GetName()}
-		c.Project, _, _ = unstructured.NestedString(a.Object, "spec", "project")
-		c.Sync, _, _ = unstructured.NestedString(a.Object, "status", "sync", "status")
-		c.Health, _, _ = unstructured.NestedString(a.Object, "status", "health", "status")
-		if s, err := ParseSession(a.GetAnnotations()[SessionAnnotation]); err == nil {
+		c.Project = a.Project()
+		c.Sync = a.SyncStatus()
+		c.Health = a.Health()
+		if s, err := SessionOf(a); err == nil {
 			c.Session = s.ID
 		}
 		out = append(out, c)
@@ -56,12 +53,12 @@ func (r ManagedResource) Arg() string { return r.Target.String() }
 
 // ManagedResources lists app's resources from its status.
 func (e *Engine) ManagedResources(ctx context.Context, app string) ([]ManagedResource, error) {
-	a, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, app, metav1.GetOptions{})
+	a, err := e.App(ctx, e.Ref(app))
 	if err != nil {
-		return nil, fmt.Errorf("reading application %s: %w", app, err)
+		return nil, err
 	}
 	var out []ManagedResource
-	for _, r := range argocd.StatusResources(a) {
+	for _, r := range a.StatusResources() {
 		out = append(out, ManagedResource{Target: r.Target, Sync: r.Status, Health: r.Health})
 	}
 	if len(out) == 0 {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -83,7 +82,7 @@ type Plan struct {
 	live *unstructured.Unstructured
 	// app is the Application as the plan read it: the pause is built from
 	// it, its resourceVersion the precondition, saving a read.
-	app *unstructured.Unstructured
+	app argocd.App
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
 	// PauseMechanism says how the pause works on this Argo CD; "" when the
@@ -93,7 +92,7 @@ type Plan struct {
 	// request's for a new session, the session's for a join.
 	Hold string
 
-	parents []*unstructured.Unstructured
+	parents []argocd.App
 
 	gvr schema.GroupVersionResource
 }
@@ -175,24 +174,19 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if store, ok := e.Audit.(interface{ Prefetch(context.Context) }); ok {
 		go store.Prefetch(ctx) // where the planned record will go
 	}
-	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, req.App, metav1.GetOptions{})
+	app, err := e.App(ctx, e.Ref(req.App))
 	actor, whoErr := whoami.wait()
 	if whoErr != nil {
 		return nil, whoErr
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, req.App, e.AppNamespace)
-	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("%w: %s may not read application %s/%s: %v", argocd.ErrForbidden, actor.Username, e.AppNamespace, req.App, err)
-	case err != nil:
-		return nil, err
+	if err != nil {
+		return nil, argocd.NameReader(err, actor.Username)
 	}
 	join, err := joinable(app, req)
 	if err != nil {
 		return nil, err
 	}
-	if enabled, set, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "enabled"); join == nil && set && !enabled {
+	if join == nil && app.AutomatedOff() {
 		return nil, fmt.Errorf("%w on %s (automated.enabled: false) and no break-glass session holds it: nothing was changed", ErrSyncOff, req.App)
 	}
 	var warnings []string
@@ -219,12 +213,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 			return nil, fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
 		}
 		join = trusted
-		if join.pauses() && argocd.SyncsAutomatically(app) {
+		if join.pauses() && app.SyncsAutomatically() {
 			// Argo CD would revert this patch as it may have the others.
 			return nil, fmt.Errorf("%w: automated sync of %s is on again, behind session %s: a patch within it would be reverted; nothing was changed", ErrSyncReenabled, req.App, join.ID)
 		}
 	}
-	if started, running := argocd.SyncRunning(app); running && req.NoTerminate {
+	if started, running := app.SyncRunning(); running && req.NoTerminate {
 		return nil, fmt.Errorf("%w on %s (started %s) and terminating it was not allowed", ErrSyncRunning, req.App, started)
 	}
 
@@ -232,8 +226,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
 	}
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, err := e.Destination(req.App, dest, req.TargetContext)
+	cluster, err := e.ClusterOf(app, req.TargetContext)
 	if err != nil {
 		return nil, err
 	}
@@ -248,10 +241,10 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	namespace := req.Namespace
 	if namespace == "" {
-		namespace = dest["namespace"]
+		namespace = app.Destination().Namespace
 	}
 	target := audit.Target{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: namespace, Name: name}
-	status, managed := argocd.ManagedStatus(app, target)
+	status, managed := app.ManagedStatus(target)
 	if !managed {
 		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
 			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
@@ -296,7 +289,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	// ApplicationSet or a parent rewriting the child's sync policy, and,
 	// where fields are held, its ignoreDifferences.
 	var hold string
-	var parents []*unstructured.Unstructured
+	var parents []argocd.App
 	if join != nil {
 		hold = join.Hold
 	} else {
@@ -355,8 +348,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
-	after, git, disable := before, argocd.GitAt(app), false
+	before := app.SyncPolicy()
+	after, git, disable := before, app.Git(), false
 	if join != nil {
 		// Already paused: the policy stays as it is, and Git is compared
 		// with the revision the session opened at.
@@ -366,8 +359,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		disable = enabledInSchema
 		after = pausedPolicy(before, disable)
 	}
-	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
-	server := dest["server"]
+	project := app.Project()
+	server := app.Destination().Server
 	if server == "" {
 		server = cluster.Server
 	}
@@ -381,7 +374,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		SyncPolicyBefore: before, SyncPolicyAfter: after,
 		Git: git, TargetOutOfSync: status == "OutOfSync",
 		Parents: parentNames, parents: parents,
-		Join: join, Source: argocd.SourceOf(app), Ticket: ticketRef,
+		Join: join, Source: app.Source(), Ticket: ticketRef,
 		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
 		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
 		PauseFor: pauseFor, AutoRestore: autoRestore,
@@ -421,7 +414,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 // joinable returns the open session of app that req may join, nil when
 // none is open, and an error naming the holder otherwise: a session can be
 // joined only once it has patched, and only with --join.
-func joinable(app *unstructured.Unstructured, req Request) (*Session, error) {
+func joinable(app argocd.App, req Request) (*Session, error) {
 	value, ok := app.GetAnnotations()[SessionAnnotation]
 	if !ok {
 		if req.Join {

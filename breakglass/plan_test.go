@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -13,7 +14,7 @@ import (
 // run, exactly when they must run it, used to drop --app-namespace, so it
 // failed for an Application outside argocd.
 func TestAdviceNamesTheAppNamespace(t *testing.T) {
-	app := &unstructured.Unstructured{Object: map[string]any{}}
+	app := argocd.AppOf(&unstructured.Unstructured{Object: map[string]any{}})
 	app.SetNamespace("team-a")
 	app.SetName("web")
 	app.SetAnnotations(map[string]string{SessionAnnotation: `{"id":"s","state":"pausing","openedBy":"oncall"}`})

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/proposal"
@@ -85,7 +83,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if err := proposable(st); err != nil {
 		return nil, err
 	}
-	spec, _, _ := unstructured.NestedMap(app.Object, "spec")
+	spec := app.Spec()
 	if why := proposal.Refusal(spec); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
 	}
@@ -109,7 +107,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if err != nil {
 		return nil, fmt.Errorf("checking out %s: %w", redact.Text(src.RepoURL), err)
 	}
-	dest, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
+	dest := app.Destination().Namespace
 	files, err := proposal.ReadDirectory(repo.Dir, src.Path, src.Recurse)
 	if err != nil {
 		return nil, err
@@ -154,7 +152,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 		return nil, fmt.Errorf("committing the proposal: %w", err)
 	}
 	plan := &Plan{Request: Request{App: req.App, Reason: st.Session.Reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
-	plan.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	plan.Cluster = app.Destination().Server
 	if len(st.Targets) > 0 {
 		plan.Target = st.Targets[0].Target
 	}
@@ -209,9 +207,8 @@ func proposable(st *SessionStatus) error {
 
 // liveEdits are the session's patched paths with their live values, each
 // checked against the digest the audit log keeps of the patched value.
-func (e *Engine) liveEdits(ctx context.Context, app *unstructured.Unstructured, s *Session) ([]proposal.Edit, error) {
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, err := e.Destination(app.GetName(), dest, "")
+func (e *Engine) liveEdits(ctx context.Context, app argocd.App, s *Session) ([]proposal.Edit, error) {
+	cluster, err := e.ClusterOf(app, "")
 	if err != nil {
 		return nil, err
 	}

@@ -7,10 +7,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
@@ -60,7 +56,6 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if err != nil {
 		return nil, err
 	}
-	apps := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace)
 	app, err := e.withSession(ctx, req.App, "there is nothing to restore")
 	if err != nil {
 		return nil, err
@@ -144,18 +139,18 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if !st.Ready {
 		event, reason = audit.EventForced, req.Reason
 	}
-	if fresh, err := apps.Get(ctx, req.App, metav1.GetOptions{}); err == nil {
+	if fresh, err := e.App(ctx, e.Ref(req.App)); err == nil {
 		app = fresh
 	}
-	current, _, _ := unstructured.NestedFieldCopy(app.Object, "spec", "syncPolicy")
+	current := app.SyncPolicy()
 	var saved any
 	_ = json.Unmarshal(st.Session.SavedSyncPolicy, &saved)
 	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident, AllowSecretText: req.AllowSecretText}, Actor: actor, App: st.App, Git: st.GitAt()}
-	p.Cluster, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "server")
+	p.Cluster = app.Destination().Server
 	if len(st.Targets) > 0 {
 		p.Target = st.Targets[0].Target
 	}
-	if argocd.SyncsAutomatically(app) {
+	if app.SyncsAutomatically() {
 		// restorePolicy leaves a policy that syncs again as it is.
 		saved = current
 		st.Notes = append(st.Notes, "automated sync was already on: the policy stays as it was turned back on; the saved one is in the session's breakglass.paused record")
@@ -213,16 +208,13 @@ func RestoreCommand(app audit.AppRef) string {
 
 // withSession reads Application name, which must carry a session; why
 // says what its absence means to the caller.
-func (e *Engine) withSession(ctx context.Context, name, why string) (*unstructured.Unstructured, error) {
-	app, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(e.AppNamespace).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("%w: %q in namespace %s", ErrAppNotFound, name, e.AppNamespace)
-	case err != nil:
-		return nil, err
+func (e *Engine) withSession(ctx context.Context, name, why string) (argocd.App, error) {
+	app, err := e.App(ctx, e.Ref(name))
+	if err != nil {
+		return argocd.App{}, err
 	}
 	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
-		return nil, fmt.Errorf("%w on %s, so %s", ErrNoSession, name, why)
+		return argocd.App{}, fmt.Errorf("%w on %s, so %s", ErrNoSession, name, why)
 	}
 	return app, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 )
@@ -34,7 +35,7 @@ func (r Reverted) String() string {
 // path that no longer holds the patched value. A path whose value the
 // session keeps no digest of (a secret, free text) cannot be told and is
 // not named.
-func (e *Engine) reverted(ctx context.Context, app *unstructured.Unstructured, s *Session) ([]Reverted, error) {
+func (e *Engine) reverted(ctx context.Context, app argocd.App, s *Session) ([]Reverted, error) {
 	var out []Reverted
 	var cluster interface {
 		Object(context.Context, audit.Target) (*unstructured.Unstructured, error)
@@ -44,8 +45,7 @@ func (e *Engine) reverted(ctx context.Context, app *unstructured.Unstructured, s
 			continue
 		}
 		if cluster == nil {
-			dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-			c, err := e.Destination(app.GetName(), dest, "")
+			c, err := e.ClusterOf(app, "")
 			if err != nil {
 				return nil, err
 			}

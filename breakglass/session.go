@@ -10,7 +10,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // SessionAnnotation holds the open break-glass session on an Application.
@@ -120,6 +119,13 @@ type PatchedField struct {
 	Secret bool   `json:"secret,omitempty"`
 }
 
+// SessionOf decodes the session annotation of app (an Application, as
+// argocd.App or as the object the API server returned): an error when it
+// carries none, or one that is not a session.
+func SessionOf(app interface{ GetAnnotations() map[string]string }) (*Session, error) {
+	return ParseSession(app.GetAnnotations()[SessionAnnotation])
+}
+
 // ParseSession decodes the session annotation.
 func ParseSession(value string) (*Session, error) {
 	var s Session
@@ -155,8 +161,8 @@ func sessionGit(s *Session) audit.Git {
 
 // PatchedBy is what app's open session patched, as its annotation says:
 // drift names a field break-glass only when that session patched it.
-func PatchedBy(app *unstructured.Unstructured) drift.Patched {
-	s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+func PatchedBy(app argocd.App) drift.Patched {
+	s, err := SessionOf(app)
 	if err != nil {
 		return drift.Patched{}
 	}
@@ -193,9 +199,9 @@ func (s *Session) patchNamed(id string) *SessionPatch {
 }
 
 // ownSession accepts an Application whose session annotation is session id.
-func ownSession(name, id string) func(*unstructured.Unstructured) error {
-	return func(app *unstructured.Unstructured) error {
-		s, err := ParseSession(app.GetAnnotations()[SessionAnnotation])
+func ownSession(name, id string) func(argocd.App) error {
+	return func(app argocd.App) error {
+		s, err := SessionOf(app)
 		if err != nil || s.ID != id {
 			return fmt.Errorf("%w: the break-glass session %s on %s was closed or replaced by someone else", argocd.ErrConflict, id, name)
 		}
@@ -225,16 +231,16 @@ func sessionPatch(session *Session, policy any) map[string]any {
 // landed meanwhile must not be reverted by a restore that never saw it; a
 // pending mark the log has no run for is the annotation's word alone, and
 // does not hold a restore.
-func unchangedSession(name string, s, logged *Session) func(*unstructured.Unstructured) error {
+func unchangedSession(name string, s, logged *Session) func(argocd.App) error {
 	seen := map[string]bool{}
 	for _, p := range s.Patches {
 		seen[p.ID] = true
 	}
-	return func(app *unstructured.Unstructured) error {
+	return func(app argocd.App) error {
 		if err := ownSession(name, s.ID)(app); err != nil {
 			return err
 		}
-		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+		current, _ := SessionOf(app)
 		for _, p := range current.Patches {
 			if !seen[p.ID] {
 				return fmt.Errorf("%w: session %s on %s gained a patch of %s while restore ran: run restore again, it must check that patch too", argocd.ErrConflict, s.ID, name, p.Target)
@@ -264,23 +270,23 @@ func (s *Session) pending() *SessionPatch {
 // is then, not as this command last saw it, so that concurrent --join
 // patches never drop each other's patch. It returns the session and the
 // Application as written.
-func (e *Engine) writeSession(ctx context.Context, known *unstructured.Unstructured, id string, also func(*unstructured.Unstructured) error, change func(*Session)) (*Session, *unstructured.Unstructured, error) {
+func (e *Engine) writeSession(ctx context.Context, known argocd.App, id string, also func(argocd.App) error, change func(*Session)) (*Session, argocd.App, error) {
 	return e.writeSessionWith(ctx, known, id, also, change, nil)
 }
 
 // writeSessionWith is writeSession whose write also patches spec with
 // what spec returns for the Application as it is then (nil: nothing).
-func (e *Engine) writeSessionWith(ctx context.Context, known *unstructured.Unstructured, id string, also func(*unstructured.Unstructured) error, change func(*Session), spec func(*unstructured.Unstructured) map[string]any) (*Session, *unstructured.Unstructured, error) {
+func (e *Engine) writeSessionWith(ctx context.Context, known argocd.App, id string, also func(argocd.App) error, change func(*Session), spec func(argocd.App) map[string]any) (*Session, argocd.App, error) {
 	var written *Session
 	own := ownSession(known.GetName(), id)
-	check := func(app *unstructured.Unstructured) error {
+	check := func(app argocd.App) error {
 		if err := own(app); err != nil || also == nil {
 			return err
 		}
 		return also(app)
 	}
-	app, err := e.Write(ctx, known, argocd.Write{Check: check, Patch: func(app *unstructured.Unstructured) map[string]any {
-		current, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	app, err := e.Write(ctx, known, argocd.Write{Check: check, Patch: func(app argocd.App) map[string]any {
+		current, _ := SessionOf(app)
 		change(current)
 		written = current
 		patch := sessionPatch(current, nil)
@@ -295,6 +301,6 @@ func (e *Engine) writeSessionWith(ctx context.Context, known *unstructured.Unstr
 }
 
 // known is the engine's Application name, known only by name.
-func (e *Engine) known(name string) *unstructured.Unstructured {
-	return argocd.Known(e.AppNamespace, name)
+func (e *Engine) known(name string) argocd.App {
+	return argocd.Known(argocd.AppRef{Namespace: e.AppNamespace, Name: name})
 }

@@ -11,11 +11,11 @@ import (
 )
 
 func TestUnchangedSessionGuardsRestore(t *testing.T) {
-	app := func(s *Session) *unstructured.Unstructured {
+	app := func(s *Session) argocd.App {
 		v, _ := json.Marshal(s)
 		u := &unstructured.Unstructured{Object: map[string]any{}}
 		u.SetAnnotations(map[string]string{SessionAnnotation: string(v)})
-		return u
+		return argocd.AppOf(u)
 	}
 	evaluated := &Session{ID: "s", Patches: []SessionPatch{{ID: "a"}, {ID: "forged", Pending: true}}}
 	// The log has no run in flight for the forged pending mark: it does

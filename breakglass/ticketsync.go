@@ -7,8 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -255,18 +253,18 @@ func live(claimed, now time.Time) bool {
 // appSource reads the Application's Git source for a late ticket; empty
 // when the Application is gone.
 func (e *Engine) appSource(ctx context.Context, app audit.AppRef) argocd.Source {
-	a, err := e.Dynamic.Resource(argocd.ApplicationGVR).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+	a, err := e.App(ctx, argocd.AppRef{Namespace: app.Namespace, Name: app.Name})
 	if err != nil {
 		return argocd.Source{}
 	}
-	return argocd.SourceOf(a)
+	return a.Source()
 }
 
 // setSessionTicket tells a session that is still open which ticket tracks
 // it, so that restore closes it.
 func (e *Engine) setSessionTicket(ctx context.Context, pt *PendingTicket, ref *audit.Ticket) error {
-	_, err := e.Write(ctx, argocd.Known(pt.App.Namespace, pt.App.Name), argocd.Write{Check: ownSession(pt.App.Name, pt.Session), Patch: func(app *unstructured.Unstructured) map[string]any {
-		s, _ := ParseSession(app.GetAnnotations()[SessionAnnotation])
+	_, err := e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: pt.App.Namespace, Name: pt.App.Name}), argocd.Write{Check: ownSession(pt.App.Name, pt.Session), Patch: func(app argocd.App) map[string]any {
+		s, _ := SessionOf(app)
 		s.Ticket, s.TicketURL, s.TicketPending = ref.Key, ref.URL, ""
 		return sessionPatch(s, nil)
 	}})

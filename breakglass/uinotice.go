@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 )
 
 // Argo CD (3.5 and newer) shows an Application's notice annotations as a
@@ -31,7 +31,7 @@ const noticeMax = 500
 
 // savedNotice is app's own notice annotations, which the session's banner
 // replaces until it closes.
-func savedNotice(app *unstructured.Unstructured) map[string]string {
+func savedNotice(app argocd.App) map[string]string {
 	var saved map[string]string
 	for _, k := range NoticeKeys {
 		if v, ok := app.GetAnnotations()[k]; ok {

@@ -10,9 +10,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -211,8 +208,8 @@ func (c *Controller) lead(ctx context.Context) error {
 			delete(c.evaluated, key)
 		}
 		if err == nil && exists {
-			app := obj.(*unstructured.Unstructured)
-			state := stateOf(app)
+			app := argocd.AppOf(obj.(*unstructured.Unstructured))
+			state := app.Fingerprint()
 			_, forced := c.forced.LoadAndDelete(key)
 			if last, ok := c.evaluated[key]; ok && !forced && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
 				if !last.due.IsZero() {
@@ -254,7 +251,7 @@ func (c *Controller) lead(ctx context.Context) error {
 // since they count from the record's time. A replica that takes over tells
 // at once a reminder that fell due while none led. It returns when the
 // next reminder is due (zero: never, the log has no open session there).
-func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, n *breakglass.Notice, key string) (time.Time, error) {
+func (c *Controller) notice(ctx context.Context, engine *breakglass.Engine, app argocd.App, st *breakglass.SessionStatus, n *breakglass.Notice, key string) (time.Time, error) {
 	every, now := c.remindEvery(), time.Now()
 	told := st.Session.ID + " " + string(n.Event)
 	var warnings []string
@@ -311,7 +308,7 @@ func (c *Controller) leaseDuration() time.Duration {
 // rule again before it writes anything. It returns when the session must
 // be looked at again though nothing changes (zero: not before a change):
 // its expiry, its next reminder, its next refresh.
-func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructured) (time.Time, error) {
+func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, error) {
 	engine := *c.Engine
 	engine.AppNamespace = app.GetNamespace()
 	key := app.GetNamespace() + "/" + app.GetName()
@@ -414,7 +411,7 @@ func (c *Controller) reconcile(ctx context.Context, app *unstructured.Unstructur
 
 // warnMismatch emits, once per session and disagreement, a Warning Event
 // naming what app's session annotation gets wrong.
-func (c *Controller) warnMismatch(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured, st *breakglass.SessionStatus, key string) {
+func (c *Controller) warnMismatch(ctx context.Context, engine *breakglass.Engine, app argocd.App, st *breakglass.SessionStatus, key string) {
 	told := "mismatch " + st.Session.ID + " " + strings.Join(st.Mismatch, "; ")
 	if _, done := c.noticed[told]; done {
 		return
@@ -428,9 +425,9 @@ func (c *Controller) warnMismatch(ctx context.Context, engine *breakglass.Engine
 
 // orphan records, once per mark, a paused-by mark on app that no open
 // session of the log accounts for.
-func (c *Controller) orphan(ctx context.Context, engine *breakglass.Engine, app *unstructured.Unstructured) error {
+func (c *Controller) orphan(ctx context.Context, engine *breakglass.Engine, app argocd.App) error {
 	key := app.GetNamespace() + "/" + app.GetName()
-	orphans, err := engine.OrphanedPauses(ctx, []*unstructured.Unstructured{app})
+	orphans, err := engine.OrphanedPauses(ctx, []argocd.App{app})
 	if err != nil || len(orphans) == 0 {
 		return err
 	}
@@ -464,31 +461,4 @@ func (c *Controller) remindEvery() time.Duration {
 		return time.Hour
 	}
 	return c.RemindEvery
-}
-
-// stateOf is what app says, as a digest: everything but what changes with
-// every write (resourceVersion, managedFields, generation) and Argo CD's
-// periodic reconcile stamps (status.reconciledAt, status.observedAt, and
-// each condition's lastTransitionTime: Argo CD matches a condition to the
-// old one by type alone, so an Application with two conditions of a type,
-// such as two shared resources, has the second re-stamped on every
-// reconcile), so that a reconcile that found nothing new is no change.
-func stateOf(app *unstructured.Unstructured) string {
-	obj := app.DeepCopy().Object
-	unstructured.RemoveNestedField(obj, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(obj, "metadata", "managedFields")
-	unstructured.RemoveNestedField(obj, "metadata", "generation")
-	unstructured.RemoveNestedField(obj, "status", "reconciledAt")
-	unstructured.RemoveNestedField(obj, "status", "observedAt")
-	if conditions, ok, _ := unstructured.NestedSlice(obj, "status", "conditions"); ok {
-		for _, c := range conditions {
-			if c, ok := c.(map[string]any); ok {
-				delete(c, "lastTransitionTime")
-			}
-		}
-		_ = unstructured.SetNestedSlice(obj, conditions, "status", "conditions")
-	}
-	b, _ := json.Marshal(obj)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -145,7 +145,7 @@ func sessions(store cache.Store, now time.Time) []sessionMetric {
 		if !ok {
 			continue
 		}
-		s, err := breakglass.ParseSession(app.GetAnnotations()[breakglass.SessionAnnotation])
+		s, err := breakglass.SessionOf(app)
 		if err != nil {
 			continue
 		}

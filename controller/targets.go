@@ -48,9 +48,8 @@ func objectKey(cluster string, gk schema.GroupKind, namespace, name string) stri
 // and starts watching their kinds; the objects of a session no longer
 // open are dropped by forget. It returns the kinds that could not be
 // watched, with why.
-func (t *targets) follow(engine *breakglass.Engine, app *unstructured.Unstructured, key string, st *breakglass.SessionStatus) map[string]error {
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, err := engine.Destination(app.GetName(), dest, "")
+func (t *targets) follow(engine *breakglass.Engine, app argocd.App, key string, st *breakglass.SessionStatus) map[string]error {
+	cluster, err := engine.ClusterOf(app, "")
 	if err != nil {
 		return map[string]error{"destination": err}
 	}

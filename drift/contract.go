@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -176,25 +175,23 @@ type SelfHealFinding struct {
 // CheckContracts reports every Application whose self-heal setting
 // contradicts its destination namespace's declared expectation, with the
 // namespaces it could not read.
-func CheckContracts(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructured) ([]SelfHealFinding, []string, error) {
+func CheckContracts(ctx context.Context, c *argocd.Client, apps []argocd.App) ([]SelfHealFinding, []string, error) {
 	var findings []SelfHealFinding
 	var notes []string
 	for _, app := range apps {
-		dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-		cluster, err := c.Destination(app.GetName(), dest, "")
+		cluster, err := c.ClusterOf(app, "")
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %v", app.GetName(), err))
 			continue
 		}
-		contract, err := ContractOf(ctx, cluster.Kube, dest["namespace"])
+		namespace := app.Destination().Namespace
+		contract, err := ContractOf(ctx, cluster.Kube, namespace)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: reading namespace %s: %v", app.GetName(), dest["namespace"], argocd.Brief(err)))
+			notes = append(notes, fmt.Sprintf("%s: reading namespace %s: %v", app.GetName(), namespace, argocd.Brief(err)))
 			continue
 		}
-		selfHeal, _, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "selfHeal")
-		selfHeal = selfHeal && argocd.SyncsAutomatically(app)
-		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
-		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+		selfHeal := app.SelfHealing()
+		ref := app.Record()
 		f := SelfHealFinding{App: ref, Contract: contract, SelfHeal: selfHeal}
 		switch {
 		case contract.SelfHeal == "on" && !selfHeal:

@@ -99,7 +99,7 @@ func TestContractCheckFindsAMisspeltPause(t *testing.T) {
 	c := &argocd.Client{Kube: fake.NewSimpleClientset(ns)}
 	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"destination": map[string]any{"server": argocd.InClusterServer, "namespace": "shop"}}}}
 	app.SetName("web")
-	findings, notes, err := CheckContracts(context.Background(), c, []*unstructured.Unstructured{app})
+	findings, notes, err := CheckContracts(context.Background(), c, []argocd.App{argocd.AppOf(app)})
 	if err != nil || len(notes) > 0 || len(findings) != 1 || !strings.Contains(findings[0].Problem, `"a day", which is not a duration`) {
 		t.Errorf("contract check: %+v %v %v", findings, notes, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -71,13 +70,12 @@ func DebtID(entry any) string {
 // with its note and flags: no owner or review date, a review in the past
 // (as of now), an Application entry matching none of its managed
 // resources, and entries of an Application over maxPerApp (0: no cap).
-func Debt(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructured, maxPerApp int, now time.Time, system bool) ([]DebtEntry, error) {
+func Debt(ctx context.Context, c *argocd.Client, apps []argocd.App, maxPerApp int, now time.Time, system bool) ([]DebtEntry, error) {
 	var out []DebtEntry
 	for _, app := range apps {
-		ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
-		ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+		ref := app.Record()
 		notes, unreadable := debtNotes(app.GetAnnotations()[DebtAnnotation])
-		entries, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+		entries := app.IgnoreDifferences()
 		seen := map[string]bool{}
 		for _, raw := range entries {
 			entry, _ := raw.(map[string]any)
@@ -169,9 +167,9 @@ func noteFlags(n *DebtNote, now time.Time) []string {
 // matchesResource is whether an Application's ignoreDifferences entry
 // names at least one of its managed resources (group, kind, and name and
 // namespace when it gives them).
-func matchesResource(app *unstructured.Unstructured, entry map[string]any) bool {
+func matchesResource(app argocd.App, entry map[string]any) bool {
 	str := func(key string) string { s, _ := entry[key].(string); return s }
-	for _, r := range argocd.StatusResources(app) {
+	for _, r := range app.StatusResources() {
 		t := r.Target
 		if t.Group == str("group") && t.Kind == str("kind") &&
 			(str("name") == "" || str("name") == t.Name) &&
@@ -197,8 +195,8 @@ func RecordDebt(ctx context.Context, c *argocd.Client, app, id string, note Debt
 	}
 	note.RecordedBy, note.RecordedAt = actor.Username, time.Now().UTC().Truncate(time.Second)
 	var notes map[string]*DebtNote
-	_, err = c.Write(ctx, argocd.Known(c.AppNamespace, app), argocd.Write{Check: func(a *unstructured.Unstructured) error {
-		entries, _, _ := unstructured.NestedSlice(a.Object, "spec", "ignoreDifferences")
+	_, err = c.Write(ctx, argocd.Known(argocd.AppRef{Namespace: c.AppNamespace, Name: app}), argocd.Write{Check: func(a argocd.App) error {
+		entries := a.IgnoreDifferences()
 		for _, raw := range entries {
 			if DebtID(raw) == id {
 				var err error
@@ -209,7 +207,7 @@ func RecordDebt(ctx context.Context, c *argocd.Client, app, id string, note Debt
 			}
 		}
 		return fmt.Errorf("%w: application %s has no ignoreDifferences entry %s (kubectl gitops debt %s lists them)", argocd.ErrNotFound, app, id, app)
-	}, Patch: func(*unstructured.Unstructured) map[string]any {
+	}, Patch: func(argocd.App) map[string]any {
 		notes[id] = &note
 		value, _ := json.Marshal(notes)
 		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{DebtAnnotation: string(value)}}}

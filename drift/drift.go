@@ -132,7 +132,7 @@ type Options struct {
 	OwnerKey string
 	// Patched reads what an Application's open break-glass session
 	// patched (breakglass.PatchedBy); nil: no Application has one.
-	Patched func(app *unstructured.Unstructured) Patched
+	Patched func(app argocd.App) Patched
 }
 
 // Patched is what an Application's open break-glass session patched: a
@@ -161,7 +161,7 @@ type PatchedFields struct {
 const OwnerLabel = audit.KeyPrefix + "owner"
 
 // Find reports the drift of each Application.
-func Find(ctx context.Context, c *argocd.Client, apps []*unstructured.Unstructured, opts Options) ([]*Report, error) {
+func Find(ctx context.Context, c *argocd.Client, apps []argocd.App, opts Options) ([]*Report, error) {
 	// Many Applications share a destination and its namespaces: each
 	// cluster is resolved, and each namespace's contract read, once a run.
 	r := &run{client: *c}
@@ -222,13 +222,11 @@ func (o *onceClusters) Destination(server, name, kubeContext string) (*argocd.Cl
 	})
 }
 
-func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Options) (*Report, error) {
-	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
-	ref.Project, _, _ = unstructured.NestedString(app.Object, "spec", "project")
+func find(ctx context.Context, r *run, app argocd.App, opts Options) (*Report, error) {
+	ref := app.Record()
 	rep := &Report{App: ref, Mode: "resource", Fields: []Field{}}
 	base := Field{App: ref, Owner: ownerOf(app, opts.OwnerKey)}
-	selfHeal, _, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "selfHeal")
-	base.SelfHeal = selfHeal && argocd.SyncsAutomatically(app)
+	base.SelfHeal = app.SelfHealing()
 	var session Patched
 	if opts.Patched != nil {
 		session = opts.Patched(app)
@@ -250,8 +248,8 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		diffs = outOfSyncResources(app)
 	}
 	// The destination cluster, once for all the Application's resources.
-	dest, _, _ := unstructured.NestedStringMap(app.Object, "spec", "destination")
-	cluster, clusterErr := r.client.Destination(app.GetName(), dest, "")
+	cluster, clusterErr := r.client.ClusterOf(app, "")
+	dest := app.Destination()
 	contracts := map[string]Contract{}
 	contractOf := func(namespace string) Contract {
 		if c, ok := contracts[namespace]; ok {
@@ -260,7 +258,7 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		c := Contract{Namespace: namespace}
 		if clusterErr == nil && namespace != "" {
 			var err error
-			key := dest["server"] + "\x00" + dest["name"] + "\x00" + namespace
+			key := dest.Server + "\x00" + dest.Name + "\x00" + namespace
 			if c, err = r.contracts.do(key, func() (Contract, error) { return ContractOf(ctx, cluster.Kube, namespace) }); err != nil {
 				note("the live-state contract of namespace %s could not be read (%s)", namespace, argocd.Brief(err))
 			}
@@ -281,7 +279,7 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		target := audit.Target{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
 		live, err := (*unstructured.Unstructured)(nil), clusterErr
 		if clusterErr == nil {
-			key := dest["server"] + "\x00" + dest["name"] + "\x00" + target.Group + "/" + target.Kind + "/" + target.Namespace + "/" + target.Name
+			key := dest.Server + "\x00" + dest.Name + "\x00" + target.Group + "/" + target.Kind + "/" + target.Namespace + "/" + target.Name
 			live, err = r.objects.do(key, func() (*unstructured.Unstructured, error) { return cluster.Object(ctx, target) })
 		}
 		if err != nil && !(d.Deleted() && apierrors.IsNotFound(err)) {
@@ -353,7 +351,7 @@ func find(ctx context.Context, r *run, app *unstructured.Unstructured, opts Opti
 		for _, pf := range session.Fields {
 			var live *unstructured.Unstructured
 			if clusterErr == nil {
-				key := dest["server"] + "\x00" + dest["name"] + "\x00" + pf.Target.Group + "/" + pf.Target.Kind + "/" + pf.Target.Namespace + "/" + pf.Target.Name
+				key := dest.Server + "\x00" + dest.Name + "\x00" + pf.Target.Group + "/" + pf.Target.Kind + "/" + pf.Target.Namespace + "/" + pf.Target.Name
 				live, _ = r.objects.do(key, func() (*unstructured.Unstructured, error) { return cluster.Object(ctx, pf.Target) })
 			}
 			for _, path := range pf.Paths {
@@ -387,9 +385,9 @@ func reported(fields []Field, t audit.Target, path string) bool {
 }
 
 // outOfSyncResources are the resources status.resources reports OutOfSync.
-func outOfSyncResources(app *unstructured.Unstructured) []argocd.ResourceDiff {
+func outOfSyncResources(app argocd.App) []argocd.ResourceDiff {
 	var out []argocd.ResourceDiff
-	for _, r := range argocd.StatusResources(app) {
+	for _, r := range app.StatusResources() {
 		if r.Status == "OutOfSync" {
 			out = append(out, argocd.ResourceDiff{Group: r.Target.Group, Kind: r.Target.Kind, Namespace: r.Target.Namespace, Name: r.Target.Name})
 		}
@@ -422,25 +420,25 @@ func (s Patched) sessionFor(t audit.Target, class Class) string {
 
 // ownerOf is whom to page for app: the key as a label (the break-glass
 // group cannot change labels: deploy/policy), else the project's name.
-func ownerOf(app *unstructured.Unstructured, key string) string {
+func ownerOf(app argocd.App, key string) string {
 	if key == "" {
 		key = OwnerLabel
 	}
 	if v := app.GetLabels()[key]; v != "" {
 		return v
 	}
-	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
+	project := app.Project()
 	return "project " + project
 }
 
 // response is what to do about a drifted field, by its class; restore
 // ends the open session.
-func response(f Field, app *unstructured.Unstructured, restore string) string {
+func response(f Field, app argocd.App, restore string) string {
 	heal := "Argo CD does not self-heal this Application: the drift stays until someone acts. "
 	if f.SelfHeal {
 		heal = ""
 	}
-	src := argocd.SourceOf(app)
+	src := app.Source()
 	where := "the manifests"
 	if src.Path != "" {
 		where = src.Path

@@ -34,7 +34,7 @@ func TestClassOfManagers(t *testing.T) {
 }
 
 func TestDriftResponses(t *testing.T) {
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"source": map[string]any{"repoURL": "r", "path": "apps/web"}}}}
+	app := argocd.AppOf(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"source": map[string]any{"repoURL": "r", "path": "apps/web"}}}})
 	for _, tt := range []struct {
 		f    Field
 		want string
@@ -56,10 +56,10 @@ func TestDriftResponses(t *testing.T) {
 // line, which offered kustomize to a Helm Application and cut an image
 // digest at its colon; it now says what the ticket says (argocd.AdviseChange).
 func TestDriftAdvisesAsTheTicketDoes(t *testing.T) {
-	app := func(sourceType string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
+	app := func(sourceType string) argocd.App {
+		return argocd.AppOf(&unstructured.Unstructured{Object: map[string]any{
 			"spec":   map[string]any{"source": map[string]any{"repoURL": "r", "path": "apps/web"}},
-			"status": map[string]any{"sourceType": sourceType}}}
+			"status": map[string]any{"sourceType": sourceType}}})
 	}
 	image := "/spec/template/spec/containers/web/image"
 	helm := response(Field{Class: Manual, Path: image, Git: "web:1.0", Live: "web:1.1", SelfHeal: true}, app("Helm"), "")
@@ -99,14 +99,14 @@ func TestFindReadsEachDestinationOnce(t *testing.T) {
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), deployment)
 	remote := &countingClusters{cluster: &argocd.Cluster{Kube: kube, Dynamic: dyn, Mapper: mapper}}
-	var list []*unstructured.Unstructured
+	var list []argocd.App
 	for i := range apps {
-		list = append(list, &unstructured.Unstructured{Object: map[string]any{
+		list = append(list, argocd.AppOf(&unstructured.Unstructured{Object: map[string]any{
 			"metadata": map[string]any{"namespace": "argocd", "name": fmt.Sprintf("app-%d", i)},
 			"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": "https://remote.example", "namespace": "demo"}},
 			"status": map[string]any{"resources": []any{map[string]any{
 				"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "status": "OutOfSync"}}},
-		}})
+		}}))
 	}
 	reports, err := Find(context.Background(), &argocd.Client{Clusters: remote}, list, Options{Managers: DefaultManagerClasses})
 	if err != nil {

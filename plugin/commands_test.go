@@ -123,7 +123,7 @@ func argoReconciles(t *testing.T, f *fakeCluster) {
 	f.mu.Unlock()
 	reports := func() bool {
 		revision, _, _ := unstructured.NestedString(f.app().Object, "status", "sync", "revision")
-		return argocd.Refreshed(f.app()) && revision == want
+		return argocd.AppOf(f.app()).Refreshed() && revision == want
 	}
 	for deadline := time.Now().Add(5 * time.Second); !reports(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -85,7 +85,7 @@ func (o *ContractCheckOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	apps, err := applications(ctx, engine, appQuery{app: o.App, namespace: o.AppNamespace, all: o.AllNamespaces})
+	apps, err := engine.Apps(ctx, appQuery(o.App, o.AppNamespace, o.AllNamespaces))
 	if err != nil {
 		return err
 	}

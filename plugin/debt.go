@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -88,7 +88,7 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	apps, err := applications(ctx, engine, appQuery{app: o.App, namespace: o.AppNamespace, all: o.AllNamespaces})
+	apps, err := engine.Apps(ctx, appQuery(o.App, o.AppNamespace, o.AllNamespaces))
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 // are no one's debt. The session annotation says which entries it saved
 // (status names an annotation whose saved entries the audit log
 // contradicts); every entry is still listed.
-func markHeld(entries []drift.DebtEntry, apps []*unstructured.Unstructured) {
+func markHeld(entries []drift.DebtEntry, apps []argocd.App) {
 	held := map[string]string{}
 	for _, app := range apps {
 		session, list := breakglass.HeldEntries(app)

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -120,7 +118,9 @@ func (o *DriftOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	apps, err := o.applications(ctx, engine)
+	query := appQuery(o.App, o.AppNamespace, o.AllNamespaces)
+	query.Selector, query.Project = o.Selector, o.Project
+	apps, err := engine.Apps(ctx, query)
 	if err != nil {
 		return err
 	}
@@ -149,42 +149,13 @@ func (o *DriftOptions) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func (o *DriftOptions) applications(ctx context.Context, engine *breakglass.Engine) ([]*unstructured.Unstructured, error) {
-	return applications(ctx, engine, appQuery{app: o.App, namespace: o.AppNamespace, all: o.AllNamespaces, selector: o.Selector, project: o.Project})
-}
-
-// appQuery says which Applications a command reads.
-type appQuery struct {
-	app, namespace, selector, project string
-	all                               bool
-}
-
-// applications reads one Application, or pages through the list (500 at a
-// time) of a namespace or all, keeping those of the project.
-func applications(ctx context.Context, engine *breakglass.Engine, q appQuery) ([]*unstructured.Unstructured, error) {
-	client := engine.Dynamic.Resource(argocd.ApplicationGVR)
-	if q.app != "" {
-		app, err := client.Namespace(q.namespace).Get(ctx, q.app, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("reading application %s/%s: %w", q.namespace, q.app, err)
-		}
-		return []*unstructured.Unstructured{app}, nil
-	}
-	namespace := q.namespace
-	if q.all {
+// appQuery selects a command's Applications: APP in --app-namespace, or
+// every Application of --app-namespace, or of all namespaces with -A.
+func appQuery(app, namespace string, all bool) argocd.AppQuery {
+	if all && app == "" {
 		namespace = ""
 	}
-	listed, err := engine.ListApplications(ctx, namespace, q.selector)
-	if err != nil {
-		return nil, fmt.Errorf("listing applications: %w", err)
-	}
-	var apps []*unstructured.Unstructured
-	for _, app := range listed {
-		if project, _, _ := unstructured.NestedString(app.Object, "spec", "project"); q.project == "" || project == q.project {
-			apps = append(apps, app)
-		}
-	}
-	return apps, nil
+	return argocd.AppQuery{Namespace: namespace, Name: app}
 }
 
 func (o *DriftOptions) print(reports []*drift.Report) error {

@@ -71,7 +71,7 @@ func explain(err error, command string, app audit.AppRef) error {
 	restore := breakglass.RestoreCommand(app)
 	var hint string
 	switch {
-	case errors.Is(err, breakglass.ErrAppNotFound):
+	case errors.Is(err, argocd.ErrAppNotFound):
 		hint = "set --app-namespace if Applications live elsewhere"
 	case errors.Is(err, breakglass.ErrNoSession) && command == "breakglass":
 		hint = "drop --join to open one"

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -136,8 +135,8 @@ func (o *RestoreOptions) waitSynced(ctx context.Context, engine *breakglass.Engi
 	defer cancel()
 	last := ""
 	progress := isTerminal(o.ErrOut) // for a person; silent for scripts
-	_, err := engine.WaitApplication(ctx, o.Request.App, func(app *unstructured.Unstructured) bool {
-		status, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
+	_, err := engine.WaitApplication(ctx, o.Request.App, func(app argocd.App) bool {
+		status := app.SyncStatus()
 		if progress && status != "Synced" && status != last {
 			note(o.ErrOut, "%s waiting for %s to sync (now %s)", time.Now().Format("15:04:05"), o.Request.App, status)
 		}

@@ -121,7 +121,7 @@ func TestEngineErrorsAreSpeltAsFlags(t *testing.T) {
 		want    string
 	}{
 		{fmt.Errorf("%w on web: session s1 by sam", breakglass.ErrJoinable), "breakglass", "session s1 by sam: add --join to patch within it, or finish it with `kubectl gitops restore web`"},
-		{fmt.Errorf("%w: %q in namespace argocd", breakglass.ErrAppNotFound, "web"), "breakglass", "set --app-namespace if Applications live elsewhere"},
+		{fmt.Errorf("%w: %q in namespace argocd", argocd.ErrAppNotFound, "web"), "breakglass", "set --app-namespace if Applications live elsewhere"},
 		{fmt.Errorf("%w on web to join", breakglass.ErrNoSession), "breakglass", "drop --join to open one"},
 		{fmt.Errorf("%w: sync not restored", breakglass.ErrNotCaughtUp), "restore", "fix Git and run restore again, or --force --reason …"},
 		{fmt.Errorf("%w on web: x; nothing was changed", breakglass.ErrSessionMismatch), "restore", "compare with `kubectl gitops audit log --app web`"},

@@ -185,9 +185,9 @@ func (o *StatusOptions) stopped(ctx context.Context) bool {
 }
 
 func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine, namespace string) ([]*breakglass.SessionStatus, error) {
-	all, err := engine.ListApplications(ctx, namespace, "")
+	all, err := engine.Apps(ctx, argocd.AppQuery{Namespace: namespace})
 	if err != nil {
-		return nil, fmt.Errorf("listing applications: %w", err)
+		return nil, err
 	}
 	apps := breakglass.WithSession(all, o.App)
 	if o.App != "" && len(apps) == 0 {

@@ -67,7 +67,7 @@ func BenchmarkAutoRestoreLatency(b *testing.B) {
 		s.run(b, "kubectl", "-n", s.e.ArgoNamespace, "annotate", "application", "web", argocd.RefreshAnnotation+"=normal", "--overwrite")
 		caughtUp := poll("Argo CD to report the fix in Git", 2*time.Minute, func(app *unstructured.Unstructured) bool {
 			revision, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
-			status, _ := argocd.ManagedStatus(app, audit.Target{Group: "apps", Kind: "Deployment", Namespace: env.DemoNamespace, Name: "web"})
+			status, _ := argocd.AppOf(app).ManagedStatus(audit.Target{Group: "apps", Kind: "Deployment", Namespace: env.DemoNamespace, Name: "web"})
 			_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
 			return revision == head && (status == "Synced" || !open)
 		})

@@ -178,7 +178,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	session, err := breakglass.ParseSession(live.GetAnnotations()[breakglass.SessionAnnotation])
+	session, err := breakglass.SessionOf(live)
 	if err != nil {
 		return err
 	}
