@@ -8,6 +8,8 @@ DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 PKG      := github.com/kubectl-gitops/kubectl-gitops
 STAMP    := -X $(PKG)/plugin.version=$(VERSION) -X $(PKG)/plugin.commit=$(COMMIT) -X $(PKG)/plugin.date=$(DATE)
 LDFLAGS  := -s -w $(STAMP)
+# make e2e runs the Argo CD 3.6.1 suite as this many processes at once.
+E2E_SHARDS ?= 2
 
 # Pinned test binaries, built once into ~/.cache/kubectl-gitops (hack/tools).
 KUBE_TOOLS  := etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
@@ -43,7 +45,11 @@ tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh s3 $(S3_TOOLS) >/dev/null
 
 e2e: require tools ## end-to-end tests against real kube-apiserver 1.35 and Argo CD 3.6.1, the core loop (the tests that call core(t)) against 2.14.21, then the tests that need only the API server (apiOnly(t): the admission policies') on Kubernetes 1.30, the oldest README claims, and 1.37, with no Argo CD process
-	ARGOCD_VERSION=3.6.1 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/...
+	@# The 3.6.1 suite runs as E2E_SHARDS processes, each with an environment of its own: its
+	@# tests mostly wait on Argo CD's controller, so two share CI's 2 cores well (CI's warm run is timed).
+	@pids=; for i in $$(seq 0 $$(($(E2E_SHARDS)-1))); do \
+		ARGOCD_VERSION=3.6.1 E2E_SHARD=$$i/$(E2E_SHARDS) $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/... & pids="$$pids $$!"; \
+	done; rc=0; for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 	@# The API-only runs start no Argo CD and wait on nothing but the API server: they run beside
 	@# the 2.14.21 run, which mostly waits on Argo CD's controller (CI's warm run is timed).
 	ARGOCD_VERSION=2.14.21 $(GO) test -tags e2e -count=1 -shuffle=on -timeout 30m ./test/e2e/... & core=$$!; \

@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,28 @@ func suite(t *testing.T) {
 	if _, needsNoArgo := apiOnlyTests.Load(top); !testEnv.ArgoRunning() && !needsNoArgo {
 		t.Skip("needs Argo CD's processes, which this environment does not run (E2E_API_ONLY)")
 	}
+	if i, n := shard(); n > 1 && shardOf(top, n) != i {
+		t.Skipf("in shard %d of %d (E2E_SHARD), which another test process runs", shardOf(top, n), n)
+	}
+}
+
+// shard is this process's share of the suite, E2E_SHARD=I/N (I from 0):
+// make e2e runs the suite as N processes, each with an environment of its
+// own, since the tests mostly wait on Argo CD's controller. 0/1 when unset.
+func shard() (int, int) {
+	var i, n int
+	if _, err := fmt.Sscanf(os.Getenv("E2E_SHARD"), "%d/%d", &i, &n); err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 1
+	}
+	return i, n
+}
+
+// shardOf is the shard that runs test name: by a hash of its name, so
+// that it does not change when other tests are added.
+func shardOf(name string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() % uint32(n))
 }
 
 // environment returns the shared environment and prints its logs if the
