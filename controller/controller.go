@@ -156,20 +156,37 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // lead watches Applications and works the queue until ctx ends.
 func (c *Controller) lead(ctx context.Context) error {
+	if c.Mirroring != nil {
+		go c.mirror(ctx)
+	}
+	store, queue, err := c.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer queue.ShutDown()
+	c.refreshed, c.noticed, c.told, c.evaluated = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]evaluation{}
+	close(c.readyCh())
+	for c.processNext(ctx, queue, store) {
+	}
+	return nil
+}
+
+// watch starts the informer over the Applications and returns its store,
+// once synced, and the queue it fills with the keys of those with an open
+// session or a pause mark (and the targets watch, with those whose patched
+// objects changed). The queue shuts down when ctx ends: a lost lease stops
+// the work at once.
+func (c *Controller) watch(ctx context.Context) (cache.Store, workqueue.TypedRateLimitingInterface[string], error) {
 	resync := c.Resync
 	if resync == 0 {
 		resync = 5 * time.Minute
-	}
-	if c.Mirroring != nil {
-		go c.mirror(ctx)
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Engine.Dynamic, resync, c.Engine.AppNamespace, nil)
 	informer := factory.ForResource(argocd.ApplicationGVR).Informer()
 	// Named, the queue has metrics (workqueue_*{name="applications"}).
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
-	defer queue.ShutDown()
-	go func() { <-ctx.Done(); queue.ShutDown() }() // a lost lease stops the work at once
+	go func() { <-ctx.Done(); queue.ShutDown() }()
 	enqueue := func(obj any) {
 		if app, ok := obj.(*unstructured.Unstructured); ok {
 			_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
@@ -183,7 +200,8 @@ func (c *Controller) lead(ctx context.Context) error {
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	}); err != nil {
-		return err
+		queue.ShutDown()
+		return nil, nil, err
 	}
 	c.targets = newTargets(ctx, func(key string) {
 		c.forced.Store(key, true)
@@ -193,56 +211,76 @@ func (c *Controller) lead(ctx context.Context) error {
 	syncing, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(syncing.Done(), informer.HasSynced) {
-		return fmt.Errorf("the Applications could not be listed and watched within a minute (its RBAC?): %w", syncing.Err())
+		queue.ShutDown()
+		return nil, nil, fmt.Errorf("the Applications could not be listed and watched within a minute (its RBAC?): %w", syncing.Err())
 	}
 	c.Metrics.watch(informer.GetStore())
-	c.refreshed, c.noticed, c.told, c.evaluated = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]evaluation{}
-	close(c.readyCh())
-	for {
-		key, quit := queue.Get()
-		if quit || ctx.Err() != nil {
-			return nil
+	return informer.GetStore(), queue, nil
+}
+
+// processNext works one key of the queue: it syncs the Application and
+// requeues it as requeue decides. It returns false once the queue has
+// shut down.
+func (c *Controller) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], store cache.Store) bool {
+	key, quit := queue.Get()
+	if quit || ctx.Err() != nil {
+		return false
+	}
+	defer queue.Done(key)
+	c.requeue(queue, key, c.sync(ctx, queue, store, key))
+	return true
+}
+
+// sync reconciles the Application key unless it says what it said when
+// last evaluated and nothing about it is due (then it makes no request),
+// and schedules it again for when something is due.
+func (c *Controller) sync(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], store cache.Store, key string) error {
+	obj, exists, err := store.GetByKey(key)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		delete(c.evaluated, key)
+		return nil
+	}
+	app := argocd.AppOf(obj.(*unstructured.Unstructured))
+	state := app.Fingerprint()
+	_, forced := c.forced.LoadAndDelete(key)
+	if last, ok := c.evaluated[key]; ok && !forced && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
+		if !last.due.IsZero() {
+			// The queue keeps one wait per key, the earliest: this one
+			// may have stood in for the due one.
+			queue.AddAfter(key, time.Until(last.due))
 		}
-		obj, exists, err := informer.GetStore().GetByKey(key)
-		if err == nil && !exists {
-			delete(c.evaluated, key)
-		}
-		if err == nil && exists {
-			app := argocd.AppOf(obj.(*unstructured.Unstructured))
-			state := app.Fingerprint()
-			_, forced := c.forced.LoadAndDelete(key)
-			if last, ok := c.evaluated[key]; ok && !forced && last.state == state && (last.due.IsZero() || time.Now().Before(last.due)) {
-				if !last.due.IsZero() {
-					// The queue keeps one wait per key, the earliest: this
-					// one may have stood in for the due one.
-					queue.AddAfter(key, time.Until(last.due))
-				}
-				queue.Forget(key)
-				queue.Done(key)
-				continue // as evaluated, nothing due: no request
-			}
-			var due time.Time
-			if due, err = c.reconcile(ctx, app); err == nil {
-				c.evaluated[key] = evaluation{state: state, due: due}
-				if !due.IsZero() {
-					queue.AddAfter(key, time.Until(due))
-				}
-			}
-		}
-		switch {
-		case err != nil && queue.NumRequeues(key) < maxRetries:
-			c.Metrics.countError()
-			c.logf("%s: %v", key, err)
-			queue.AddRateLimited(key)
-		case err != nil:
-			// Each attempt may leave records: wait for the next change.
-			c.Metrics.countError()
-			c.logf("%s: %v (giving up until the Application changes, or the next resync)", key, err)
-			queue.Forget(key)
-		default:
-			queue.Forget(key)
-		}
-		queue.Done(key)
+		return nil // as evaluated, nothing due: no request
+	}
+	due, err := c.reconcile(ctx, app)
+	if err != nil {
+		return err
+	}
+	c.evaluated[key] = evaluation{state: state, due: due}
+	if !due.IsZero() {
+		queue.AddAfter(key, time.Until(due))
+	}
+	return nil
+}
+
+// requeue is the one requeue decision: a key that failed is tried again
+// with backoff, up to maxRetries; one that succeeded, or failed too often,
+// waits for the next change (or the resync).
+func (c *Controller) requeue(queue workqueue.TypedRateLimitingInterface[string], key string, err error) {
+	switch {
+	case err != nil && queue.NumRequeues(key) < maxRetries:
+		c.Metrics.countError()
+		c.logf("%s: %v", key, err)
+		queue.AddRateLimited(key)
+	case err != nil:
+		// Each attempt may leave records: wait for the next change.
+		c.Metrics.countError()
+		c.logf("%s: %v (giving up until the Application changes, or the next resync)", key, err)
+		queue.Forget(key)
+	default:
+		queue.Forget(key)
 	}
 }
 

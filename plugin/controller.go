@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -211,25 +210,7 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return usageErrorf("--address %s: %v", o.Address, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", c.Metrics)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !c.Metrics.Leader() {
-			fmt.Fprintln(w, "ok: standing by")
-			return
-		}
-		select {
-		case <-c.Ready():
-			fmt.Fprintln(w, "ok: leading")
-		default:
-			http.Error(w, "leading, cache not synced yet", http.StatusServiceUnavailable)
-		}
-	})
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = server.Serve(listener) }()
-	defer server.Close()
-	c.Log("serving /metrics, /healthz and /readyz on %s", listener.Addr())
+	defer c.Serve(listener)()
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
