@@ -132,7 +132,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 	}
 	if err := e.patchTarget(ctx, p); err != nil {
-		return nil, e.abort(ctx, p, session, errors.New(p.Redact(err.Error())), withPatch)
+		return nil, e.abort(ctx, p, session, p.RedactErr(err), withPatch)
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
 	// asked is the write that asked Argo CD to look at the patched state.

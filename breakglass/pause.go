@@ -9,6 +9,35 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
+// PauseMechanism is how a break-glass pauses automated sync.
+type PauseMechanism int
+
+// The pause mechanisms.
+const (
+	// PauseJoined is a patch within an open session: its pause stands.
+	PauseJoined PauseMechanism = iota
+	// PauseHoldFields pauses nothing: the patched fields are held.
+	PauseHoldFields
+	// PauseRemoveAutomated removes spec.syncPolicy.automated, which every
+	// Argo CD version honours.
+	PauseRemoveAutomated
+	// PauseDisableAutomated sets automated.enabled to false (Argo CD ≥ 3.1).
+	PauseDisableAutomated
+)
+
+// String says how the pause works, for people and -o json ("" for a join).
+func (m PauseMechanism) String() string {
+	switch m {
+	case PauseHoldFields:
+		return "none: automated sync stays on (--hold fields); only the patched fields are held"
+	case PauseRemoveAutomated:
+		return "remove spec.syncPolicy.automated (this Argo CD's Application schema has no automated.enabled)"
+	case PauseDisableAutomated:
+		return "set spec.syncPolicy.automated.enabled to false (Argo CD >= 3.1; prune and selfHeal stay visible)"
+	}
+	return ""
+}
+
 // pausedPolicy is the sync policy with automated sync off. With disable
 // (Argo CD ≥ 3.1, whose schema has automated.enabled), automated stays and
 // gets enabled: false, so prune and selfHeal remain visible; otherwise

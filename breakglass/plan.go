@@ -85,9 +85,9 @@ type Plan struct {
 	app argocd.App
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
-	// PauseMechanism says how the pause works on this Argo CD; "" when the
-	// plan joins a paused session.
-	PauseMechanism string
+	// PauseMechanism is how the pause works on this Argo CD; PauseJoined
+	// when the plan joins a paused session.
+	PauseMechanism PauseMechanism
 	// Hold is how the session holds the fix (HoldApp, HoldSync): the
 	// request's for a new session, the session's for a join.
 	Hold string
@@ -398,12 +398,11 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	switch {
 	case join != nil:
 	case hold == HoldFields:
-		plan.PauseMechanism = "none: automated sync stays on (--hold fields); only the patched fields are held"
+		plan.PauseMechanism = PauseHoldFields
+	case disable:
+		plan.PauseMechanism = PauseDisableAutomated
 	default:
-		plan.PauseMechanism = "remove spec.syncPolicy.automated (this Argo CD's Application schema has no automated.enabled)"
-		if disable {
-			plan.PauseMechanism = "set spec.syncPolicy.automated.enabled to false (Argo CD >= 3.1; prune and selfHeal stay visible)"
-		}
+		plan.PauseMechanism = PauseRemoveAutomated
 	}
 	if err := plan.checkSize(); err != nil {
 		return nil, err

@@ -102,6 +102,24 @@ func (p *Plan) Redact(s string) string {
 	return p.redaction.redactor.Text(s)
 }
 
+// RedactErr is err with its text redacted as p redacts, still err to
+// errors.Is and errors.As (a conflict stays a conflict): only the text
+// goes into records and onto the screen.
+func (p *Plan) RedactErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{text: p.Redact(err.Error()), err: err}
+}
+
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }
+
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -2,8 +2,13 @@ package breakglass
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/internal/jsontest"
@@ -83,5 +88,28 @@ func TestACustomResourceKeepsNoValues(t *testing.T) {
 		if !f.Secret {
 			t.Errorf("a digest of a custom resource's value: %+v", f)
 		}
+	}
+}
+
+// TestARedactedErrorKeepsItsChain: the patch's error is redacted before it
+// reaches the record and the screen, and stays what it was to errors.Is
+// and errors.As, so that a conflict still maps to its hint and exit code.
+func TestARedactedErrorKeepsItsChain(t *testing.T) {
+	live := jsontest.Decode(t, `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"DB_PASSWORD","value":"old-secret-1"}]}]}}}}`)
+	red, err := redactPatch(deployment, "json", []byte(`[{"op":"replace","path":"/spec/template/spec/containers/0/env/0/value","value":"canary-by-index"}]`), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Plan{redaction: red}
+	server := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New(`Invalid value: "canary-by-index"`))
+	got := p.RedactErr(fmt.Errorf("patching: %w", server))
+	if strings.Contains(got.Error(), "canary") {
+		t.Errorf("the error kept the value: %s", got)
+	}
+	if !apierrors.IsConflict(got) {
+		t.Errorf("%v is no longer a conflict", got)
+	}
+	if p.RedactErr(nil) != nil {
+		t.Error("no error redacted is an error")
 	}
 }

@@ -374,7 +374,7 @@ func holdText(hold string) string {
 
 // pauseShort names the pause mechanism in a few words.
 func pauseShort(p *breakglass.Plan) string {
-	if strings.Contains(p.PauseMechanism, "enabled to false") {
+	if p.PauseMechanism == breakglass.PauseDisableAutomated {
 		return "automated.enabled: false"
 	}
 	return "automated removed"
@@ -426,7 +426,7 @@ func newPlanView(p *breakglass.Plan) planView {
 	v := planView{
 		Application: p.App, Cluster: p.Cluster, Target: p.Target, Actor: p.Actor,
 		Reason: r.Reason, Incident: r.Incident, Patch: r.Patch, Changes: r.Changes, SyncPolicy: r.SyncPolicy,
-		Revision: p.Git.Revision, Git: p.Git, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings, Pause: p.PauseMechanism,
+		Revision: p.Git.Revision, Git: p.Git, Parents: p.Parents, Ticket: p.Ticket, Warnings: p.Warnings, Pause: p.PauseMechanism.String(),
 		Hold: p.Hold,
 	}
 	if p.Join != nil {
