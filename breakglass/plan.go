@@ -249,21 +249,35 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
 			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
 	}
-	if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, e.AppNamespace, req.App); err != nil {
+	// The second wave: the reads that need the target, started together
+	// and checked in this order, so that the first refusal is the same.
+	appAllowed := start(func() (struct{}, error) {
+		return struct{}{}, allowed(ctx, e.Kube, argocd.ApplicationGVR, e.AppNamespace, req.App)
+	})
+	targetAllowed := start(func() (struct{}, error) { return struct{}{}, allowed(ctx, cluster.Kube, gvr, namespace, name) })
+	contractRead := start(func() (drift.Contract, error) {
+		if namespace == "" {
+			return drift.Contract{}, nil
+		}
+		return drift.ContractOf(ctx, cluster.Kube, namespace)
+	})
+	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
+	liveRead := start(func() (*unstructured.Unstructured, error) { return client.Get(ctx, name, metav1.GetOptions{}) })
+	if _, err := appAllowed.wait(); err != nil {
 		return nil, err
 	}
 	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
 	// sync off and keep its settings, and tracks by annotation by default.
 	enabledInSchema, _ := inSchema.wait()
-	if err := allowed(ctx, cluster.Kube, gvr, namespace, name); err != nil {
+	if _, err := targetAllowed.wait(); err != nil {
 		return nil, err
 	}
-	contract := drift.Contract{}
+	contract, contractErr := contractRead.wait()
 	if namespace != "" {
 		// The contract is the target namespace's, checked with who the
 		// target cluster says the caller is; one that cannot be read
 		// refuses (a missing Namespace declares nothing).
-		if contract, err = drift.ContractOf(ctx, cluster.Kube, namespace); err != nil {
+		if err := contractErr; err != nil {
 			return nil, fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", drift.ErrContract, namespace, argocd.Brief(err))
 		}
 		who := actor
@@ -315,8 +329,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		parentNames = append(parentNames, parent.GetName())
 	}
 
-	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
-	live, err := client.Get(ctx, name, metav1.GetOptions{})
+	live, err := liveRead.wait()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", target, err)
 	}
