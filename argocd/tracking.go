@@ -119,9 +119,9 @@ func (c *Client) parentFromStatus(ctx context.Context, child App) (string, strin
 // that would undo the child's pause: it self-heals and does not ignore
 // /spec/syncPolicy of the Applications it manages (nor, for app's own
 // parent when held, /spec/ignoreDifferences, where the hold lives).
-func (c *Client) SelfHealingParents(ctx context.Context, app App, argo3, held bool) ([]App, error) {
+// tracking is argocd-cm's, as Client.Tracking read it.
+func (c *Client) SelfHealingParents(ctx context.Context, app App, tracking Tracking, held bool) ([]App, error) {
 	var parents []App
-	tracking := c.Tracking(ctx, argo3)
 	seen := map[string]bool{app.GetNamespace() + "/" + app.GetName(): true}
 	for child := app; len(parents) < 5; {
 		namespace, name := tracking.ParentOf(child, c.ArgoNS())

@@ -171,6 +171,10 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	whoami := start(func() (audit.Actor, error) { return e.Whoami(ctx) })
 	inSchema := start(func() (bool, error) { _, enabled, err := e.AutomatedSchema(); return enabled, err })
 	digestKey := start(func() (*audit.DigestKey, error) { return e.digestKey(ctx) })
+	tracking := start(func() (argocd.Tracking, error) {
+		enabled, _ := inSchema.wait()
+		return e.Tracking(ctx, enabled), nil
+	})
 	if store, ok := e.Audit.(interface{ Prefetch(context.Context) }); ok {
 		go store.Prefetch(ctx) // where the planned record will go
 	}
@@ -317,7 +321,8 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		if err := e.checkApplicationSetOwner(ctx, app, holdsFields(hold)); err != nil {
 			return nil, err
 		}
-		if parents, err = e.SelfHealingParents(ctx, app, enabledInSchema, holdsFields(hold)); err != nil {
+		tracking, _ := tracking.wait()
+		if parents, err = e.SelfHealingParents(ctx, app, tracking, holdsFields(hold)); err != nil {
 			return nil, err
 		}
 	}
