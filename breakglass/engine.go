@@ -100,6 +100,31 @@ func clientInfo() audit.Client {
 // record appends an audit record for plan's session; nothing proceeds when
 // it fails.
 func (e *Engine) record(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
+	return e.recordWith(ctx, e.Audit.Append, p, session, event, outcome, edit)
+}
+
+// aheadAppender is a store that can return once a record is written, the
+// head moving after it (audit.ConfigMapStore).
+type aheadAppender interface {
+	AppendAhead(ctx context.Context, r *audit.Record) error
+	Settle()
+}
+
+// recordAhead is record for a step that must be written before the next
+// one starts, but need not wait for the head to move: the planned record
+// before the pause. settle waits for the head (the store's next append
+// does too).
+func (e *Engine) recordAhead(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (r *audit.Record, settle func(), err error) {
+	store, ok := e.Audit.(aheadAppender)
+	if !ok {
+		r, err = e.record(ctx, p, session, event, outcome, edit)
+		return r, func() {}, err
+	}
+	r, err = e.recordWith(ctx, store.AppendAhead, p, session, event, outcome, edit)
+	return r, store.Settle, err
+}
+
+func (e *Engine) recordWith(ctx context.Context, appendRecord func(context.Context, *audit.Record) error, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
 	r := &audit.Record{
 		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
 		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
@@ -110,7 +135,7 @@ func (e *Engine) record(ctx context.Context, p *Plan, session string, event audi
 		edit(r)
 	}
 	r.Outcome.Error = p.Redact(r.Outcome.Error)
-	if err := e.Audit.Append(ctx, r); err != nil {
+	if err := appendRecord(ctx, r); err != nil {
 		return nil, fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
 	}
 	return r, nil

@@ -70,10 +70,12 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			}
 		}
 	}
-	plannedRecord, err := e.record(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
+	// The head moves to the planned record while the pause is written.
+	plannedRecord, settle, err := e.recordAhead(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
 	if err != nil {
 		return nil, err
 	}
+	defer settle()
 	res := &Result{Session: session}
 	// app is the Application as last seen, nil when it must be read again.
 	var app argocd.App
