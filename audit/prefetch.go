@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 )
@@ -27,10 +28,17 @@ func Prefetch(ctx context.Context, s Store, sessions, apps []string) (Store, err
 		return s, nil
 	}
 	p := &prefetched{Store: s, by: map[string]map[string][]Entry{LabelSession: {}, LabelApp: {}}}
-	for label, values := range map[string][]string{LabelSession: sessions, LabelApp: apps} {
-		if err := p.read(ctx, cm, label, values); err != nil {
-			return nil, err
-		}
+	// The two readings overlap: each files into its own label's map.
+	var appsErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		appsErr = p.read(ctx, cm, LabelApp, apps)
+	}()
+	sessionsErr := p.read(ctx, cm, LabelSession, sessions)
+	<-done
+	if err := errors.Join(sessionsErr, appsErr); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
