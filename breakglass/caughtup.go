@@ -295,7 +295,7 @@ func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Serv
 	// child's own sync coming back.
 	if !pausing {
 		for _, p := range session.PausedParents {
-			parent, err := e.App(ctx, argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, e.AppNamespace), Name: p.Name})
+			parent, err := e.App(ctx, argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, app.GetNamespace()), Name: p.Name})
 			if err == nil && parent.SyncsAutomatically() {
 				st.SyncReenabled = true
 				st.Notes = append(st.Notes, fmt.Sprintf("automated sync of parent application %s, paused with the session, is on again: it may sync %s back from Git over the live fix; check the target, then close the session with `%s --force --reason …`",

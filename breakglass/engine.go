@@ -43,6 +43,16 @@ type Engine struct {
 	EventComponent string
 }
 
+// refOf names Application name of namespace, "" for the engine's.
+func (e *Engine) refOf(namespace, name string) argocd.AppRef {
+	return argocd.AppRef{Namespace: argocd.NamespaceOr(namespace, e.AppNamespace), Name: name}
+}
+
+// appRef is the Application an audit record names.
+func appRef(app audit.AppRef) argocd.AppRef {
+	return argocd.AppRef{Namespace: app.Namespace, Name: app.Name}
+}
+
 // progress tells Progress, when there is one.
 func (e *Engine) progress(format string, args ...any) {
 	if e.Progress != nil {

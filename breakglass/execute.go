@@ -87,11 +87,11 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		res.Warnings, app = warnings, seen
 	}
 	// A sync still running would apply Git's state over the fix.
-	if warning := e.terminateSync(ctx, p.App.Name, session, app); warning != "" {
+	if warning := e.terminateSync(ctx, p.App, session, app); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
 	if app.Unstructured == nil || session.TerminatedSync != "" { // terminating wrote it
-		app = e.known(p.App.Name)
+		app = knownApp(p.App)
 	}
 
 	// The session learns of the patch before it is sent: a restore that
@@ -138,7 +138,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
 	// asked is the write that asked Argo CD to look at the patched state.
-	asked := e.known(p.App.Name)
+	asked := knownApp(p.App)
 	if written, writtenApp, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
 		s.State = StatePatched
 		if sp := s.patchNamed(pending.ID); sp != nil {
@@ -311,7 +311,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	}
 	unchanged := func(app argocd.App) error {
 		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
-			return e.explainConflict(ctx, p.App.Name, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
+			return e.explainConflict(ctx, p.App, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
 		}
 		return samePolicy(app)
 	}
@@ -319,7 +319,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	// The first write starts from the plan's copy of the Application.
 	known := p.app
 	if known.Unstructured == nil {
-		known = e.known(p.App.Name)
+		known = knownApp(p.App)
 	}
 	if len(p.parents) > 0 {
 		for _, parent := range p.parents {
@@ -336,10 +336,10 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			}
 			return samePolicy(app)
 		}
-		known = e.known(p.App.Name) // the write above made the plan's copy stale
+		known = knownApp(p.App) // the write above made the plan's copy stale
 	}
 	for _, parent := range p.parents {
-		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), Name: parent.GetName()}
+		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), p.App.Namespace), Name: parent.GetName()}
 		saved := savedParent(parent)
 		var before any
 		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
@@ -409,11 +409,11 @@ func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, caus
 	defer cancel()
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
-	if undoErr := e.restoreParents(undo, p.App.Name, session); undoErr != nil {
+	if undoErr := e.restoreParents(undo, p.App, session); undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
 		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, RestoreCommand(p.App))
 	} else if len(session.PausedParents) > 0 {
-		_ = e.dropSession(undo, p.App.Name, session.ID)
+		_ = e.dropSession(undo, p.App, session.ID)
 	}
 	if _, recErr := e.record(undo, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 		return fmt.Errorf("%v, and %w", err, recErr)
@@ -429,8 +429,9 @@ func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // dropSession removes the session annotation of an aborted session if it
 // is still session id's, leaving the sync policy alone.
-func (e *Engine) dropSession(ctx context.Context, name, id string) error {
-	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: ownSession(name, id), Patch: func(app argocd.App) map[string]any {
+func (e *Engine) dropSession(ctx context.Context, app audit.AppRef, id string) error {
+	name := app.Name
+	_, err := e.Write(ctx, knownApp(app), argocd.Write{Check: ownSession(name, id), Patch: func(app argocd.App) map[string]any {
 		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, audit.EventAborted)}}
 	}})
 	return err
@@ -466,9 +467,9 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	ctx = undo
 	var undoErr error
 	if p.Join == nil {
-		undoErr = e.undoPause(ctx, p.App.Name, session, audit.EventAborted, ownSession(p.App.Name, session.ID))
+		undoErr = e.undoPause(ctx, p.App, session, audit.EventAborted, ownSession(p.App.Name, session.ID))
 	} else if p.pendingPatch != "" {
-		_, _, undoErr = e.writeSession(ctx, e.known(p.App.Name), session.ID, nil, func(s *Session) { s.dropPatch(p.pendingPatch) })
+		_, _, undoErr = e.writeSession(ctx, knownApp(p.App), session.ID, nil, func(s *Session) { s.dropPatch(p.pendingPatch) })
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
 	if undoErr != nil {
@@ -489,10 +490,11 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 // terminateSync ends a running sync operation the way `argocd app
 // terminate-op` does, and waits for the controller to stop it. It returns a
 // warning when it could not.
-func (e *Engine) terminateSync(ctx context.Context, name string, session *Session, app argocd.App) string {
+func (e *Engine) terminateSync(ctx context.Context, ref audit.AppRef, session *Session, app argocd.App) string {
+	name := ref.Name
 	if app.Unstructured == nil { // not seen since the controller confirmed the pause
 		var err error
-		if app, err = e.App(ctx, e.Ref(name)); err != nil {
+		if app, err = e.App(ctx, appRef(ref)); err != nil {
 			return "could not check for a running sync operation: " + err.Error()
 		}
 	}
@@ -525,7 +527,7 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 	ctx, cancel := context.WithTimeout(ctx, e.ControllerTimeout())
 	defer cancel()
 	stopped := func(app argocd.App) bool { _, running := app.SyncRunning(); return !running }
-	if app := e.WaitApps(ctx, []string{e.AppNamespace + "/" + name}, stopped)[e.AppNamespace+"/"+name]; app.Unstructured != nil && stopped(app) {
+	if app := e.WaitApps(ctx, []string{appRef(ref).String()}, stopped)[appRef(ref).String()]; app.Unstructured != nil && stopped(app) {
 		return ""
 	}
 	return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.ControllerTimeout())
@@ -533,8 +535,9 @@ func (e *Engine) terminateSync(ctx context.Context, name string, session *Sessio
 
 // explainConflict names the session that won a race for the Application,
 // when there is one.
-func (e *Engine) explainConflict(ctx context.Context, name string, conflict error) error {
-	app, err := e.App(ctx, e.Ref(name))
+func (e *Engine) explainConflict(ctx context.Context, ref audit.AppRef, conflict error) error {
+	name := ref.Name
+	app, err := e.App(ctx, appRef(ref))
 	if err != nil {
 		return conflict
 	}

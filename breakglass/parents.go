@@ -37,7 +37,7 @@ func savedParent(parent argocd.App) PausedParent {
 func (e *Engine) pauseParent(ctx context.Context, parent argocd.App, child string, session *Session, disable bool) (argocd.App, error) {
 	policy := parent.SyncPolicy()
 	name := parent.GetName()
-	return e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), Name: name}), argocd.Write{Check: func(app argocd.App) error {
+	return e.Write(ctx, argocd.Known(parent.Ref()), argocd.Write{Check: func(app argocd.App) error {
 		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
 			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
 		}
@@ -55,19 +55,19 @@ func (e *Engine) pauseParent(ctx context.Context, parent argocd.App, child strin
 
 // restoreParents writes back the saved policy of every parent paused for
 // session, newest first.
-func (e *Engine) restoreParents(ctx context.Context, child string, session *Session) error {
+func (e *Engine) restoreParents(ctx context.Context, child audit.AppRef, session *Session) error {
 	for i := len(session.PausedParents) - 1; i >= 0; i-- {
 		p := session.PausedParents[i]
 		var saved any
 		if err := json.Unmarshal(p.SavedSyncPolicy, &saved); err != nil {
 			return fmt.Errorf("the saved policy of parent %s is unreadable: %w", p.Name, err)
 		}
-		_, err := e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, e.AppNamespace), Name: p.Name}), argocd.Write{Check: func(app argocd.App) error {
+		_, err := e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, child.Namespace), Name: p.Name}), argocd.Write{Check: func(app argocd.App) error {
 			switch by, marked := app.GetAnnotations()[PausedByAnnotation]; {
 			case !marked:
 				// Never paused (interrupted before) or already restored.
 				return errNotPausedHere
-			case by != child+"/"+session.ID:
+			case by != child.Name+"/"+session.ID:
 				return fmt.Errorf("%w: parent %s is paused for another session (%q)", argocd.ErrConflict, p.Name, by)
 			}
 			return nil

@@ -96,20 +96,20 @@ func mergePatchFor(current, desired any) any {
 // the session last (as long as check accepts it), so that an interruption
 // leaves a session that says what is still paused; closing is the event
 // that ends the session, left in the LastSessionAnnotation.
-func (e *Engine) undoPause(ctx context.Context, name string, s *Session, closing audit.Event, check func(argocd.App) error) error {
+func (e *Engine) undoPause(ctx context.Context, ref audit.AppRef, s *Session, closing audit.Event, check func(argocd.App) error) error {
 	// The child's check first: parents syncing again would undo the
 	// child's pause from Git, so none is unpaused for a child that is not.
-	app, err := e.App(ctx, e.Ref(name))
+	app, err := e.App(ctx, appRef(ref))
 	if err != nil {
 		return err
 	}
 	if err := check(app); err != nil {
 		return err
 	}
-	if err := e.restoreParents(ctx, name, s); err != nil {
+	if err := e.restoreParents(ctx, ref, s); err != nil {
 		return err
 	}
-	return e.restorePolicy(ctx, name, s, closing, check)
+	return e.restorePolicy(ctx, ref, s, closing, check)
 }
 
 // restorePolicy makes spec.syncPolicy the session's saved policy exactly,
@@ -119,13 +119,13 @@ func (e *Engine) undoPause(ctx context.Context, name string, s *Session, closing
 // whose sync was turned back on behind the session keeps its policy as it
 // is (sync is on, as restore would leave it; the admission policy allows
 // on-call no other change of it there): only the session goes.
-func (e *Engine) restorePolicy(ctx context.Context, name string, s *Session, closing audit.Event, check func(argocd.App) error) error {
+func (e *Engine) restorePolicy(ctx context.Context, ref audit.AppRef, s *Session, closing audit.Event, check func(argocd.App) error) error {
 	var saved any
 	if err := json.Unmarshal(s.SavedSyncPolicy, &saved); err != nil {
 		return fmt.Errorf("the session's saved sync policy is unreadable: %w", err)
 	}
 	var releaseErr error
-	_, err := e.Write(ctx, e.known(name), argocd.Write{Check: check, Patch: func(app argocd.App) map[string]any {
+	_, err := e.Write(ctx, knownApp(ref), argocd.Write{Check: check, Patch: func(app argocd.App) map[string]any {
 		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(app, closing), false)}}
 		whole := !app.SyncsAutomatically()
 		// The hold goes with the session: ignoreDifferences (and the sync

@@ -72,7 +72,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if err != nil {
 		return nil, err
 	}
-	app, err := e.withSession(ctx, req.App, "there is no live fix to propose")
+	app, err := e.withSession(ctx, e.Ref(req.App), "there is no live fix to propose")
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 // RestoreRequest is what `kubectl gitops restore` asks for.
 type RestoreRequest struct {
 	App string
+	// Namespace is the Application's; "" is the engine's AppNamespace.
+	Namespace string
 	// Force restores even when Git has not caught up; Reason is required
 	// then and recorded.
 	Force  bool
@@ -56,7 +58,8 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if err != nil {
 		return nil, err
 	}
-	app, err := e.withSession(ctx, req.App, "there is nothing to restore")
+	appID := e.refOf(req.Namespace, req.App)
+	app, err := e.withSession(ctx, appID, "there is nothing to restore")
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +135,14 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	if req.DryRun {
 		return st, nil
 	}
-	if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, e.AppNamespace, req.App); err != nil {
+	if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, appID.Namespace, appID.Name); err != nil {
 		return st, err
 	}
 	event, reason := audit.EventRestored, st.Session.Reason
 	if !st.Ready {
 		event, reason = audit.EventForced, req.Reason
 	}
-	if fresh, err := e.App(ctx, e.Ref(req.App)); err == nil {
+	if fresh, err := e.App(ctx, appID); err == nil {
 		app = fresh
 	}
 	current := app.SyncPolicy()
@@ -163,7 +166,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	// The write is conditional on the annotation as evaluated: a patch
 	// that landed meanwhile must not be reverted by a restore that never
 	// saw it.
-	if err := e.undoPause(ctx, req.App, st.Session, event, unchangedSession(req.App, st.annotated, st.Session)); err != nil {
+	if err := e.undoPause(ctx, st.App, st.Session, event, unchangedSession(req.App, st.annotated, st.Session)); err != nil {
 		_, _ = e.record(ctx, p, st.Session.ID, event, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, withPolicy)
 		return st, fmt.Errorf("restoring %s: %w", req.App, err)
 	}
@@ -208,8 +211,9 @@ func RestoreCommand(app audit.AppRef) string {
 
 // withSession reads Application name, which must carry a session; why
 // says what its absence means to the caller.
-func (e *Engine) withSession(ctx context.Context, name, why string) (argocd.App, error) {
-	app, err := e.App(ctx, e.Ref(name))
+func (e *Engine) withSession(ctx context.Context, ref argocd.AppRef, why string) (argocd.App, error) {
+	name := ref.Name
+	app, err := e.App(ctx, ref)
 	if err != nil {
 		return argocd.App{}, err
 	}

@@ -300,7 +300,8 @@ func (e *Engine) writeSessionWith(ctx context.Context, known argocd.App, id stri
 	return written, app, err
 }
 
-// known is the engine's Application name, known only by name.
-func (e *Engine) known(name string) argocd.App {
-	return argocd.Known(argocd.AppRef{Namespace: e.AppNamespace, Name: name})
+// knownApp is Application app, known only by namespace and name: a write
+// starting from it reads it first.
+func knownApp(app audit.AppRef) argocd.App {
+	return argocd.Known(argocd.AppRef{Namespace: app.Namespace, Name: app.Name})
 }

@@ -128,7 +128,7 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 			}
 		}
 	}
-	if _, _, err := e.writeSession(ctx, e.known(p.App.Name), session.ID, nil, func(s *Session) {
+	if _, _, err := e.writeSession(ctx, knownApp(p.App), session.ID, nil, func(s *Session) {
 		s.Ticket, s.TicketURL, s.TicketPending = session.Ticket, session.TicketURL, session.TicketPending
 	}); err != nil {
 		warnings = append(warnings, "could not record the ticket in the session: "+err.Error())

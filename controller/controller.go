@@ -347,14 +347,13 @@ func (c *Controller) leaseDuration() time.Duration {
 // be looked at again though nothing changes (zero: not before a change):
 // its expiry, its next reminder, its next refresh.
 func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, error) {
-	engine := *c.Engine
-	engine.AppNamespace = app.GetNamespace()
+	engine := c.Engine
 	key := app.GetNamespace() + "/" + app.GetName()
 	if _, open := app.GetAnnotations()[breakglass.SessionAnnotation]; !open {
 		if c.targets != nil {
 			c.targets.forget(key)
 		}
-		return time.Time{}, c.orphan(ctx, &engine, app)
+		return time.Time{}, c.orphan(ctx, engine, app)
 	}
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
 	if err != nil {
@@ -363,7 +362,7 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	if c.targets != nil {
 		// A change of a patched object brings the Application back here,
 		// where its live values are read (breakglass.reverted).
-		for kind, err := range c.targets.follow(&engine, app, key, st) {
+		for kind, err := range c.targets.follow(engine, app, key, st) {
 			c.logf("%s: not watching %s, so a revert there is seen when the Application changes: %v", key, kind, err)
 		}
 	}
@@ -392,7 +391,7 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	// RecordNotice acts on the log's open session, whatever the
 	// annotation says: an edit of it hides no notice.
 	for _, n := range breakglass.NoticesOf(st) {
-		reminder, err := c.notice(ctx, &engine, app, st, n, key)
+		reminder, err := c.notice(ctx, engine, app, st, n, key)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -403,7 +402,7 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	// told once. A run in flight is between a write of the annotation and
 	// its record, which honestly differ for that while.
 	if len(st.Mismatch) > 0 && st.Untrusted == "" && len(st.InFlight) == 0 {
-		c.warnMismatch(ctx, &engine, app, st, key)
+		c.warnMismatch(ctx, engine, app, st, key)
 	}
 	if !st.Session.AutoRestore || st.Untrusted != "" || st.SyncReenabled {
 		return next, nil
@@ -432,7 +431,7 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 		return nextRefresh(), nil // Restore refreshes: at most every RefreshEvery, lest its own refresh bring it back here at once
 	}
 	c.refreshed[key] = time.Now()
-	restored, err := engine.Restore(ctx, breakglass.RestoreRequest{App: app.GetName(), Argo: c.Argo, Session: st.Session.ID, AutoRestore: true})
+	restored, err := engine.Restore(ctx, breakglass.RestoreRequest{App: app.GetName(), Namespace: app.GetNamespace(), Argo: c.Argo, Session: st.Session.ID, AutoRestore: true})
 	if errors.Is(err, breakglass.ErrNotCaughtUp) {
 		return nextRefresh(), nil // not yet, after a fresh refresh
 	}
