@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // Engine carries out break-glass sessions, through its argocd.Client on
@@ -107,10 +108,32 @@ func clientInfo() audit.Client {
 	return c
 }
 
-// record appends an audit record for plan's session; nothing proceeds when
-// it fails.
-func (e *Engine) record(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
-	return e.recordWith(ctx, e.Audit.Append, p, session, event, outcome, edit)
+// subject is what a record is about and who writes it: the actor, the
+// Application (its cluster and the target), where Git stood, and the
+// reason and incident given, which the record keeps redacted as redact
+// says (redact.Text when nil).
+type subject struct {
+	actor            audit.Actor
+	app              audit.AppRef
+	cluster          string
+	target           audit.Target
+	git              audit.Git
+	reason, incident string
+	allowSecretText  bool
+	redact           func(string) string
+}
+
+func (s subject) redacted(text string) string {
+	if s.redact == nil {
+		return redact.Text(text)
+	}
+	return s.redact(text)
+}
+
+// record appends an audit record of subject s for session; nothing
+// proceeds when it fails.
+func (e *Engine) record(ctx context.Context, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
+	return e.recordWith(ctx, e.Audit.Append, s, session, event, outcome, edit)
 }
 
 // aheadAppender is a store that can return once a record is written, the
@@ -124,27 +147,27 @@ type aheadAppender interface {
 // one starts, but need not wait for the head to move: the planned record
 // before the pause. settle waits for the head (the store's next append
 // does too).
-func (e *Engine) recordAhead(ctx context.Context, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (r *audit.Record, settle func(), err error) {
+func (e *Engine) recordAhead(ctx context.Context, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (r *audit.Record, settle func(), err error) {
 	store, ok := e.Audit.(aheadAppender)
 	if !ok {
-		r, err = e.record(ctx, p, session, event, outcome, edit)
+		r, err = e.record(ctx, s, session, event, outcome, edit)
 		return r, func() {}, err
 	}
-	r, err = e.recordWith(ctx, store.AppendAhead, p, session, event, outcome, edit)
+	r, err = e.recordWith(ctx, store.AppendAhead, s, session, event, outcome, edit)
 	return r, store.Settle, err
 }
 
-func (e *Engine) recordWith(ctx context.Context, appendRecord func(context.Context, *audit.Record) error, p *Plan, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
+func (e *Engine) recordWith(ctx context.Context, appendRecord func(context.Context, *audit.Record) error, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
 	r := &audit.Record{
-		Event: event, Session: session, Actor: p.Actor, Client: clientInfo(),
-		Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
-		Application: &p.App, Cluster: &audit.Cluster{Server: p.Cluster}, Target: &p.Target,
-		Git: &p.Git, Outcome: outcome, TextCheck: confirmedText(p.Request.AllowSecretText, p.Request.texts()...),
+		Event: event, Session: session, Actor: s.actor, Client: clientInfo(),
+		Reason: s.redacted(s.reason), Incident: s.redacted(s.incident),
+		Application: &s.app, Cluster: &audit.Cluster{Server: s.cluster}, Target: &s.target,
+		Git: &s.git, Outcome: outcome, TextCheck: confirmedText(s.allowSecretText, textInput{InputReason, s.reason}, textInput{InputIncident, s.incident}),
 	}
 	if edit != nil {
 		edit(r)
 	}
-	r.Outcome.Error = p.Redact(r.Outcome.Error)
+	r.Outcome.Error = s.redacted(r.Outcome.Error)
 	if err := appendRecord(ctx, r); err != nil {
 		return nil, fmt.Errorf("writing the %s audit record (nothing further was done): %w", event, err)
 	}

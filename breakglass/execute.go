@@ -71,7 +71,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 	}
 	// The head moves to the planned record while the pause is written.
-	plannedRecord, settle, err := e.recordAhead(ctx, p, session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
+	plannedRecord, settle, err := e.recordAhead(ctx, p.subject(), session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	}
 	// The record, not the annotation anyone may edit, is what restore
 	// believes about whether Argo CD saw the patch.
-	patched, err := e.record(ctx, p, session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+	patched, err := e.record(ctx, p.subject(), session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		withPatch(r)
 		r.OutOfSync = observed
 	})
@@ -348,14 +348,14 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 			r.Target = nil
 			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
 		}
-		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
+		if _, err := e.record(ctx, p.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
 			return nil, argocd.App{}, e.abortPause(ctx, p, session, err)
 		}
 		pausedParent, err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated)
 		if err != nil {
 			return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
 		}
-		if _, err := e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
+		if _, err := e.record(ctx, p.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
 			return nil, argocd.App{}, err
 		}
 		if e.AfterParentPause != nil {
@@ -378,7 +378,7 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	// pause up: both must be done before anything is patched, neither
 	// waits for the other.
 	recorded := start(func() (*audit.Record, error) {
-		return e.record(ctx, p, session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		return e.record(ctx, p.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 			r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
 		})
 	})
@@ -415,7 +415,7 @@ func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, caus
 	} else if len(session.PausedParents) > 0 {
 		_ = e.dropSession(undo, p.App, session.ID)
 	}
-	if _, recErr := e.record(undo, p, session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+	if _, recErr := e.record(undo, p.subject(), session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 		return fmt.Errorf("%v, and %w", err, recErr)
 	}
 	return err
@@ -475,7 +475,7 @@ func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr 
 	if undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + ": " + undoErr.Error()
 	}
-	if _, recErr := e.record(ctx, p, session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
+	if _, recErr := e.record(ctx, p.subject(), session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
 		return fmt.Errorf("patching %s failed (%v) and %w", p.Target, patchErr, recErr)
 	}
 	switch {

@@ -191,17 +191,16 @@ func (e *Engine) recordResolved(ctx context.Context, app argocd.App, st *Session
 	if err != nil {
 		return err
 	}
-	p := &Plan{Request: Request{App: st.App.Name, Reason: plan.Reason, Incident: plan.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
-	p.Cluster = app.Destination().Server
+	p := subject{actor: actor, app: st.App, cluster: app.Destination().Server, git: st.GitAt(), reason: plan.Reason, incident: plan.Incident}
 	if plan.Target != nil {
-		p.Target = *plan.Target
+		p.target = *plan.Target
 	}
 	_, err = e.record(ctx, p, st.Session.ID, event, outcome, func(r *audit.Record) {
 		r.Resolves = plan.ID
 		// Argo CD's view of the landed patch, when it already flags it;
 		// unknown otherwise (the paused Application may not have been
 		// compared since).
-		if status, _ := app.ManagedStatus(p.Target); event == audit.EventPatched && status == "OutOfSync" {
+		if status, _ := app.ManagedStatus(p.target); event == audit.EventPatched && status == "OutOfSync" {
 			saw := true
 			r.OutOfSync = &saw
 		}

@@ -91,10 +91,9 @@ func (e *Engine) RecordNotice(ctx context.Context, app argocd.App, st *SessionSt
 	if prior := ls.log.Noticed(n.Event, actor.Username); prior != nil {
 		return prior.Time, false, nil, nil
 	}
-	p := &Plan{Request: Request{App: st.App.Name, Reason: n.What, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
-	p.Cluster = app.Destination().Server
+	p := subject{actor: actor, app: st.App, cluster: app.Destination().Server, git: st.GitAt(), reason: n.What, incident: st.Session.Incident}
 	if len(st.Targets) > 0 {
-		p.Target = st.Targets[0].Target
+		p.target = st.Targets[0].Target
 	}
 	rec, err := e.record(ctx, p, st.Session.ID, n.Event, audit.Outcome{Status: audit.StatusSucceeded}, nil)
 	if err != nil {

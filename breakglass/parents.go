@@ -127,9 +127,8 @@ func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, why string) (
 		return nil, err
 	}
 	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
-	p := &Plan{Request: Request{App: ref.Name, Reason: why}, Actor: actor, App: ref}
-	p.App.Project = app.Project()
-	p.Cluster = app.Destination().Server
+	ref.Project = app.Project()
+	p := subject{actor: actor, app: ref, cluster: app.Destination().Server, reason: why}
 	if _, err := e.record(ctx, p, "", audit.EventOrphaned, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) { r.Target = nil }); err != nil {
 		return nil, err
 	}

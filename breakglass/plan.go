@@ -510,6 +510,14 @@ type pending[T any] struct {
 	err  error
 }
 
+// subject is what the records of this plan are about.
+func (p *Plan) subject() subject {
+	return subject{
+		actor: p.Actor, app: p.App, cluster: p.Cluster, target: p.Target, git: p.Git,
+		reason: p.Request.Reason, incident: p.Request.Incident, allowSecretText: p.Request.AllowSecretText, redact: p.Redact,
+	}
+}
+
 // start reads a value with f in its own goroutine.
 func start[T any](f func() (T, error)) *pending[T] {
 	p := &pending[T]{done: make(chan struct{})}

@@ -151,10 +151,9 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if out.Proposal.Commit, err = repo.Commit(ctx, branch, message, edited); err != nil {
 		return nil, fmt.Errorf("committing the proposal: %w", err)
 	}
-	plan := &Plan{Request: Request{App: req.App, Reason: st.Session.Reason, Incident: st.Session.Incident}, Actor: actor, App: st.App, Git: st.GitAt()}
-	plan.Cluster = app.Destination().Server
+	plan := subject{actor: actor, app: st.App, cluster: app.Destination().Server, git: st.GitAt(), reason: st.Session.Reason, incident: st.Session.Incident}
 	if len(st.Targets) > 0 {
-		plan.Target = st.Targets[0].Target
+		plan.target = st.Targets[0].Target
 	}
 	if err := repo.Push(ctx, branch); err != nil {
 		return nil, fmt.Errorf("pushing %s (with your own Git credentials): %w", branch, err)

@@ -148,10 +148,9 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	current := app.SyncPolicy()
 	var saved any
 	_ = json.Unmarshal(st.Session.SavedSyncPolicy, &saved)
-	p := &Plan{Request: Request{App: req.App, Reason: reason, Incident: st.Session.Incident, AllowSecretText: req.AllowSecretText}, Actor: actor, App: st.App, Git: st.GitAt()}
-	p.Cluster = app.Destination().Server
+	p := subject{actor: actor, app: st.App, cluster: app.Destination().Server, git: st.GitAt(), reason: reason, incident: st.Session.Incident, allowSecretText: req.AllowSecretText}
 	if len(st.Targets) > 0 {
-		p.Target = st.Targets[0].Target
+		p.target = st.Targets[0].Target
 	}
 	if app.SyncsAutomatically() {
 		// restorePolicy leaves a policy that syncs again as it is.
@@ -190,7 +189,7 @@ func (e *Engine) Restore(ctx context.Context, req RestoreRequest) (*SessionStatu
 	}
 	var w string
 	if event == audit.EventForced {
-		w = e.emit(ctx, app, EventForced, true, "%s forced the restore of break-glass session %s without Git's fix (%s): %s", actor.Username, st.Session.ID, argocd.DescribeGit(st.GitAt()), p.Redact(req.Reason))
+		w = e.emit(ctx, app, EventForced, true, "%s forced the restore of break-glass session %s without Git's fix (%s): %s", actor.Username, st.Session.ID, argocd.DescribeGit(st.GitAt()), p.redacted(req.Reason))
 	} else {
 		w = e.emit(ctx, app, EventRestored, false, "%s restored the saved sync policy and closed break-glass session %s: Git caught up (%s)", actor.Username, st.Session.ID, argocd.DescribeGit(st.GitAt()))
 	}

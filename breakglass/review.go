@@ -101,7 +101,7 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 		overturns = overturned.ID
 		told = fmt.Sprintf("%s, overturning the rejection by %s (audit record %d)", verdict, overturned.Actor.Username, overturned.Seq)
 	}
-	p := &Plan{Actor: actor, App: s.Application, Request: Request{Reason: req.Note}}
+	p := subject{actor: actor, app: s.Application, reason: req.Note}
 	rec, err := e.record(ctx, p, req.Session, audit.EventReviewed, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 		r.Reason, r.Cluster, r.Target, r.Git = "", nil, nil, nil
 		r.Review = &audit.Review{Verdict: verdict, Note: req.Note, Overturns: overturns}

@@ -66,13 +66,13 @@ func withTicket(t *audit.Ticket) func(*audit.Record) {
 // recordTicketTrouble records Jira work that could not be done: queued when
 // Jira was unreachable or is not configured, failed when Jira refused it.
 // Either way `ticket sync` retries it. It returns the warning to show.
-func (e *Engine) recordTicketTrouble(ctx context.Context, p *Plan, session string, ref *audit.Ticket, cause error) string {
+func (e *Engine) recordTicketTrouble(ctx context.Context, s subject, session string, ref *audit.Ticket, cause error) string {
 	event, status := audit.EventQueued, audit.StatusQueued
 	if e.Tickets != nil && !errors.Is(cause, ticket.ErrUnreachable) {
 		event, status = audit.EventFailed, audit.StatusFailed
 	}
 	warning := "ticket " + status + ": " + cause.Error()
-	if _, err := e.record(ctx, p, session, event, audit.Outcome{Status: status, Error: cause.Error()}, withTicket(ref)); err != nil {
+	if _, err := e.record(ctx, s, session, event, audit.Outcome{Status: status, Error: cause.Error()}, withTicket(ref)); err != nil {
 		return warning + "; and " + err.Error()
 	}
 	if status == audit.StatusFailed {
@@ -95,7 +95,7 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 	rc := ticket.Reconcile{Patches: []*audit.Record{patched}, Source: p.Source, Restore: RestoreCommand(p.App)}
 	err := e.ticketsOff()
 	if e.Tickets != nil {
-		started, recErr := e.record(ctx, p, session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))
+		started, recErr := e.record(ctx, p.subject(), session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))
 		if recErr != nil {
 			return "the ticket was not filed: " + recErr.Error()
 		}
@@ -116,10 +116,10 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 	var warnings []string
 	if err != nil {
 		session.TicketPending = p.Redact(err.Error())
-		warnings = append(warnings, e.recordTicketTrouble(ctx, p, session.ID, ref, err))
+		warnings = append(warnings, e.recordTicketTrouble(ctx, p.subject(), session.ID, ref, err))
 	} else {
 		session.Ticket, session.TicketURL, session.TicketPending = ref.Key, ref.URL, ""
-		if _, err := e.record(ctx, p, session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusSucceeded}, withTicket(ref)); err != nil {
+		if _, err := e.record(ctx, p.subject(), session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusSucceeded}, withTicket(ref)); err != nil {
 			warnings = append(warnings, err.Error())
 		}
 		if e.ArgoUI != "" && p.Join == nil {

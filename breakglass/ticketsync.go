@@ -146,15 +146,15 @@ func (e *Engine) SyncTickets(ctx context.Context) ([]SyncedTicket, error) {
 // caller to tell an outage from a refusal.
 func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingTicket) (SyncedTicket, error) {
 	first := pt.Patches[0]
-	p := &Plan{Request: Request{App: pt.App.Name, Reason: first.Reason, Incident: first.Incident}, Actor: actor, App: pt.App}
+	p := subject{actor: actor, app: pt.App, reason: first.Reason, incident: first.Incident}
 	if first.Target != nil {
-		p.Target = *first.Target
+		p.target = *first.Target
 	}
 	if first.Git != nil {
-		p.Git = *first.Git
+		p.git = *first.Git
 	}
 	if first.Cluster != nil {
-		p.Cluster = first.Cluster.Server
+		p.cluster = first.Cluster.Server
 	}
 	res := SyncedTicket{Session: pt.Session, App: pt.App}
 	ref := &audit.Ticket{Key: pt.Key}
