@@ -183,6 +183,9 @@ func (c *Controller) watch(ctx context.Context) (cache.Store, workqueue.TypedRat
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Engine.Dynamic, resync, c.Engine.AppNamespace, nil)
 	informer := factory.ForResource(argocd.ApplicationGVR).Informer()
+	if err := informer.SetTransform(slim); err != nil {
+		return nil, nil, err
+	}
 	// Named, the queue has metrics (workqueue_*{name="applications"}).
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
@@ -216,6 +219,29 @@ func (c *Controller) watch(ctx context.Context) (cache.Store, workqueue.TypedRat
 	}
 	c.Metrics.watch(informer.GetStore())
 	return informer.GetStore(), queue, nil
+}
+
+// slim is what the cache keeps of an Application: without managedFields
+// (nothing the controller decides reads them from the cache), and of one
+// with no open session and no pause mark only its metadata, which is all
+// that decides whether it is queued, and all the metrics read. A thousand
+// Applications, most never broken glass on, cost their names, not their
+// status (make bench's idle controller: resident memory). When a session
+// opens, the watch delivers the whole Application again.
+func slim(obj any) (any, error) {
+	app, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	app.SetManagedFields(nil)
+	_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
+	_, marked := app.GetAnnotations()[breakglass.PausedByAnnotation]
+	if open || marked {
+		return app, nil
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": app.GetAPIVersion(), "kind": app.GetKind(), "metadata": app.Object["metadata"],
+	}}, nil
 }
 
 // processNext works one key of the queue: it syncs the Application and
