@@ -235,6 +235,12 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 		_, open := a.GetAnnotations()[breakglass.SessionAnnotation]
 		return !open, "session still open"
 	})
+	// The annotation goes before the restore ends: the ticket is closed,
+	// the succeeded record written and the restore counted after it.
+	waitFor(ctx, t, "the controller to count the restore of cr-auto", func() (bool, string) {
+		m := leader.metrics(t)
+		return strings.Contains(m, "\nkubectl_gitops_auto_restores_total 1\n"), "not counted yet"
+	})
 	restored := 0
 	for _, r := range sessionRecords(t, session) {
 		if r.Event == audit.EventRestored && r.Outcome.Status == audit.StatusSucceeded {
