@@ -68,10 +68,6 @@ type ConfigMapStore struct {
 	// found is the end of the log as Prefetch found it, for the first
 	// append to start from; nil when there is none.
 	found *tipFound
-	// moving is closed once the head has moved to the record AppendAhead
-	// wrote; nil when no move is under way. Everything else this store
-	// does with the head waits for it first.
-	moving chan struct{}
 }
 
 // Prefetch finds the end of the log ahead of the first append, so that a
@@ -104,64 +100,17 @@ func NewConfigMapStore(client kubernetes.Interface, namespace string) *ConfigMap
 // meanwhile, the create at the remembered position fails and the append
 // looks for the tip again, from there.
 func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
-	move, err := s.appendRecord(ctx, r)
-	if err != nil {
-		return err
-	}
-	move(ctx)
-	return nil
-}
-
-// AppendAhead appends r as Append does, but returns once the record is
-// written, while the head is moved after it: a command's next step (the
-// pause a planned record announces) need not wait for the head. The
-// store's next append, its head and tip, and Settle wait for the move;
-// a process that ends before it leaves the head behind the log, as a
-// crash between the two writes of Append does (Verify reports it, and the
-// next append finds the log's end from the records).
-func (s *ConfigMapStore) AppendAhead(ctx context.Context, r *Record) error {
-	move, err := s.appendRecord(ctx, r)
-	if err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.moving = done
-	s.mu.Unlock()
-	go func() {
-		defer close(done)
-		move(context.WithoutCancel(ctx))
-	}()
-	return nil
-}
-
-// Settle waits until the head names the newest record this store
-// appended.
-func (s *ConfigMapStore) Settle() {
-	s.mu.Lock()
-	moving := s.moving
-	s.mu.Unlock()
-	if moving != nil {
-		<-moving
-	}
-}
-
-// appendRecord writes r at the end of the log and returns the move of the
-// head to it.
-func (s *ConfigMapStore) appendRecord(ctx context.Context, r *Record) (func(context.Context), error) {
-	s.Settle()
 	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
 	if err != nil {
-		return nil, err
+		return err
 	}
 	to := HeadState{Seq: r.Seq, Hash: r.Hash}
-	return func(ctx context.Context) {
-		// The record is written, and it is what the log is: a head that
-		// cannot be moved (made immutable, say) does not make the write
-		// fail. Verify reports a head left behind.
-		seen, _ := s.advanceHead(ctx, f.headCM, to)
-		s.remember(to, seen)
-	}, nil
+	// The record is written, and it is what the log is: a head that
+	// cannot be moved (made immutable, say) does not make the write
+	// fail. Verify reports a head left behind.
+	seen, _ := s.advanceHead(ctx, f.headCM, to)
+	s.remember(to, seen)
+	return nil
 }
 
 // RepairHead puts the head back on the log, whatever it says (ahead of
@@ -173,7 +122,6 @@ func (s *ConfigMapStore) appendRecord(ctx context.Context, r *Record) (func(cont
 // a repair or move the head back: anyone else's attempt fails with the
 // API server's Forbidden error, and nothing is written.
 func (s *ConfigMapStore) RepairHead(ctx context.Context, r *Record) error {
-	s.Settle()
 	f, err := s.write(ctx, r, false, func(rec *Record, f tipFound) { rec.Event, rec.HeadBefore = EventHeadRepaired, f.head })
 	if err != nil {
 		return err
@@ -583,7 +531,6 @@ func (s *ConfigMapStore) head(ctx context.Context) (*HeadState, *corev1.ConfigMa
 
 // Head implements Store.
 func (s *ConfigMapStore) Head(ctx context.Context) (*HeadState, error) {
-	s.Settle()
 	h, _, err := s.head(ctx)
 	return h, err
 }
@@ -678,7 +625,6 @@ func (s *ConfigMapStore) StoredRecord(ctx context.Context, seq uint64) (Entry, b
 
 // Tip is the position of the log's end, found as an append finds it.
 func (s *ConfigMapStore) Tip(ctx context.Context) (uint64, error) {
-	s.Settle()
 	f, err := s.findTip(ctx, HeadState{})
 	return f.tip.Seq, err
 }

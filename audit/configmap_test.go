@@ -551,34 +551,3 @@ func TestPrefetchedTipIsOnlyAStart(t *testing.T) {
 		t.Errorf("verify: %v %+v", err, rep)
 	}
 }
-
-// TestAppendAheadMovesTheHeadBehind: a planned record is written before the
-// pause it announces, and the head's move to it runs beside the pause.
-// Whatever this store does next waits for the move: its next record links
-// to the planned one, its head names it, and the log verifies.
-func TestAppendAheadMovesTheHeadBehind(t *testing.T) {
-	ctx := context.Background()
-	client := fake.NewSimpleClientset()
-	store := NewConfigMapStore(client, "argocd")
-	planned := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusStarted}}
-	if err := store.AppendAhead(ctx, planned); err != nil {
-		t.Fatal(err)
-	}
-	if head, err := store.Head(ctx); err != nil || head == nil || head.Seq != planned.Seq || head.Hash != planned.Hash {
-		t.Fatalf("head after the move %+v (%v), want record %d", head, err, planned.Seq)
-	}
-	paused := &Record{Event: EventPaused, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusSucceeded}}
-	if err := store.AppendAhead(ctx, paused); err != nil {
-		t.Fatal(err)
-	}
-	patched := &Record{Event: EventPatched, Actor: Actor{Username: "oncall"}, Outcome: Outcome{Status: StatusSucceeded}}
-	if err := store.Append(ctx, patched); err != nil {
-		t.Fatal(err)
-	}
-	if paused.Prev != planned.Hash || patched.Prev != paused.Hash || patched.Seq != 3 {
-		t.Errorf("chain: %d→%d→%d, prev %.12s %.12s", planned.Seq, paused.Seq, patched.Seq, paused.Prev, patched.Prev)
-	}
-	if rep, err := VerifyStore(ctx, NewConfigMapStore(client, "argocd"), nil); err != nil || !rep.Intact() || rep.Records != 3 || len(rep.Warnings) > 0 {
-		t.Errorf("verify from another store: %v %+v", err, rep)
-	}
-}

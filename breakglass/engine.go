@@ -136,27 +136,6 @@ func (e *Engine) record(ctx context.Context, s subject, session string, event au
 	return e.recordWith(ctx, e.Audit.Append, s, session, event, outcome, edit)
 }
 
-// aheadAppender is a store that can return once a record is written, the
-// head moving after it (audit.ConfigMapStore).
-type aheadAppender interface {
-	AppendAhead(ctx context.Context, r *audit.Record) error
-	Settle()
-}
-
-// recordAhead is record for a step that must be written before the next
-// one starts, but need not wait for the head to move: the planned record
-// before the pause. settle waits for the head (the store's next append
-// does too).
-func (e *Engine) recordAhead(ctx context.Context, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (r *audit.Record, settle func(), err error) {
-	store, ok := e.Audit.(aheadAppender)
-	if !ok {
-		r, err = e.record(ctx, s, session, event, outcome, edit)
-		return r, func() {}, err
-	}
-	r, err = e.recordWith(ctx, store.AppendAhead, s, session, event, outcome, edit)
-	return r, store.Settle, err
-}
-
 func (e *Engine) recordWith(ctx context.Context, appendRecord func(context.Context, *audit.Record) error, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
 	r := &audit.Record{
 		Event: event, Session: session, Actor: s.actor, Client: clientInfo(),

@@ -70,12 +70,10 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			}
 		}
 	}
-	// The head moves to the planned record while the pause is written.
-	plannedRecord, settle, err := e.recordAhead(ctx, p.subject(), session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
+	plannedRecord, err := e.record(ctx, p.subject(), session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
 	if err != nil {
 		return nil, err
 	}
-	defer settle()
 	res := &Result{Session: session}
 	// app is the Application as last seen, nil when it must be read again.
 	var app argocd.App
