@@ -24,6 +24,11 @@ type Mirroring struct {
 	Signer             *audit.Signer
 	CheckpointRecords  uint64
 	CheckpointInterval time.Duration
+	// PruneAfter is the cluster's retention (0: nothing is pruned):
+	// older records leave the cluster once the mirror holds them under
+	// lock, after a checkpoint signed at the cut (needs Signer). Looked
+	// at when leading starts and every CheckpointInterval.
+	PruneAfter time.Duration
 }
 
 // mirrorPass is where one leader's mirroring stands.
@@ -37,6 +42,11 @@ type mirrorPass struct {
 	checkpointedAt time.Time
 	// gap is the missing record last told of.
 	gap uint64
+	// prunedAt is when pruning was last looked at; told the records
+	// pruning told of, once each, through log.
+	prunedAt time.Time
+	told     map[uint64]bool
+	log      func(format string, args ...any)
 }
 
 // mirror runs until ctx ends, copying what the mirror lacks.
@@ -45,7 +55,7 @@ func (c *Controller) mirror(ctx context.Context) {
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now()}
+	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now(), log: c.logf}
 	for {
 		if err := p.run(ctx, c.Metrics); err != nil && ctx.Err() == nil {
 			c.Metrics.countMirrorError()
@@ -97,6 +107,10 @@ func (p *mirrorPass) run(ctx context.Context, metrics *Metrics) error {
 			err = p.checkpoint(ctx, rec)
 		}
 		copyErr = err
+	}
+	if copyErr == nil && p.m.PruneAfter > 0 && p.m.Signer != nil && time.Since(p.prunedAt) >= p.checkpointInterval() {
+		p.prunedAt = time.Now()
+		copyErr = p.prune(ctx, metrics)
 	}
 	return mergeErr(copyErr, p.measure(ctx, metrics))
 }

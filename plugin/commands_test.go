@@ -550,7 +550,7 @@ func TestCommands(t *testing.T) {
 				if got := lastEvents(t, f, 3); got != "breakglass.abandoned/failed<resolves>,breakglass.restored/started,breakglass.restored/succeeded" {
 					t.Errorf("last records %s", got)
 				}
-				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
+				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil, nil); err != nil || !rep.Intact() {
 					t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
 				}
 			})},
@@ -646,7 +646,7 @@ func TestCommands(t *testing.T) {
 			assert: assertLastSession("forced")},
 		{name: "verify names a close the Application did not follow", setup: then(given(breakglass), forgedClose), args: []string{"restore", "web", "--force", "--reason", "the close was forged", "-y"},
 			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
-				rep, err := audit.VerifyStore(context.Background(), f.audit, nil)
+				rep, err := audit.VerifyStore(context.Background(), f.audit, nil, nil)
 				if err != nil || len(rep.Breaks) != 1 || rep.Breaks[0].Kind != audit.BreakCloseWithoutRestore || rep.Breaks[0].Seq != 5 {
 					t.Errorf("verify: %v %+v; want close-without-restore at the forged record 5", err, rep.Breaks)
 				}
@@ -816,7 +816,7 @@ func TestCommands(t *testing.T) {
 			})},
 		{name: "ticket sync leaves a log that verifies", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"},
 			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
-				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
+				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil, nil); err != nil || !rep.Intact() {
 					t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
 				}
 			})},
