@@ -76,7 +76,8 @@ func (p *mirrorPass) prune(ctx context.Context, metrics *Metrics) error {
 			return err
 		}
 	}
-	metrics.setPruned(max(plan.cut, plan.from))
+	p.pruned = max(plan.cut, plan.from)
+	metrics.setPruned(p.pruned)
 	return nil
 }
 

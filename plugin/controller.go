@@ -164,7 +164,7 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 		return fmt.Errorf("--mirror copies the cluster's audit log, and the engine has none")
 	}
 	c.Mirroring = &controller.Mirroring{Log: log, Mirror: m, Every: o.MirrorEvery,
-		CheckpointRecords: o.CheckpointRecords, CheckpointInterval: o.CheckpointInterval, PruneAfter: o.PruneAfter}
+		CheckpointRecords: o.CheckpointRecords, CheckpointInterval: o.CheckpointInterval, PruneAfter: o.PruneAfter, WriteOnce: p.WriteOnce()}
 	if o.CheckpointKey != "" {
 		data, err := os.ReadFile(o.CheckpointKey)
 		if err != nil {

@@ -95,6 +95,19 @@ func (m *mirrorEnv) grant() {
 	}
 	_, err = kube.RbacV1().RoleBindings(m.ns).Create(ctx, binding, metav1.CreateOptions{})
 	create(err)
+	// The controller's own rights there, as deploy/controller/rbac.yaml's:
+	// the state it publishes, the start of a pruned log, and delete (which
+	// the admission policy narrows to records).
+	controllerRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "controller-writer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{audit.StartName, audit.MirrorStateName}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}},
+	}}
+	_, err = kube.RbacV1().Roles(m.ns).Create(ctx, controllerRole, metav1.CreateOptions{})
+	create(err)
+	_, err = kube.RbacV1().RoleBindings(m.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "controller-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "controller-writer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kubectl-gitops-controller", Namespace: env.ArgoNamespace}}}, metav1.CreateOptions{})
+	create(err)
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	waitFor(waitCtx, t, "the audit-writer binding in "+m.ns+" to take effect", func() (bool, string) {
@@ -582,17 +595,6 @@ func TestVerifyMirrorNamesWhatTheClusterLost(t *testing.T) {
 	}
 }
 
-// grantPruning lets the controller's ServiceAccount prune the namespace's
-// log, as deploy/controller/rbac.yaml does in argocd: delete ConfigMaps
-// (the admission policy narrows it to records) and update the start.
-func (m *mirrorEnv) grantPruning() {
-	m.t.Helper()
-	m.bind("pruner", []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{audit.StartName}, Verbs: []string{"update"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}},
-	}, rbacv1.Subject{Kind: "ServiceAccount", Name: "kubectl-gitops-controller", Namespace: env.ArgoNamespace})
-}
-
 // bind grants rules in the namespace to subject, as a Role and its binding
 // called name.
 func (m *mirrorEnv) bind(name string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
@@ -669,7 +671,6 @@ func TestPruneOnlyUnderLockAndACheckpoint(t *testing.T) {
 	m := newMirror(t, "prune", true)
 	ctx := context.Background()
 	private, public := checkpointKey(t)
-	m.grantPruning()
 	m.session("closed-a", true) // records 1, 2
 	m.session("closed-b", true) // 3, 4
 	m.session("open", false)    // 5
@@ -720,9 +721,9 @@ func TestPruneOnlyUnderLockAndACheckpoint(t *testing.T) {
 		want string
 	}{
 		{[]string{"delete", "configmap", audit.RecordName(5)}, "the audit log is append-only"},
-		{[]string{"delete", "configmap", audit.StartName}, "checkpoints belong to the kubectl gitops controller"},
-		{[]string{"annotate", "configmap", audit.StartName, "x=y"}, "checkpoints belong to the kubectl gitops controller"},
-		{[]string{"create", "configmap", audit.CheckpointName(8), "--from-literal=payload=forged", "--from-literal=signature=forged"}, "checkpoints belong to the kubectl gitops controller"},
+		{[]string{"delete", "configmap", audit.StartName}, "checkpoints and the mirror state belong to the kubectl gitops controller"},
+		{[]string{"annotate", "configmap", audit.StartName, "x=y"}, "checkpoints and the mirror state belong to the kubectl gitops controller"},
+		{[]string{"create", "configmap", audit.CheckpointName(8), "--from-literal=payload=forged", "--from-literal=signature=forged"}, "checkpoints and the mirror state belong to the kubectl gitops controller"},
 	} {
 		var refused string
 		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
