@@ -712,6 +712,15 @@ func TestPruneOnlyUnderLockAndACheckpoint(t *testing.T) {
 		t.Errorf("verify --mirror of the pruned log:\n%s", out)
 	}
 
+	// Status shows where the mirror stands, as the leader published it.
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	waitFor(waitCtx, t, "status to show the mirror caught up and pruned", func() (bool, string) {
+		_, errOut := mustRun(t, oncall, 0, "status", "--audit-namespace", m.ns)
+		return strings.Contains(errOut, "mirror "+m.url+": caught up at record 9") && strings.Contains(errOut, "records up to 4 pruned from the cluster") &&
+			strings.Contains(errOut, "published by mirror-prune"), errOut
+	})
+
 	// On-call, given more RBAC than deploy/rbac grants, is still refused
 	// by the admission policy.
 	m.bind("oncall-overreach", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete", "create"}}},
