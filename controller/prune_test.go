@@ -60,7 +60,7 @@ func TestPrunePlanNeverSplitsOrTakesAnOpenSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add("a", audit.EventQueued) // 8: ticket work for a session begun before the cut
+	add("a", audit.EventQueued)  // 8: ticket work for a session begun before the cut
 	add("d", audit.EventAborted) // 9
 	add("e", audit.EventPlanned) // 10
 	if got := plan(6, 10); got.cut != 9 || len(got.held) != 3 {
