@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // MirrorStateName is the ConfigMap, beside the log, where the controller's
@@ -52,16 +48,7 @@ func (s *ConfigMapStore) PublishMirrorState(ctx context.Context, st MirrorState)
 	if err != nil {
 		return err
 	}
-	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-	data := map[string]string{"state": string(body)}
-	cm, err := cms.Get(ctx, MirrorStateName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: MirrorStateName, Namespace: s.Namespace}, Data: data}, metav1.CreateOptions{})
-	case err == nil:
-		cm.Data = data
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
+	err = s.upsert(ctx, MirrorStateName, nil, map[string]string{"state": string(body)})
 	if err != nil {
 		return fmt.Errorf("publishing the mirror's state: %w", err)
 	}
@@ -71,12 +58,9 @@ func (s *ConfigMapStore) PublishMirrorState(ctx context.Context, st MirrorState)
 // MirrorState reads what the controller last published, nil when it
 // never did (no mirror, or no controller with one ever led).
 func (s *ConfigMapStore) MirrorState(ctx context.Context) (*MirrorState, error) {
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, MirrorStateName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading the mirror's state: %w", err)
+	cm, err := s.optional(ctx, MirrorStateName)
+	if err != nil || cm == nil {
+		return nil, err
 	}
 	var st MirrorState
 	if err := json.Unmarshal([]byte(cm.Data["state"]), &st); err != nil {

@@ -70,12 +70,9 @@ func CutOf(start *StoredCheckpoint, keys map[string]ed25519.PublicKey) (*Cut, *B
 // Start reads the start of a pruned log: the checkpoint at the last
 // record the controller pruned; nil when it never pruned.
 func (s *ConfigMapStore) Start(ctx context.Context) (*StoredCheckpoint, error) {
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, StartName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading the start of the audit log in namespace %s: %w", s.Namespace, err)
+	cm, err := s.optional(ctx, StartName)
+	if err != nil || cm == nil {
+		return nil, err
 	}
 	return &StoredCheckpoint{Where: "configmap/" + cm.Name, SignedCheckpoint: SignedCheckpoint{Payload: cm.Data["payload"], Signature: cm.Data["signature"]}}, nil
 }
@@ -97,25 +94,39 @@ func (s *ConfigMapStore) floor(ctx context.Context) (*HeadState, error) {
 
 // PutStart points the start at cp, the checkpoint at the new cut.
 func (s *ConfigMapStore) PutStart(ctx context.Context, cp SignedCheckpoint) error {
-	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-	data := map[string]string{"payload": cp.Payload, "signature": cp.Signature}
-	cm, err := cms.Get(ctx, StartName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: StartName, Namespace: s.Namespace, Labels: map[string]string{checkpointLabel: "start"}},
-			Data:       data,
-		}, metav1.CreateOptions{})
-	case err == nil:
-		cm.Data = data
-		// Update carries the resourceVersion read: two leaders never
-		// overwrite each other's cut unseen.
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
+	err := s.upsert(ctx, StartName, map[string]string{checkpointLabel: "start"}, map[string]string{"payload": cp.Payload, "signature": cp.Signature})
 	if err != nil {
 		return fmt.Errorf("moving the start of the audit log: %w", err)
 	}
 	return nil
+}
+
+// optional reads ConfigMap name, nil when there is none.
+func (s *ConfigMapStore) optional(ctx context.Context, name string) (*corev1.ConfigMap, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s in namespace %s: %w", name, s.Namespace, err)
+	}
+	return cm, nil
+}
+
+// upsert creates the controller's ConfigMap name holding data, or
+// updates the one there, with the resourceVersion read: two leaders
+// never overwrite each other unseen.
+func (s *ConfigMapStore) upsert(ctx context.Context, name string, labels, data map[string]string) error {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: labels}, Data: data}, metav1.CreateOptions{})
+	case err == nil:
+		cm.Data = data
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	return err
 }
 
 // DeleteRecord deletes record seq from the cluster; one already gone is
