@@ -746,6 +746,21 @@ func TestPruneOnlyUnderLockAndACheckpoint(t *testing.T) {
 		t.Logf("on-call: kubectl %s: %s", strings.Join(attempt.args, " "), strings.TrimSpace(refused))
 	}
 
+	// The controller's token deletes records and nothing else: not the
+	// head, not a checkpoint, not any other ConfigMap.
+	admin.kubectl("-n", m.ns, "create", "configmap", "someone-elses")
+	ctrl := &user{t: t, env: []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + controllerKubeconfig(t), "PATH=" + os.Getenv("PATH")}}
+	for name, want := range map[string]string{
+		audit.HeadName:          "the audit log is append-only",
+		audit.CheckpointName(4): "deletes none",
+		"someone-elses":         "deletes only audit records it pruned",
+	} {
+		_, errOut, code := ctrl.run("kubectl", "-n", m.ns, "delete", "configmap", name)
+		if code == 0 || !strings.Contains(errOut, want) {
+			t.Errorf("the controller's delete of %s: exit %d, %s; want refused by the policy: %s", name, code, errOut, want)
+		}
+	}
+
 	// Closing the open session frees its records once a session after it
 	// closes too (the cut never splits one, nor takes the newest record).
 	closeOpen := &audit.Record{Event: audit.EventAborted, Session: "open", Reason: "prune test", Actor: audit.Actor{Username: env.Admin.Name},
