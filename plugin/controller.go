@@ -135,6 +135,8 @@ func (o *ControllerOptions) Validate() error {
 		return usageErrorf("--mirror-every, --checkpoint-interval, --checkpoint-records must be positive, --mirror-retention and --prune-after not negative")
 	case o.PruneAfter > 0 && (o.CheckpointKey == "" || o.AcceptUnlocked):
 		return usageErrorf("--prune-after needs --mirror on a bucket with Object Lock (not --mirror-accept-unlocked) and --checkpoint-key: records leave the cluster only under lock and a signed checkpoint")
+	case o.PruneAfter > 0 && o.MirrorRetention > 0 && o.MirrorRetention <= o.PruneAfter:
+		return usageErrorf("--mirror-retention %s must be longer than --prune-after %s: a record leaves the cluster only while its lock in the mirror runs", o.MirrorRetention, o.PruneAfter)
 	}
 	return nil
 }
@@ -157,6 +159,8 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 		return usageErrorf("--mirror %s: the bucket has no versioning and Object Lock (versioned %t, Object Lock %t), so records there can be deleted: create it with Object Lock (README, The mirror) or pass --mirror-accept-unlocked", o.mirror.URL, p.Versioned, p.ObjectLock)
 	case o.MirrorRetention > 0 && !p.ObjectLock:
 		c.Log("mirror: --mirror-retention %s is not applied: bucket %s has no Object Lock", o.MirrorRetention, m.Location().Bucket)
+	case o.PruneAfter > 0 && o.MirrorRetention == 0 && p.DefaultRetention == "":
+		return usageErrorf("--prune-after: bucket %s has no default retention, so records would be mirrored unlocked and never pruned: pass --mirror-retention longer than --prune-after", m.Location().Bucket)
 	}
 	c.Metrics.SetMirror(p.WriteOnce())
 	log, ok := engine.Audit.(*audit.ConfigMapStore)
