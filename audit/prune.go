@@ -31,6 +31,11 @@ const checkpointPrefix = "kubectl-gitops-checkpoint-"
 // records before it may as well have been deleted by hand.
 const BreakCutUnverified BreakKind = "cut-unverified"
 
+// BreakBegunBeforeCut is a warning: a session whose first record in a
+// pruned log is not its plan, which began before the cut; the session
+// rules cannot check its records there, and the mirror holds it whole.
+const BreakBegunBeforeCut BreakKind = "begun-before-cut"
+
 // Cut is where a pruned log starts: the signed checkpoint at the last
 // record pruned.
 type Cut struct {

@@ -77,6 +77,13 @@ func TestVerifyAcrossTheCut(t *testing.T) {
 			if tc.want == nil && (rep.Pruned == nil || !rep.Pruned.Verified || rep.Pruned.Through != 4) {
 				t.Errorf("pruned %+v, want through 4, verified", rep.Pruned)
 			}
+			// Session s1 opened at record 1: kept from after the cut, it
+			// is said once to be checked only in the mirror.
+			if first := tc.entries[0].Slot; tc.want == nil && first > 1 {
+				if len(rep.Warnings) != 1 || rep.Warnings[0].Kind != BreakBegunBeforeCut || rep.Warnings[0].Seq != first {
+					t.Errorf("warnings %v, want session s1 begun before the cut, at record %d", rep.Warnings, first)
+				}
+			}
 		})
 	}
 }

@@ -185,6 +185,9 @@ type Verifier struct {
 	// link, or record cut.Seq's hash).
 	cut        *Cut
 	cutChecked bool
+	// beforeCut are the sessions found begun before the cut, each told
+	// once.
+	beforeCut map[string]bool
 	// noted are the heads records found wrong since the last repair,
 	// each head once.
 	noted []notedHead
@@ -338,6 +341,14 @@ func (v *Verifier) Add(e Entry) {
 	// not its plan began before it (a review or ticket work since): the
 	// mirror holds the whole of both.
 	begunBefore := v.cut != nil && rec.Session != "" && v.sessions.Session(rec.Session) == nil && rec.Event != EventPlanned
+	if begunBefore && sound && !v.beforeCut[rec.Session] {
+		if v.beforeCut == nil {
+			v.beforeCut = map[string]bool{}
+		}
+		v.beforeCut[rec.Session] = true
+		v.rep.Warnings = append(v.rep.Warnings, Break{Kind: BreakBegunBeforeCut, Seq: e.Slot, Name: e.Name,
+			Detail: fmt.Sprintf("session %s's first record here is %s, not its plan: it began before the cut, so its records here are not checked against it (audit verify --mirror reads it whole)", rec.Session, rec.Event)})
+	}
 	if sound && !forged && !relabelled && (v.cut == nil || e.Slot > v.cut.Seq) && !begunBefore {
 		if _, b := v.sessions.Add(rec); b != nil {
 			b.Name = e.Name
