@@ -440,10 +440,19 @@ func (m *Mirror) HeldUnderLock(ctx context.Context, key string, body []byte, now
 		return fmt.Errorf("reading %s back from the mirror: %w", key, err)
 	case !bytes.Equal(held, body):
 		return fmt.Errorf("%s holds other bytes than the cluster: %w", key, ErrNotHeldUnderLock)
-	case out.ObjectLockMode != types.ObjectLockModeCompliance:
-		return fmt.Errorf("%s has no compliance-mode lock (mode %q): %w", key, out.ObjectLockMode, ErrNotHeldUnderLock)
-	case !aws.ToTime(out.ObjectLockRetainUntilDate).After(now):
-		return fmt.Errorf("%s is locked only until %s: %w", key, aws.ToTime(out.ObjectLockRetainUntilDate).Format(time.RFC3339), ErrNotHeldUnderLock)
+	}
+	// The lock of the version read, asked for by name: GetObject's lock
+	// headers are not sent by every server, nor to every caller.
+	lock, err := m.client.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &m.loc.Bucket, Key: aws.String(key), VersionId: out.VersionId})
+	switch {
+	case err != nil && (isCode(err, "NoSuchObjectLockConfiguration", "ObjectLockConfigurationNotFoundError") || isStatus(err, 404)):
+		return fmt.Errorf("%s has no lock: %w", key, ErrNotHeldUnderLock)
+	case err != nil:
+		return fmt.Errorf("reading the lock of %s in the mirror: %w", key, describe(err))
+	case lock.Retention == nil || lock.Retention.Mode != types.ObjectLockRetentionModeCompliance:
+		return fmt.Errorf("%s has no compliance-mode lock: %w", key, ErrNotHeldUnderLock)
+	case !aws.ToTime(lock.Retention.RetainUntilDate).After(now):
+		return fmt.Errorf("%s is locked only until %s: %w", key, aws.ToTime(lock.Retention.RetainUntilDate).Format(time.RFC3339), ErrNotHeldUnderLock)
 	}
 	return nil
 }
