@@ -164,3 +164,47 @@ func TestAppendAfterTheCut(t *testing.T) {
 		t.Fatalf("append with nothing after the cut: seq %d prev %.12s, want 7 linking to the cut's hash %.12s", r.Seq, r.Prev, cut.Hash)
 	}
 }
+
+// TestRestoreKeepsTheCut: restore-log into a log the controller pruned
+// writes back only what the cluster lacks after the cut, never the
+// records pruned before it.
+func TestRestoreKeepsTheCut(t *testing.T) {
+	ctx := context.Background()
+	signer, _ := newTestSigner(t)
+	client := fake.NewSimpleClientset()
+	store := NewConfigMapStore(client, "argocd")
+	var recs []*Record
+	for range 8 {
+		recs = append(recs, appendTo(t, client))
+	}
+	mirrored, err := store.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []Entry
+	for _, e := range mirrored {
+		if e.Slot != 0 {
+			kept = append(kept, e)
+		}
+	}
+	if err := store.PutStart(ctx, signer.Sign(Checkpoint{Seq: 4, Hash: recs[3].Hash, Records: 4, Time: time.Now().UTC()})); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 2, 3, 4, 7, 8} {
+		if err := store.DeleteRecord(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := store.Restore(ctx, kept, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(done.Written, []uint64{7, 8}) || done.Present != 2 || done.Head.Seq != 8 {
+		t.Errorf("restore into a log pruned through 4: wrote %v, %d present, head %d; want 7 and 8 written, 5 and 6 present, head 8", done.Written, done.Present, done.Head.Seq)
+	}
+	for seq := uint64(1); seq <= 4; seq++ {
+		if _, held, err := store.StoredRecord(ctx, seq); err != nil || held {
+			t.Errorf("record %d, pruned, was written back (%v)", seq, err)
+		}
+	}
+}
