@@ -117,6 +117,11 @@ func NewSigner(pemBytes []byte) (*Signer, error) {
 // KeyID is the id of a public key.
 func (s *Signer) KeyID() string { return s.id }
 
+// Keys is the signer's public key by its id, to check what it signed.
+func (s *Signer) Keys() map[string]ed25519.PublicKey {
+	return map[string]ed25519.PublicKey{s.id: s.key.Public().(ed25519.PublicKey)}
+}
+
 // Sign stamps c with the signer's key id and signs it.
 func (s *Signer) Sign(c Checkpoint) SignedCheckpoint {
 	c.KeyID = s.id
@@ -223,7 +228,7 @@ func CheckCheckpoints(cps []StoredCheckpoint, hashes map[uint64]string, keys map
 
 // PutCheckpoint writes a signed checkpoint to the mirror, once.
 func (m *Mirror) PutCheckpoint(ctx context.Context, seq uint64, cp SignedCheckpoint) error {
-	body, err := json.Marshal(cp)
+	body, err := CheckpointBody(cp)
 	if err != nil {
 		return err
 	}
@@ -252,7 +257,7 @@ func (m *Mirror) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error) {
 // CheckpointName is the ConfigMap name of the checkpoint at record seq
 // in the cluster. It is not an audit record's name (kubectl-gitops-audit-*):
 // checkpoints are the controller's, signed, and outside the chain.
-func CheckpointName(seq uint64) string { return fmt.Sprintf("kubectl-gitops-checkpoint-%010d", seq) }
+func CheckpointName(seq uint64) string { return fmt.Sprintf("%s%010d", checkpointPrefix, seq) }
 
 // checkpointLabel marks checkpoint ConfigMaps.
 const checkpointLabel = KeyPrefix + "checkpoint"
@@ -281,6 +286,11 @@ func (s *ConfigMapStore) Checkpoints(ctx context.Context) ([]StoredCheckpoint, e
 	}
 	var out []StoredCheckpoint
 	for _, cm := range list.Items {
+		if !strings.HasPrefix(cm.Name, checkpointPrefix) {
+			// Only the controller writes these names (deploy/policy); a
+			// record labelled as a checkpoint is someone else's.
+			continue
+		}
 		out = append(out, StoredCheckpoint{Where: "configmap/" + cm.Name, SignedCheckpoint: SignedCheckpoint{Payload: cm.Data["payload"], Signature: cm.Data["signature"]}})
 	}
 	return out, nil

@@ -257,15 +257,38 @@ func (s *ConfigMapStore) findTip(ctx context.Context, from HeadState) (tipFound,
 	bound := s.objects(ctx)
 	pos := &positions{s: s}
 	lo := from
-	if f.head != nil && f.head.Seq != 0 && f.head.Seq <= bound {
-		if f.believed, err = pos.holds(ctx, *f.head); err != nil {
+	believe := func() error {
+		if f.head != nil && f.head.Seq != 0 && f.head.Seq <= bound {
+			f.believed, err = pos.holds(ctx, *f.head)
+		}
+		return err
+	}
+	if err := believe(); err != nil {
+		return tipFound{}, err
+	}
+	var floor *HeadState
+	if !f.believed {
+		// A log the controller pruned starts after its cut: the search
+		// starts there, and the namespace's objects bound the records
+		// after it. Read only when the head is not believed otherwise,
+		// so an unpruned log costs no request more.
+		if floor, err = s.floor(ctx); err != nil {
 			return tipFound{}, err
 		}
-		if f.believed && f.head.Seq > lo.Seq {
-			lo = *f.head
+		if floor != nil {
+			bound += floor.Seq
+			if err := believe(); err != nil {
+				return tipFound{}, err
+			}
+			if floor.Seq > lo.Seq {
+				lo = *floor
+			}
 		}
 	}
-	f.tip, f.last, err = pos.end(ctx, lo, bound)
+	if f.believed && f.head.Seq > lo.Seq {
+		lo = *f.head
+	}
+	f.tip, f.last, err = pos.end(ctx, lo, bound, floor)
 	return f, err
 }
 
@@ -341,8 +364,14 @@ func (p *positions) holds(ctx context.Context, h HeadState) (bool, error) {
 // met on the way back means the run ends below it: the search starts
 // again under it. Objects planted beyond the end can still draw the
 // search over a gap below them, but never past bound: no further than
-// the namespace holds objects.
-func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadState, *Record, error) {
+// the namespace holds objects. A pruned log's search never goes below
+// floor, its cut (nil: none): with no record after it, the tip is the
+// cut, whose hash the next record links to.
+func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *HeadState) (HeadState, *Record, error) {
+	bottom := HeadState{}
+	if floor != nil {
+		bottom = *floor
+	}
 	for {
 		bound = max(bound, lo.Seq)
 		held, empty := lo.Seq, bound+1
@@ -365,7 +394,7 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadSt
 			return HeadState{}, nil, err
 		}
 		gap := uint64(0)
-		for seq := held; seq > 0 && gap == 0; seq-- {
+		for seq := held; seq > bottom.Seq && gap == 0; seq-- {
 			doc, ok, err := p.at(ctx, seq)
 			switch {
 			case err != nil:
@@ -379,10 +408,12 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64) (HeadSt
 			}
 		}
 		if gap == 0 {
-			return HeadState{Seq: held}, nil, nil // no record at all yet
+			// No record at all yet (after the cut, whose hash the next
+			// record links to).
+			return HeadState{Seq: held, Hash: bottom.Hash}, nil, nil
 		}
 		if gap <= lo.Seq {
-			lo = HeadState{}
+			lo = bottom
 		}
 		bound = gap - 1
 	}

@@ -155,7 +155,7 @@ func TestAppendNeverBelievesAWrongHead(t *testing.T) {
 // warning.
 func verifyKinds(t *testing.T, client *fake.Clientset) (Report, map[BreakKind]int) {
 	t.Helper()
-	rep, err := VerifyStore(context.Background(), NewConfigMapStore(client, "argocd"), nil)
+	rep, err := VerifyStore(context.Background(), NewConfigMapStore(client, "argocd"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestVerifyStoreStreamsAndNeverTrustsOrder(t *testing.T) {
 	want.Witnesses = 2
 	want.Breaks = append(want.Breaks, CheckWitnesses(entries, witnesses)...)
 	for _, store := range []Store{file, shuffled{file}} {
-		got, err := VerifyStore(ctx, store, witnesses)
+		got, err := VerifyStore(ctx, store, witnesses, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func TestAppendRemembersItsTip(t *testing.T) {
 	if other.Prev != second.Hash || third.Seq != 4 || third.Prev != other.Hash {
 		t.Errorf("after another writer: seq %d prev %.12s, want 4 linking to its record %.12s", third.Seq, third.Prev, other.Hash)
 	}
-	if rep, err := VerifyStore(ctx, mine, nil); err != nil || !rep.Intact() || rep.Records != 4 {
+	if rep, err := VerifyStore(ctx, mine, nil, nil); err != nil || !rep.Intact() || rep.Records != 4 {
 		t.Errorf("verify: %v %+v", err, rep)
 	}
 }
@@ -547,7 +547,7 @@ func TestPrefetchedTipIsOnlyAStart(t *testing.T) {
 	if n.HeadFound == nil || *n.HeadFound != wrong {
 		t.Errorf("the prefetched append does not note the head it found wrong: %+v", n.HeadFound)
 	}
-	if rep, err := VerifyStore(ctx, mine, nil); err != nil || rep.Records != 5 {
+	if rep, err := VerifyStore(ctx, mine, nil, nil); err != nil || rep.Records != 5 {
 		t.Errorf("verify: %v %+v", err, rep)
 	}
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -224,14 +225,19 @@ func (m *Mirror) get(ctx context.Context, key, version string) ([]byte, map[stri
 
 // holds is whether the mirror has record seq.
 func (m *Mirror) holds(ctx context.Context, seq uint64) (bool, error) {
-	_, err := m.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &m.loc.Bucket, Key: aws.String(m.RecordKey(seq))})
+	return m.exists(ctx, m.RecordKey(seq))
+}
+
+// exists is whether the mirror has an object named key.
+func (m *Mirror) exists(ctx context.Context, key string) (bool, error) {
+	_, err := m.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &m.loc.Bucket, Key: aws.String(key)})
 	switch {
 	case err == nil:
 		return true, nil
 	case isCode(err, "NotFound", "NoSuchKey") || isStatus(err, 404):
 		return false, nil
 	}
-	return false, fmt.Errorf("reading record %d in the mirror: %w", seq, describe(err))
+	return false, fmt.Errorf("reading %s in the mirror: %w", key, describe(err))
 }
 
 // Newest is the sequence number of the newest record the mirror holds,
@@ -413,3 +419,61 @@ func describe(err error) error {
 	}
 	return err
 }
+
+// ErrNotHeldUnderLock is a mirror object that is not what the cluster
+// holds, or not locked in compliance mode past now: what pruning must
+// never rely on.
+var ErrNotHeldUnderLock = errors.New("the mirror does not hold it under lock")
+
+// HeldUnderLock reads key back and says whether it holds body, locked in
+// compliance mode until after now: the proof a record or checkpoint may
+// leave the cluster.
+func (m *Mirror) HeldUnderLock(ctx context.Context, key string, body []byte, now time.Time) error {
+	out, err := m.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &m.loc.Bucket, Key: aws.String(key)})
+	if err != nil {
+		return fmt.Errorf("reading %s back from the mirror: %w", key, describe(err))
+	}
+	defer out.Body.Close()
+	held, err := io.ReadAll(out.Body)
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading %s back from the mirror: %w", key, err)
+	case !bytes.Equal(held, body):
+		return fmt.Errorf("%s holds other bytes than the cluster: %w", key, ErrNotHeldUnderLock)
+	}
+	// The lock of the version read, asked for by name: GetObject's lock
+	// headers are not sent by every server, nor to every caller.
+	lock, err := m.client.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &m.loc.Bucket, Key: aws.String(key), VersionId: out.VersionId})
+	switch {
+	case err != nil && (isCode(err, "NoSuchObjectLockConfiguration", "ObjectLockConfigurationNotFoundError") || isStatus(err, 404)):
+		return fmt.Errorf("%s has no lock: %w", key, ErrNotHeldUnderLock)
+	case err != nil:
+		return fmt.Errorf("reading the lock of %s in the mirror: %w", key, describe(err))
+	case lock.Retention == nil || lock.Retention.Mode != types.ObjectLockRetentionModeCompliance:
+		return fmt.Errorf("%s has no compliance-mode lock: %w", key, ErrNotHeldUnderLock)
+	case !aws.ToTime(lock.Retention.RetainUntilDate).After(now):
+		return fmt.Errorf("%s is locked only until %s: %w", key, aws.ToTime(lock.Retention.RetainUntilDate).Format(time.RFC3339), ErrNotHeldUnderLock)
+	}
+	return nil
+}
+
+// Checkpoint reads the checkpoint the mirror holds at record seq, nil
+// when it holds none.
+func (m *Mirror) Checkpoint(ctx context.Context, seq uint64) (*SignedCheckpoint, error) {
+	ok, err := m.exists(ctx, m.CheckpointKey(seq))
+	if err != nil || !ok {
+		return nil, err
+	}
+	body, _, err := m.get(ctx, m.CheckpointKey(seq), "")
+	if err != nil {
+		return nil, err
+	}
+	var cp SignedCheckpoint
+	if err := json.Unmarshal(body, &cp); err != nil {
+		return nil, fmt.Errorf("checkpoint %d in the mirror is unreadable: %w", seq, err)
+	}
+	return &cp, nil
+}
+
+// CheckpointBody is the object the mirror holds for cp.
+func CheckpointBody(cp SignedCheckpoint) ([]byte, error) { return json.Marshal(cp) }

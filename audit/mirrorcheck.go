@@ -35,6 +35,10 @@ type MirrorSummary struct {
 	Verified    int `json:"verified"`
 	// Compared is whether the cluster's log was compared with it.
 	Compared bool `json:"comparedWithCluster"`
+	// PrunedThrough is the last record the controller pruned from the
+	// cluster under a checkpoint signed by a key the auditor passed:
+	// the mirror alone holds the records up to it.
+	PrunedThrough uint64 `json:"prunedThrough,omitempty"`
 }
 
 // MirrorCheck verifies a mirror, alone or against the cluster.
@@ -86,7 +90,18 @@ func (c MirrorCheck) Verify(ctx context.Context) (Report, *MirrorSummary, error)
 			return Report{}, nil, err
 		}
 		cps = append(cps, inCluster...)
-		if rep.Breaks, err = c.compare(ctx, rep.Breaks, rep.Tip.Seq, sums, &rep.Warnings); err != nil {
+		// Records up to a cut are pruned, not missing: when its
+		// checkpoint is signed by a key the auditor passed and names
+		// the hash the mirror holds there (else CheckCheckpoints names
+		// it, and they are missing).
+		start, err := c.Cluster.Start(ctx)
+		if err != nil {
+			return Report{}, nil, err
+		}
+		if cut, _ := CutOf(start, c.Keys); cut != nil && cut.Verified && hashes[cut.Seq] == cut.Hash {
+			sum.PrunedThrough = cut.Seq
+		}
+		if rep.Breaks, err = c.compare(ctx, rep.Breaks, rep.Tip.Seq, sum.PrunedThrough, sums, &rep.Warnings); err != nil {
 			return Report{}, nil, err
 		}
 	}
@@ -98,7 +113,7 @@ func (c MirrorCheck) Verify(ctx context.Context) (Report, *MirrorSummary, error)
 }
 
 // compare names every record the two logs disagree on.
-func (c MirrorCheck) compare(ctx context.Context, breaks []Break, newest uint64, sums map[uint64][32]byte, warnings *[]Break) ([]Break, error) {
+func (c MirrorCheck) compare(ctx context.Context, breaks []Break, newest, pruned uint64, sums map[uint64][32]byte, warnings *[]Break) ([]Break, error) {
 	seen := map[uint64]bool{}
 	err := c.Cluster.Walk(ctx, Filter{}, func(e Entry) error {
 		if e.Slot == 0 {
@@ -125,7 +140,7 @@ func (c MirrorCheck) compare(ctx context.Context, breaks []Break, newest uint64,
 	if err != nil {
 		return nil, err
 	}
-	for seq := uint64(1); seq <= newest; seq++ {
+	for seq := pruned + 1; seq <= newest; seq++ {
 		if _, mirrored := sums[seq]; mirrored && !seen[seq] {
 			breaks = append(breaks, Break{Kind: BreakMissingInCluster, Seq: seq, Name: RecordName(seq),
 				Detail: fmt.Sprintf("the mirror holds record %d; the cluster's log does not: deleted (audit restore-log --mirror puts it back)", seq)})
@@ -149,8 +164,9 @@ type Restored struct {
 var ErrRestoreConflict = fmt.Errorf("the cluster holds other bytes than the mirror")
 
 // Restore writes back into the cluster every record of entries (the
-// mirror's, verified) that the log lacks, each as the immutable ConfigMap
-// it was, stamped with the actor the mirror kept and the restorer's name
+// mirror's, verified) that the log lacks after its cut (a log the
+// controller pruned keeps what it pruned in the mirror only), each as the
+// immutable ConfigMap it was, stamped with the actor the mirror kept and the restorer's name
 // (AnnotationRestoredBy), and points the head at the newest. It refuses,
 // writing nothing, when any record there holds other bytes. The shipped
 // admission policy lets only a cluster admin (system:masters) restore.
@@ -158,7 +174,14 @@ func (s *ConfigMapStore) Restore(ctx context.Context, entries []Entry, restorer 
 	var out Restored
 	var missing []Entry
 	pos := &positions{s: s}
+	floor, err := s.floor(ctx)
+	if err != nil {
+		return out, err
+	}
 	for _, e := range entries {
+		if floor != nil && e.Slot <= floor.Seq {
+			continue // pruned by the controller: the mirror keeps it
+		}
 		doc, ok, err := pos.at(ctx, e.Slot)
 		switch {
 		case err != nil:

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 )
 
@@ -61,14 +62,27 @@ func collect(ctx context.Context, walk func(context.Context, Filter, func(Entry)
 
 // VerifyStore verifies a whole store as it walks it, holding one page at a
 // time, and checks witnesses (none: nil) against the records it passes.
-// Should a store ever list positions out of order, the walk is repeated
-// into memory and sorted, so the answer never depends on the order.
-func VerifyStore(ctx context.Context, s Store, witnesses []Witness) (Report, error) {
+// A cluster's log pruned by the controller starts after the cut its start
+// names, believed only under keys (the checkpoint public keys the auditor
+// passed, by id). Should a store ever list positions out of order, the
+// walk is repeated into memory and sorted, so the answer never depends on
+// the order.
+func VerifyStore(ctx context.Context, s Store, witnesses []Witness, keys map[string]ed25519.PublicKey) (Report, error) {
 	witnessed := map[uint64]bool{}
 	for _, w := range witnesses {
 		witnessed[w.Seq] = true
 	}
 	v := NewVerifier()
+	var cut *Cut
+	var cutBreak *Break
+	if cms, ok := s.(*ConfigMapStore); ok {
+		start, err := cms.Start(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		cut, cutBreak = CutOf(start, keys)
+		v.From(cut)
+	}
 	var passed []Entry
 	err := s.Walk(ctx, Filter{}, func(e Entry) error {
 		v.Add(e)
@@ -93,7 +107,10 @@ func VerifyStore(ctx context.Context, s Store, witnesses []Witness) (Report, err
 	}
 	rep := v.Report(head)
 	if unordered != nil {
-		rep = Verify(unordered, head)
+		rep = verifyFrom(unordered, head, cut)
+	}
+	if cutBreak != nil {
+		rep.Breaks = append(rep.Breaks, *cutBreak)
 	}
 	if _, keeps := s.(*ConfigMapStore); keeps && head == nil && rep.Records > 0 {
 		rep.Warnings = append(rep.Warnings, Break{Kind: BreakHeadMissing, Name: "head",

@@ -140,6 +140,8 @@ type Report struct {
 	Witnesses int `json:"witnesses,omitempty"`
 	// Mirror is what was read of the mirror (audit verify --mirror).
 	Mirror *MirrorSummary `json:"mirror,omitempty"`
+	// Pruned is the cut a pruned log starts after (nil: not pruned).
+	Pruned *Pruned `json:"pruned,omitempty"`
 }
 
 // Intact reports whether Verify found the chain unbroken; Warnings may
@@ -150,10 +152,14 @@ func (r Report) Intact() bool { return len(r.Breaks) == 0 }
 // the position its sequence number names, links to the record before it, and
 // the head names the last record. head is nil for stores without one (a JSONL
 // file, whose last line is its head).
-func Verify(entries []Entry, head *HeadState) Report {
+func Verify(entries []Entry, head *HeadState) Report { return verifyFrom(entries, head, nil) }
+
+// verifyFrom is Verify of a log pruned to cut (nil: not pruned).
+func verifyFrom(entries []Entry, head *HeadState, cut *Cut) Report {
 	sorted := append([]Entry(nil), entries...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
 	v := NewVerifier()
+	v.From(cut)
 	for _, e := range sorted {
 		v.Add(e)
 	}
@@ -174,6 +180,14 @@ type Verifier struct {
 	last      uint64
 	unordered bool
 	sessions  *Sessions
+	// cut is where a pruned log starts (nil: at record 1); cutChecked
+	// whether a record tied the chain to it (the first kept record's
+	// link, or record cut.Seq's hash).
+	cut        *Cut
+	cutChecked bool
+	// beforeCut are the sessions found begun before the cut, each told
+	// once.
+	beforeCut map[string]bool
 	// noted are the heads records found wrong since the last repair,
 	// each head once.
 	noted []notedHead
@@ -213,6 +227,13 @@ func NewVerifier() *Verifier {
 	return &Verifier{rep: Report{Breaks: []Break{}, Warnings: []Break{}}, expect: 1, prevKnown: true, sessions: NewSessions()}
 }
 
+// From has the chain start after cut, the checkpoint a pruned log was
+// pruned to: the records it covers may be absent, the first record kept
+// must link to its hash (or, after a prune interrupted midway, the chain
+// must reach record cut.Seq with it). Call it before the first Add. A
+// cut whose signature was not verified is named cut-unverified.
+func (v *Verifier) From(cut *Cut) { v.cut = cut }
+
 // Ordered says whether every entry came in ascending position order, as Add
 // needs; when not, the report means nothing and the entries must be sorted
 // (Verify) instead.
@@ -234,6 +255,22 @@ func (v *Verifier) Add(e Entry) {
 	v.rep.Records++
 	if e.Unlabelled {
 		add(BreakUnlabelled, e, "its %s=record label was removed, hiding it from label-selected listings", LabelKind)
+	}
+	if c := v.cut; c != nil && v.expect == 1 && e.Slot > 1 {
+		// The first record of a pruned log: positions up to the cut
+		// are accounted for by its checkpoint.
+		switch {
+		case e.Slot-1 == c.Seq:
+			v.prevHash, v.cutChecked = c.Hash, true
+		case e.Slot <= c.Seq:
+			v.prevKnown = false // a prune interrupted midway: record c.Seq ties the chain
+		default:
+			// Records after the cut are missing: named below.
+			v.expect, v.cutChecked = c.Seq+1, true
+		}
+		if v.expect == 1 {
+			v.expect = e.Slot
+		}
 	}
 	if e.Slot > v.expect {
 		missing := Entry{Slot: v.expect}
@@ -285,6 +322,12 @@ func (v *Verifier) Add(e Entry) {
 	// its own of its session, since the admission policy judged it by that
 	// label (a review labelled as something else was let in unchecked).
 	sound := err == nil && computed == rec.Hash
+	if c := v.cut; c != nil && e.Slot == c.Seq && sound {
+		v.cutChecked = true
+		if rec.Hash != c.Hash {
+			add(BreakCheckpoint, e, "the checkpoint the log was pruned to (%s) says record %d has hash %s; it has %s", c.Where, c.Seq, short(c.Hash), short(rec.Hash))
+		}
+	}
 	if h := rec.HeadFound; h != nil && sound {
 		v.note(e.Slot, *h)
 	}
@@ -293,7 +336,20 @@ func (v *Verifier) Add(e Entry) {
 		// admission policy judges a record by its event label).
 		v.noted = nil
 	}
-	if sound && !forged && !relabelled {
+	// Records a cut covers are being pruned: the sessions they belong
+	// to were closed before it; and a session whose first record kept is
+	// not its plan began before it (a review or ticket work since): the
+	// mirror holds the whole of both.
+	begunBefore := v.cut != nil && rec.Session != "" && v.sessions.Session(rec.Session) == nil && rec.Event != EventPlanned
+	if begunBefore && sound && !v.beforeCut[rec.Session] {
+		if v.beforeCut == nil {
+			v.beforeCut = map[string]bool{}
+		}
+		v.beforeCut[rec.Session] = true
+		v.rep.Warnings = append(v.rep.Warnings, Break{Kind: BreakBegunBeforeCut, Seq: e.Slot, Name: e.Name,
+			Detail: fmt.Sprintf("session %s's first record here is %s, not its plan: it began before the cut, so its records here are not checked against it (audit verify --mirror reads it whole)", rec.Session, rec.Event)})
+	}
+	if sound && !forged && !relabelled && (v.cut == nil || e.Slot > v.cut.Seq) && !begunBefore {
 		if _, b := v.sessions.Add(rec); b != nil {
 			b.Name = e.Name
 			v.rep.Breaks = append(v.rep.Breaks, *b)
@@ -307,6 +363,17 @@ func (v *Verifier) Add(e Entry) {
 func (v *Verifier) Report(head *HeadState) Report {
 	rep := v.rep
 	rep.Head = head
+	if c := v.cut; c != nil {
+		rep.Pruned = &Pruned{Through: c.Seq, Where: c.Where, KeyID: c.KeyID, Verified: c.Verified, Time: c.Time}
+		if !c.Verified {
+			rep.Breaks = append(rep.Breaks, Break{Kind: BreakCutUnverified, Seq: c.Seq, Name: c.Where,
+				Detail: fmt.Sprintf("the log was pruned to record %d by a checkpoint that names key %s, whose signature was not checked: pass the controller's public key with --checkpoint-key (without it, the records before the log's first may as well have been deleted by hand)", c.Seq, c.KeyID)})
+		}
+		if rep.Records > 0 && !v.cutChecked {
+			rep.Breaks = append(rep.Breaks, Break{Kind: BreakCheckpoint, Seq: c.Seq, Name: c.Where,
+				Detail: fmt.Sprintf("the log was pruned to record %d, but neither the record after it nor record %d ties the chain to the checkpoint: records after the cut were deleted", c.Seq, c.Seq)})
+		}
+	}
 	rep.Breaks = append(append([]Break{}, v.foreign...), rep.Breaks...)
 	rep.Warnings = append([]Break{}, rep.Warnings...)
 	for _, n := range v.noted {

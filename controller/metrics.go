@@ -104,6 +104,8 @@ type mirrorMetric struct {
 	// (zero: none waits).
 	oldest time.Time
 	errors int
+	// pruned is the last record pruned from the cluster (0: none).
+	pruned uint64
 }
 
 // SetMirror says a mirror is configured, and whether the bucket is
@@ -116,6 +118,14 @@ func (m *Metrics) setMirror(newest, backlog uint64, oldest time.Time) {
 	m.with(func() {
 		if m.mirror != nil {
 			m.mirror.newest, m.mirror.backlog, m.mirror.oldest = newest, backlog, oldest
+		}
+	})
+}
+
+func (m *Metrics) setPruned(through uint64) {
+	m.with(func() {
+		if m.mirror != nil {
+			m.mirror.pruned = through
 		}
 	})
 }
@@ -191,6 +201,7 @@ var (
 	mirrorBacklogDesc   = prometheus.NewDesc("kubectl_gitops_mirror_backlog_records", "Audit records in the cluster not yet in the mirror.", nil, nil)
 	mirrorOldestDesc    = prometheus.NewDesc("kubectl_gitops_mirror_oldest_unmirrored_age_seconds", "How long the oldest audit record not yet in the mirror has waited (0: none waits).", nil, nil)
 	mirrorErrorsDesc    = prometheus.NewDesc("kubectl_gitops_mirror_errors_total", "Mirroring passes that failed (retried).", nil, nil)
+	prunedDesc          = prometheus.NewDesc("kubectl_gitops_audit_pruned_through_record", "The last audit record pruned from the cluster, which the mirror holds under lock (0: none; controller --prune-after).", nil, nil)
 )
 
 // sessionCollector reads the controller's metrics from its Metrics at
@@ -204,7 +215,7 @@ func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, n := range noticeDescs {
 		ch <- n.desc
 	}
-	for _, d := range []*prometheus.Desc{mirrorWriteOnceDesc, mirrorNewestDesc, mirrorBacklogDesc, mirrorOldestDesc, mirrorErrorsDesc} {
+	for _, d := range []*prometheus.Desc{mirrorWriteOnceDesc, mirrorNewestDesc, mirrorBacklogDesc, mirrorOldestDesc, mirrorErrorsDesc, prunedDesc} {
 		ch <- d
 	}
 }
@@ -244,5 +255,6 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(mirrorBacklogDesc, prometheus.GaugeValue, float64(mm.backlog))
 		ch <- prometheus.MustNewConstMetric(mirrorOldestDesc, prometheus.GaugeValue, age)
 		ch <- prometheus.MustNewConstMetric(mirrorErrorsDesc, prometheus.CounterValue, float64(mm.errors))
+		ch <- prometheus.MustNewConstMetric(prunedDesc, prometheus.GaugeValue, float64(mm.pruned))
 	}
 }

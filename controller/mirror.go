@@ -24,6 +24,14 @@ type Mirroring struct {
 	Signer             *audit.Signer
 	CheckpointRecords  uint64
 	CheckpointInterval time.Duration
+	// WriteOnce is whether the bucket has versioning and Object Lock,
+	// as published for status.
+	WriteOnce bool
+	// PruneAfter is the cluster's retention (0: nothing is pruned):
+	// older records leave the cluster once the mirror holds them under
+	// lock, after a checkpoint signed at the cut (needs Signer). Looked
+	// at when leading starts and every CheckpointInterval.
+	PruneAfter time.Duration
 }
 
 // mirrorPass is where one leader's mirroring stands.
@@ -37,6 +45,17 @@ type mirrorPass struct {
 	checkpointedAt time.Time
 	// gap is the missing record last told of.
 	gap uint64
+	// prunedAt is when pruning was last looked at; told the records
+	// pruning told of, once each, through log.
+	prunedAt time.Time
+	told     map[uint64]bool
+	log      func(format string, args ...any)
+	// pruned is the last record pruned, known once pruning looked.
+	pruned uint64
+	// leader is this replica; published what it last published for
+	// status, and when.
+	leader    string
+	published audit.MirrorState
 }
 
 // mirror runs until ctx ends, copying what the mirror lacks.
@@ -45,7 +64,7 @@ func (c *Controller) mirror(ctx context.Context) {
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now()}
+	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now(), log: c.logf, leader: c.Identity}
 	for {
 		if err := p.run(ctx, c.Metrics); err != nil && ctx.Err() == nil {
 			c.Metrics.countMirrorError()
@@ -98,6 +117,10 @@ func (p *mirrorPass) run(ctx context.Context, metrics *Metrics) error {
 		}
 		copyErr = err
 	}
+	if copyErr == nil && p.m.PruneAfter > 0 && p.m.Signer != nil && time.Since(p.prunedAt) >= p.checkpointInterval() {
+		p.prunedAt = time.Now()
+		copyErr = p.prune(ctx, metrics)
+	}
 	return mergeErr(copyErr, p.measure(ctx, metrics))
 }
 
@@ -125,7 +148,30 @@ func (p *mirrorPass) measure(ctx context.Context, metrics *Metrics) error {
 		}
 	}
 	metrics.setMirror(p.newest, backlog, oldest)
-	return gap
+	return mergeErr(gap, p.publish(ctx, backlog, oldest))
+}
+
+// publishEvery is how often the state is published though nothing
+// changed, so that status can tell a controller that stopped.
+const publishEvery = 30 * time.Second
+
+// publish writes where the mirror stands for status, when it changed or
+// publishEvery passed.
+func (p *mirrorPass) publish(ctx context.Context, backlog uint64, oldest time.Time) error {
+	st := audit.MirrorState{Mirror: p.m.Mirror.Location().String(), WriteOnce: p.m.WriteOnce, Newest: p.newest,
+		Backlog: backlog, PrunedThrough: p.pruned, Leader: p.leader, Published: time.Now().UTC().Truncate(time.Second)}
+	if !oldest.IsZero() {
+		at := oldest.UTC()
+		st.OldestUnmirrored = &at
+	}
+	if st.Same(p.published) && st.Published.Sub(p.published.Published) < publishEvery {
+		return nil
+	}
+	if err := p.m.Log.PublishMirrorState(ctx, st); err != nil {
+		return err
+	}
+	p.published = st
+	return nil
 }
 
 // checkpoint signs rec's position and writes it to the mirror, then the

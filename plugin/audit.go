@@ -534,6 +534,12 @@ lost (missing-in-cluster), one replaced after it was mirrored
 (differs-from-mirror), one that never reached the mirror within
 --mirror-backlog-bound (unmirrored).
 
+A log the controller pruned (controller --prune-after) starts after a
+checkpoint signed at its cut: verify accepts the records before the first as
+pruned only when that checkpoint's signature is a key passed with
+--checkpoint-key and the first record kept links to its hash (cut-unverified
+without a key; missing records, as after any deletion, without the checkpoint).
+
 Exit status: 0 the chain is intact (warnings about the head or not); 1 tampering
 found; 2 usage error; 3 the log could not be read, or holds no record at all (no
 records and no head: most likely the wrong --audit-namespace or --file).`,
@@ -546,6 +552,9 @@ records and no head: most likely the wrong --audit-namespace or --file).`,
 
   # The cluster's log against its mirror
   kubectl gitops audit verify --mirror s3://audit-bucket/prod --checkpoint-key checkpoint.pub
+
+  # A log the controller pruned: its cut checked with the public key
+  kubectl gitops audit verify --checkpoint-key checkpoint.pub
 
   # Also check the records Jira tickets witnessed (JIRA_URL etc. set)
   kubectl gitops audit verify --jira`,
@@ -578,6 +587,9 @@ func (o *AuditVerifyOptions) printText(rep audit.Report) {
 		fmt.Fprintf(o.Out, "chain broken: %d problem(s) in %d records%s\n", len(rep.Breaks), rep.Records, warnings)
 		return
 	}
+	if p := rep.Pruned; p != nil {
+		fmt.Fprintf(o.Out, "pruned through record %d: the checkpoint there (%s, signed by key %s) covers the records before the log's first; the mirror holds them\n", p.Through, p.Time.Format(time.RFC3339), p.KeyID)
+	}
 	fmt.Fprintf(o.Out, "chain intact: %d records, newest %d (hash %.12s)%s\n", rep.Records, rep.Tip.Seq, rep.Tip.Hash, warnings)
 	if o.Jira {
 		fmt.Fprintf(o.Out, "%d records witnessed in Jira are in the chain as witnessed\n", rep.Witnesses)
@@ -609,8 +621,11 @@ func (o *AuditVerifyOptions) Validate() error {
 	if err := o.source.validate(); err != nil {
 		return err
 	}
-	if o.source.mirror.URL == "" && (o.MirrorOnly || len(o.CheckpointKeys) > 0) {
-		return usageErrorf("--mirror-only and --checkpoint-key need --mirror s3://BUCKET/PREFIX")
+	if o.source.mirror.URL == "" && o.MirrorOnly {
+		return usageErrorf("--mirror-only needs --mirror s3://BUCKET/PREFIX")
+	}
+	if o.source.File != "" && len(o.CheckpointKeys) > 0 {
+		return usageErrorf("--checkpoint-key checks the cluster's or the mirror's checkpoints: a --file export has none")
 	}
 	if o.source.mirror.URL != "" && o.Jira {
 		return usageErrorf("--jira and --mirror cannot be set at the same time: verify the cluster's log with --jira, the mirror with --mirror")
@@ -642,9 +657,13 @@ func (o *AuditVerifyOptions) Run(ctx context.Context) error {
 			ws = []audit.Witness{}
 		}
 	}
+	keys, err := checkpointKeys(o.CheckpointKeys)
+	if err != nil {
+		return err
+	}
 	// Checked as it is read, a page at a time: memory stays flat however
 	// long the log grows.
-	rep, err := audit.VerifyStore(ctx, store, ws)
+	rep, err := audit.VerifyStore(ctx, store, ws, keys)
 	if err != nil {
 		return &ExitError{Code: ExitCannotTell, Err: o.source.explain(err)}
 	}

@@ -369,7 +369,7 @@ func TestAuditRepairHead(t *testing.T) {
 		if h := headOf(t, kube); h.Seq != 3 {
 			t.Errorf("head %+v, want record 3", h)
 		}
-		rep, err := audit.VerifyStore(ctx, audit.NewConfigMapStore(kube, "argocd"), nil)
+		rep, err := audit.VerifyStore(ctx, audit.NewConfigMapStore(kube, "argocd"), nil, nil)
 		if err != nil || !rep.Intact() || len(rep.Warnings) != 0 {
 			t.Errorf("verify after the repair: %v %+v", err, rep)
 		}

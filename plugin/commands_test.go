@@ -514,6 +514,12 @@ func TestCommands(t *testing.T) {
 		{name: "breakglass join emits an event", setup: given(breakglass),
 			args:   []string{"breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "more", "--join", "-y"},
 			assert: assertEvents("Normal/BreakGlassOpened", "Normal/Patched", "Normal/Joined")},
+		{name: "controller --prune-after without a signing key", args: []string{"controller", "--mirror", "s3://b/p", "--prune-after", "2160h"},
+			assert: assertError(ExitUsage, "--prune-after needs --mirror on a bucket with Object Lock (not --mirror-accept-unlocked) and --checkpoint-key")},
+		{name: "controller --prune-after on an unlocked bucket", args: []string{"controller", "--mirror", "s3://b/p", "--checkpoint-key", "k.pem", "--mirror-accept-unlocked", "--prune-after", "2160h"},
+			assert: assertError(ExitUsage, "--prune-after needs --mirror on a bucket with Object Lock")},
+		{name: "controller --prune-after past the mirror's lock", args: []string{"controller", "--mirror", "s3://b/p", "--checkpoint-key", "k.pem", "--mirror-retention", "720h", "--prune-after", "2160h"},
+			assert: assertError(ExitUsage, "--mirror-retention 720h0m0s must be longer than --prune-after 2160h0m0s")},
 		{name: "propose to an unknown provider", args: []string{"propose", "web", "--provider", "bitbucket"},
 			assert: assertError(ExitUsage, "--provider is github, gitlab or none")},
 		{name: "propose --api-url with no provider to call", args: []string{"propose", "web", "--provider", "none", "--api-url", "https://git.example/api/v4"},
@@ -550,7 +556,7 @@ func TestCommands(t *testing.T) {
 				if got := lastEvents(t, f, 3); got != "breakglass.abandoned/failed<resolves>,breakglass.restored/started,breakglass.restored/succeeded" {
 					t.Errorf("last records %s", got)
 				}
-				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
+				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil, nil); err != nil || !rep.Intact() {
 					t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
 				}
 			})},
@@ -646,7 +652,7 @@ func TestCommands(t *testing.T) {
 			assert: assertLastSession("forced")},
 		{name: "verify names a close the Application did not follow", setup: then(given(breakglass), forgedClose), args: []string{"restore", "web", "--force", "--reason", "the close was forged", "-y"},
 			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
-				rep, err := audit.VerifyStore(context.Background(), f.audit, nil)
+				rep, err := audit.VerifyStore(context.Background(), f.audit, nil, nil)
 				if err != nil || len(rep.Breaks) != 1 || rep.Breaks[0].Kind != audit.BreakCloseWithoutRestore || rep.Breaks[0].Seq != 5 {
 					t.Errorf("verify: %v %+v; want close-without-restore at the forged record 5", err, rep.Breaks)
 				}
@@ -816,7 +822,7 @@ func TestCommands(t *testing.T) {
 			})},
 		{name: "ticket sync leaves a log that verifies", setup: then(restored, jiraComesBack), args: []string{"ticket", "sync"},
 			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
-				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil); err != nil || !rep.Intact() {
+				if rep, err := audit.VerifyStore(context.Background(), f.audit, nil, nil); err != nil || !rep.Intact() {
 					t.Errorf("the audit log does not verify: %v %v", err, rep.Breaks)
 				}
 			})},

@@ -40,6 +40,9 @@ type ControllerOptions struct {
 	CheckpointKey      string
 	CheckpointRecords  uint64
 	CheckpointInterval time.Duration
+	// PruneAfter is the cluster's retention of audit records (0: keep
+	// every record).
+	PruneAfter time.Duration
 	genericiooptions.IOStreams
 }
 
@@ -68,7 +71,10 @@ stored, in order, to an S3-compatible bucket (one object per record, locked in
 compliance mode for --mirror-retention), and with --checkpoint-key signs a
 checkpoint every --checkpoint-records records or --checkpoint-interval into the
 mirror and the cluster. The bucket must have versioning and Object Lock unless
---mirror-accept-unlocked (README, The mirror). Credentials come from the
+--mirror-accept-unlocked (README, The mirror). With --prune-after the leader
+deletes from the cluster the records older than that, once the mirror, read
+back, holds each under a compliance-mode lock and a checkpoint signed at the
+last of them; an open session's records stay. Credentials come from the
 environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, from a Secret), the
 shared files, or the pod's web identity (IRSA); never from a flag.`,
 		Example: `  kubectl gitops controller --all-namespaces --lease-namespace argocd --address :8080
@@ -97,6 +103,7 @@ shared files, or the pod's web identity (IRSA); never from a flag.`,
 	cmd.Flags().StringVar(&o.CheckpointKey, "checkpoint-key", "", "PEM file of the ed25519 private key checkpoints are signed with (a mounted Secret; needs --mirror)")
 	cmd.Flags().Uint64Var(&o.CheckpointRecords, "checkpoint-records", 100, "sign a checkpoint every this many records")
 	cmd.Flags().DurationVar(&o.CheckpointInterval, "checkpoint-interval", 10*time.Minute, "sign a checkpoint at least this often while records come")
+	cmd.Flags().DurationVar(&o.PruneAfter, "prune-after", 0, "delete audit records older than this from the cluster (e.g. 2160h) once the mirror holds them under lock, after a checkpoint signed at the cut; never an open session's (needs --mirror on a locked bucket and --checkpoint-key; default: keep every record)")
 	return cmd
 }
 
@@ -123,8 +130,12 @@ func (o *ControllerOptions) Validate() error {
 		return usageErrorf("--lease-namespace and --lease-name must not be empty")
 	case o.mirror.URL == "" && (o.CheckpointKey != "" || o.MirrorRetention != 0 || o.AcceptUnlocked):
 		return usageErrorf("--checkpoint-key, --mirror-retention and --mirror-accept-unlocked need --mirror s3://BUCKET/PREFIX")
-	case o.MirrorEvery <= 0 || o.CheckpointInterval <= 0 || o.CheckpointRecords == 0 || o.MirrorRetention < 0:
-		return usageErrorf("--mirror-every, --checkpoint-interval, --checkpoint-records must be positive, --mirror-retention not negative")
+	case o.MirrorEvery <= 0 || o.CheckpointInterval <= 0 || o.CheckpointRecords == 0 || o.MirrorRetention < 0 || o.PruneAfter < 0:
+		return usageErrorf("--mirror-every, --checkpoint-interval, --checkpoint-records must be positive, --mirror-retention and --prune-after not negative")
+	case o.PruneAfter > 0 && (o.CheckpointKey == "" || o.AcceptUnlocked):
+		return usageErrorf("--prune-after needs --mirror on a bucket with Object Lock (not --mirror-accept-unlocked) and --checkpoint-key: records leave the cluster only under lock and a signed checkpoint")
+	case o.PruneAfter > 0 && o.MirrorRetention > 0 && o.MirrorRetention <= o.PruneAfter:
+		return usageErrorf("--mirror-retention %s must be longer than --prune-after %s: a record leaves the cluster only while its lock in the mirror runs", o.MirrorRetention, o.PruneAfter)
 	}
 	return nil
 }
@@ -147,6 +158,8 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 		return usageErrorf("--mirror %s: the bucket has no versioning and Object Lock (versioned %t, Object Lock %t), so records there can be deleted: create it with Object Lock (README, The mirror) or pass --mirror-accept-unlocked", o.mirror.URL, p.Versioned, p.ObjectLock)
 	case o.MirrorRetention > 0 && !p.ObjectLock:
 		c.Log("mirror: --mirror-retention %s is not applied: bucket %s has no Object Lock", o.MirrorRetention, m.Location().Bucket)
+	case o.PruneAfter > 0 && o.MirrorRetention == 0 && p.DefaultRetention == "":
+		return usageErrorf("--prune-after: bucket %s has no default retention, so records would be mirrored unlocked and never pruned: pass --mirror-retention longer than --prune-after", m.Location().Bucket)
 	}
 	c.Metrics.SetMirror(p.WriteOnce())
 	log, ok := engine.Audit.(*audit.ConfigMapStore)
@@ -154,7 +167,7 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 		return fmt.Errorf("--mirror copies the cluster's audit log, and the engine has none")
 	}
 	c.Mirroring = &controller.Mirroring{Log: log, Mirror: m, Every: o.MirrorEvery,
-		CheckpointRecords: o.CheckpointRecords, CheckpointInterval: o.CheckpointInterval}
+		CheckpointRecords: o.CheckpointRecords, CheckpointInterval: o.CheckpointInterval, PruneAfter: o.PruneAfter, WriteOnce: p.WriteOnce()}
 	if o.CheckpointKey != "" {
 		data, err := os.ReadFile(o.CheckpointKey)
 		if err != nil {
@@ -174,6 +187,9 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 	signed := "no checkpoints"
 	if c.Mirroring.Signer != nil {
 		signed = "checkpoints signed by key " + c.Mirroring.Signer.KeyID()
+	}
+	if o.PruneAfter > 0 {
+		signed += fmt.Sprintf("; records older than %s pruned from the cluster once held there under lock", o.PruneAfter)
 	}
 	c.Log("mirroring the audit log to %s (%s; %s)", m.Location(), lock, signed)
 	return nil

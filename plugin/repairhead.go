@@ -86,7 +86,7 @@ func (o *AuditRepairHeadOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := audit.VerifyStore(ctx, engine.Audit, nil)
+	rep, err := audit.VerifyStore(ctx, engine.Audit, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -197,7 +197,7 @@ func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
 		}
 		witnessed = fmt.Sprintf("%d checked", len(ws))
 	}
-	rep, err := audit.VerifyStore(ctx, store, ws)
+	rep, err := audit.VerifyStore(ctx, store, ws, nil)
 	if err != nil {
 		return o.source.explain(err)
 	}

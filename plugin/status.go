@@ -162,6 +162,7 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 				return err
 			}
 			o.noteAwaitingReview(ctx, engine)
+			o.noteMirror(ctx, engine)
 			if (o.ExitCode || o.Wait) && !ready {
 				return &ExitError{Code: ExitFailure}
 			}
@@ -387,4 +388,53 @@ func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakgla
 	oldest := waiting[0]
 	note(o.ErrOut, "%d closed session(s) await review (never reviewed, or rejected); the oldest is %s on %s, %s at %s: kubectl gitops audit log --unreviewed",
 		len(waiting), oldest.Session, appName(oldest), strings.TrimPrefix(string(oldest.Event), "breakglass."), oldest.Time.UTC().Format(time.RFC3339))
+}
+
+// mirrorStale is how old a published mirror state may be before status
+// says the controller may not be running: it publishes at least every
+// 30 seconds while it leads.
+const mirrorStale = 2 * time.Minute
+
+// noteMirror tells where the audit log's mirror stands, as the
+// controller's leader last published it (controller --mirror), and how
+// long ago: nothing when no controller ever published one.
+func (o *StatusOptions) noteMirror(ctx context.Context, engine *breakglass.Engine) {
+	log, ok := engine.Audit.(*audit.ConfigMapStore)
+	if !ok {
+		return
+	}
+	st, err := log.MirrorState(ctx)
+	switch {
+	case err != nil:
+		note(o.ErrOut, "mirror: %v", err)
+		return
+	case st == nil:
+		return
+	}
+	note(o.ErrOut, "%s", describeMirror(st, time.Now()))
+}
+
+// describeMirror says st in one line, as of now.
+func describeMirror(st *audit.MirrorState, now time.Time) string {
+	var parts []string
+	if st.Backlog == 0 {
+		parts = append(parts, fmt.Sprintf("caught up at record %d", st.Newest))
+	} else {
+		waiting := fmt.Sprintf("%d record(s) not yet mirrored after record %d", st.Backlog, st.Newest)
+		if st.OldestUnmirrored != nil {
+			waiting += ", the oldest waiting " + age(*st.OldestUnmirrored)
+		}
+		parts = append(parts, waiting)
+	}
+	if !st.WriteOnce {
+		parts = append(parts, "NOT write-once (accepted without versioning and Object Lock)")
+	}
+	if st.PrunedThrough > 0 {
+		parts = append(parts, fmt.Sprintf("records up to %d pruned from the cluster, kept in the mirror", st.PrunedThrough))
+	}
+	when := fmt.Sprintf("published by %s %s ago", printable(st.Leader), age(st.Published))
+	if now.Sub(st.Published) > mirrorStale {
+		when = fmt.Sprintf("as %s last published it %s ago: no controller has published since, is one running?", printable(st.Leader), age(st.Published))
+	}
+	return fmt.Sprintf("mirror %s: %s (%s)", printable(st.Mirror), strings.Join(parts, "; "), when)
 }

@@ -93,7 +93,7 @@ func TestAuditConcurrentAppendersKeepOneChain(t *testing.T) {
 
 	// A small page size proves listing follows limit/continue to the end.
 	paged := &audit.ConfigMapStore{Client: kubeFor(t, env.Oncall.Name), Namespace: ns, PageSize: 7}
-	rep, err := audit.VerifyStore(ctx, paged, nil)
+	rep, err := audit.VerifyStore(ctx, paged, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,6 +95,19 @@ func (m *mirrorEnv) grant() {
 	}
 	_, err = kube.RbacV1().RoleBindings(m.ns).Create(ctx, binding, metav1.CreateOptions{})
 	create(err)
+	// The controller's own rights there, as deploy/controller/rbac.yaml's:
+	// the state it publishes, the start of a pruned log, and delete (which
+	// the admission policy narrows to records).
+	controllerRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "controller-writer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{audit.StartName, audit.MirrorStateName}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}},
+	}}
+	_, err = kube.RbacV1().Roles(m.ns).Create(ctx, controllerRole, metav1.CreateOptions{})
+	create(err)
+	_, err = kube.RbacV1().RoleBindings(m.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "controller-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "controller-writer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kubectl-gitops-controller", Namespace: env.ArgoNamespace}}}, metav1.CreateOptions{})
+	create(err)
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	waitFor(waitCtx, t, "the audit-writer binding in "+m.ns+" to take effect", func() (bool, string) {
@@ -579,5 +592,203 @@ func TestVerifyMirrorNamesWhatTheClusterLost(t *testing.T) {
 	out, _ = mustRun(t, auditor, 0, append([]string{"audit", "verify", "--mirror-only", "--checkpoint-key", stranger}, m.flags...)...)
 	if !strings.Contains(out, "checkpoint-unverified") {
 		t.Errorf("verify with another key does not call the checkpoints unverified:\n%s", out)
+	}
+}
+
+// bind grants rules in the namespace to subject, as a Role and its binding
+// called name.
+func (m *mirrorEnv) bind(name string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
+	t := m.t
+	t.Helper()
+	ctx := context.Background()
+	kube := kubeFor(t, env.Admin.Name)
+	if _, err := kube.RbacV1().Roles(m.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: []rbacv1.Subject{subject}}
+	if _, err := kube.RbacV1().RoleBindings(m.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// session appends, as the admin, a session's plan and, when closed, its
+// abort: the records of a session opened and closed, or left open.
+func (m *mirrorEnv) session(id string, closed bool) {
+	m.t.Helper()
+	store := audit.NewConfigMapStore(kubeFor(m.t, env.Admin.Name), m.ns)
+	app := &audit.AppRef{Namespace: env.ArgoNamespace, Name: "prune-" + id}
+	events := []audit.Event{audit.EventPlanned}
+	if closed {
+		events = append(events, audit.EventAborted)
+	}
+	for _, event := range events {
+		r := &audit.Record{Event: event, Session: id, Reason: "prune test", Actor: audit.Actor{Username: env.Admin.Name},
+			Application: app, Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+		if err := store.Append(context.Background(), r); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+}
+
+// waitPrunedThrough waits until the start names record cut and the
+// records up to it are gone from the cluster.
+func (m *mirrorEnv) waitPrunedThrough(within time.Duration, cut uint64) {
+	m.t.Helper()
+	store := audit.NewConfigMapStore(kubeFor(m.t, env.Admin.Name), m.ns)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	waitFor(ctx, m.t, fmt.Sprintf("the log pruned through record %d", cut), func() (bool, string) {
+		start, err := store.Start(ctx)
+		if err != nil || start == nil {
+			return false, fmt.Sprintf("no start (%v)", err)
+		}
+		c, err := audit.ParseCheckpoint(start.Payload)
+		if err != nil || c.Seq != cut {
+			return false, fmt.Sprintf("start %+v (%v)", c, err)
+		}
+		for seq := uint64(1); seq <= cut; seq++ {
+			if _, held, err := store.StoredRecord(ctx, seq); err != nil || held {
+				return false, fmt.Sprintf("record %d still there (%v)", seq, err)
+			}
+		}
+		return true, ""
+	})
+}
+
+// TestPruneOnlyUnderLockAndACheckpoint: with --prune-after, the
+// controller prunes the closed sessions' old records from the cluster
+// once the mirror holds them under lock, signing a checkpoint at the cut,
+// but never an open session's (nor anything after it) until it closes.
+// verify with the public key is intact across the cut, and names it
+// cut-unverified without one; verify against the mirror counts the
+// records pruned, not lost; an append after the cut links to the log's
+// end. On-call, even with RBAC to delete and update ConfigMaps there, is
+// refused by the admission policy a record's delete and a checkpoint of
+// their own; a cluster admin's truncation by hand, past the cut, is
+// named by verify.
+func TestPruneOnlyUnderLockAndACheckpoint(t *testing.T) {
+	m := newMirror(t, "prune", true)
+	ctx := context.Background()
+	private, public := checkpointKey(t)
+	m.session("closed-a", true) // records 1, 2
+	m.session("closed-b", true) // 3, 4
+	m.session("open", false)    // 5
+	m.session("closed-c", true) // 6, 7
+	m.session("closed-d", true) // 8, 9
+	r := m.replica("mirror-prune", "", "--mirror-retention", "1h", "--checkpoint-key", private,
+		"--checkpoint-interval", "1s", "--prune-after", "1s")
+	m.waitPrunedThrough(time.Minute, 4)
+
+	mirror := m.mirror()
+	for seq := uint64(1); seq <= 9; seq++ {
+		lock, err := m.s3.Client().GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(m.bucket), Key: aws.String(mirror.RecordKey(seq))})
+		if err != nil || lock.Retention == nil || lock.Retention.Mode != s3types.ObjectLockRetentionModeCompliance {
+			t.Errorf("record %d in the mirror: %+v (%v), want locked in compliance mode", seq, lock, err)
+		}
+	}
+	cp, err := mirror.Checkpoint(ctx, 4)
+	if err != nil || cp == nil {
+		t.Fatalf("the cut's checkpoint in the mirror: %v (%v)", cp, err)
+	}
+	store := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), m.ns)
+	for seq := uint64(5); seq <= 9; seq++ {
+		if _, held, err := store.StoredRecord(ctx, seq); err != nil || !held {
+			t.Errorf("record %d, at or after the open session's plan, was pruned (%v)", seq, err)
+		}
+	}
+
+	oncall, auditor, admin := m.user(env.Oncall.Name), m.user(env.Auditor.Name), m.user(env.Admin.Name)
+	out, _ := mustRun(t, auditor, 0, "audit", "verify", "--audit-namespace", m.ns, "--checkpoint-key", public)
+	if !strings.Contains(out, "pruned through record 4") || !strings.Contains(out, "chain intact: 5 records, newest 9") {
+		t.Errorf("verify of the pruned log with the key:\n%s", out)
+	}
+	out, _ = mustRun(t, auditor, 1, "audit", "verify", "--audit-namespace", m.ns)
+	if !strings.Contains(out, "cut-unverified: configmap/"+audit.StartName) {
+		t.Errorf("verify of the pruned log without a key:\n%s", out)
+	}
+	out, _ = mustRun(t, auditor, 0, append([]string{"audit", "verify", "--audit-namespace", m.ns, "--checkpoint-key", public}, m.flags...)...)
+	if strings.Contains(out, "missing-in-cluster") || !strings.Contains(out, "chain intact: 9 records") {
+		t.Errorf("verify --mirror of the pruned log:\n%s", out)
+	}
+
+	// Status shows where the mirror stands, as the leader published it.
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	waitFor(waitCtx, t, "status to show the mirror caught up and pruned", func() (bool, string) {
+		_, errOut := mustRun(t, oncall, 0, "status", "--audit-namespace", m.ns)
+		return strings.Contains(errOut, "mirror "+m.url+": caught up at record 9") && strings.Contains(errOut, "records up to 4 pruned from the cluster") &&
+			strings.Contains(errOut, "published by mirror-prune"), errOut
+	})
+
+	// On-call, given more RBAC than deploy/rbac grants, is still refused
+	// by the admission policy.
+	m.bind("oncall-overreach", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "patch", "delete", "create"}}},
+		rbacv1.Subject{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: env.Oncall.Groups[0]})
+	for _, attempt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"delete", "configmap", audit.RecordName(5)}, "the audit log is append-only"},
+		{[]string{"delete", "configmap", audit.StartName}, "checkpoints and the mirror state belong to the kubectl gitops controller"},
+		{[]string{"annotate", "configmap", audit.StartName, "x=y"}, "checkpoints and the mirror state belong to the kubectl gitops controller"},
+		{[]string{"create", "configmap", audit.CheckpointName(8), "--from-literal=payload=forged", "--from-literal=signature=forged"}, "checkpoints and the mirror state belong to the kubectl gitops controller"},
+	} {
+		var refused string
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		waitFor(waitCtx, t, "on-call's "+strings.Join(attempt.args, " ")+" to be refused by the policy", func() (bool, string) {
+			_, errOut, code := oncall.run("kubectl", append([]string{"-n", m.ns}, attempt.args...)...)
+			refused = errOut
+			// RBAC takes a moment to allow it; then the policy refuses.
+			return code != 0 && strings.Contains(errOut, attempt.want), errOut
+		})
+		cancel()
+		t.Logf("on-call: kubectl %s: %s", strings.Join(attempt.args, " "), strings.TrimSpace(refused))
+	}
+
+	// The controller's token deletes records and nothing else: not the
+	// head, not a checkpoint, not any other ConfigMap.
+	admin.kubectl("-n", m.ns, "create", "configmap", "someone-elses")
+	ctrl := &user{t: t, env: []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + controllerKubeconfig(t), "PATH=" + os.Getenv("PATH")}}
+	for name, want := range map[string]string{
+		audit.HeadName:          "may not delete " + audit.HeadName,
+		audit.CheckpointName(4): "deletes none",
+		"someone-elses":         "deletes only audit records it pruned",
+	} {
+		_, errOut, code := ctrl.run("kubectl", "-n", m.ns, "delete", "configmap", name)
+		if code == 0 || !strings.Contains(errOut, want) {
+			t.Errorf("the controller's delete of %s: exit %d, %s; want refused by the policy: %s", name, code, errOut, want)
+		}
+	}
+
+	// Closing the open session frees its records, up to the next open
+	// session's plan (the cut never splits a session, nor takes the newest
+	// record).
+	closeOpen := &audit.Record{Event: audit.EventAborted, Session: "open", Reason: "prune test", Actor: audit.Actor{Username: env.Admin.Name},
+		Application: &audit.AppRef{Namespace: env.ArgoNamespace, Name: "prune-open"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}}
+	if err := store.Append(ctx, closeOpen); err != nil || closeOpen.Seq != 10 {
+		t.Fatalf("closing the open session: record %d (%v), want 10", closeOpen.Seq, err)
+	}
+	m.session("open-2", false) // 11
+	m.waitPrunedThrough(time.Minute, 10)
+	after := &audit.Record{Event: audit.EventPlanned, Session: "after", Actor: audit.Actor{Username: env.Oncall.Name},
+		Application: &audit.AppRef{Namespace: env.ArgoNamespace, Name: "prune-after"}, Outcome: audit.Outcome{Status: audit.StatusStarted}}
+	if err := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), m.ns).Append(ctx, after); err != nil || after.Seq != 12 {
+		t.Fatalf("an append after the cut: record %d (%v), want 12", after.Seq, err)
+	}
+	out, _ = mustRun(t, auditor, 0, "audit", "verify", "--audit-namespace", m.ns, "--checkpoint-key", public)
+	if !strings.Contains(out, "pruned through record 10") || !strings.Contains(out, "chain intact: 2 records, newest 12") {
+		t.Errorf("verify after the second cut:\n%s", out)
+	}
+	if got := metricValue(r.metrics(t), "kubectl_gitops_audit_pruned_through_record"); got != "10" {
+		t.Errorf("kubectl_gitops_audit_pruned_through_record %q, want 10", got)
+	}
+
+	// A cluster admin deletes the first record kept (an open session's
+	// plan, which the controller keeps): no checkpoint covers that cut.
+	admin.kubectl("-n", m.ns, "delete", "configmap", audit.RecordName(11))
+	out, _ = mustRun(t, auditor, 1, "audit", "verify", "--audit-namespace", m.ns, "--checkpoint-key", public)
+	if !strings.Contains(out, "missing: record 11") {
+		t.Errorf("verify does not name the record deleted by hand past the cut:\n%s", out)
 	}
 }
