@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -45,11 +47,37 @@ type File struct {
 	Data []byte
 }
 
-// Document is one YAML document of a file, as its object.
+// Document is one YAML document of a file, as its object, or one object
+// a source renders (Index -1, File saying what rendered it).
 type Document struct {
 	File   string
 	Index  int
 	Object map[string]any
+}
+
+// Where names the document in messages: its file and place there, or the
+// rendered object.
+func (d Document) Where() string {
+	if d.Index < 0 {
+		kind, _ := d.Object["kind"].(string)
+		meta, _ := d.Object["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		return fmt.Sprintf("%s (rendered by %s)", strings.ToLower(kind)+"/"+name, d.File)
+	}
+	return fmt.Sprintf("%s document %d", d.File, d.Index+1)
+}
+
+// Rendered parses the objects of a YAML stream a renderer wrote (kustomize
+// build, helm template), skipping empty documents.
+func Rendered(by string, data []byte) ([]Document, error) {
+	docs, err := Documents([]File{{Path: by, Data: data}})
+	if err != nil {
+		return nil, err
+	}
+	for i := range docs {
+		docs[i].Index = -1
+	}
+	return docs, nil
 }
 
 // Matches is whether the document is the object t, a document without a
@@ -174,15 +202,11 @@ type textEdit struct {
 }
 
 // applyText applies edits that do not overlap, from the last to the first.
+// Insertions at the same offset land in the order edits lists them.
 func applyText(data []byte, edits []textEdit) ([]byte, error) {
 	sorted := append([]textEdit(nil), edits...)
-	for i := range sorted {
-		for j := i + 1; j < len(sorted); j++ {
-			if sorted[j].from > sorted[i].from {
-				sorted[i], sorted[j] = sorted[j], sorted[i]
-			}
-		}
-	}
+	slices.Reverse(sorted)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].from > sorted[j].from })
 	out := append([]byte(nil), data...)
 	for i, e := range sorted {
 		if i > 0 && e.to > sorted[i-1].from {
