@@ -44,7 +44,7 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
-	e.ArgoBinary, e.RepoServerAddr = bins.ArgoCD, repoAddr
+	e.ArgoBinary, e.RepoServerAddr, e.Renderers = bins.ArgoCD, repoAddr, bins.Renderers
 	e.ArgoServerAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	if err := e.installArgoCD(ctx, bins); err != nil {
 		return err
