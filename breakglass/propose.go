@@ -312,7 +312,7 @@ func requestBody(st *SessionStatus, p *Proposed) string {
 	}
 	b.WriteString("\n### Checked before pushing\n\n")
 	b.WriteString("- every value is the live one, matched against the digest the session's audit record keeps\n")
-	b.WriteString("- the edited source renders those values at those paths, and every other object and field exactly as before\n")
+	fmt.Fprintf(&b, "- the edited source, rendered as Argo CD renders a %s source, yields those values at those paths, and every other object and field exactly as before\n", p.Source)
 	b.WriteString("- comments, key order and formatting of the edited files are kept: only the values change\n\n")
 	fmt.Fprintf(&b, "Once this is merged and Argo CD reports the application caught up, `kubectl gitops restore %s` (or the controller, for an auto-restore session) turns sync back on.\n", st.App.Name)
 	return b.String()

@@ -337,8 +337,7 @@ func candidates(leaves []valueLeaf, was, live any) []valueEdit {
 // editValues is the value files edited in place, one text edit a value.
 // Two edits of one value must agree.
 func editValues(chain []File, edits []valueEdit) ([]File, error) {
-	byFile := map[string][]textEdit{}
-	var order []string
+	var pending fileEdits
 	seen := map[string]any{}
 	for _, v := range edits {
 		if v.file == "" {
@@ -361,18 +360,7 @@ func editValues(chain []File, edits []valueEdit) ([]File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s in %s: %w", v.path, v.file, err)
 		}
-		if _, ok := byFile[v.file]; !ok {
-			order = append(order, v.file)
-		}
-		byFile[v.file] = append(byFile[v.file], te)
+		pending.add(v.file, te)
 	}
-	var out []File
-	for _, p := range order {
-		data, err := applyText(fileNamed(chain, p).Data, byFile[p])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		out = append(out, File{Path: p, Data: data})
-	}
-	return out, nil
+	return pending.apply(chain)
 }

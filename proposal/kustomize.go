@@ -42,6 +42,9 @@ func renderKustomize(root, dir string) ([]Document, error) {
 // difference is the refusal.
 func kustomizeChange(root, dir, namespace string, edits []Edit, session string) (*Change, error) {
 	name := kustomizationFile(filepath.Join(root, filepath.FromSlash(dir)))
+	if name == "" {
+		return nil, fmt.Errorf("%w: the Application renders %s with kustomize, but it holds no kustomization.yaml", ErrCannotPropose, dir)
+	}
 	original, err := readFile(root, path.Join(dir, name))
 	if err != nil {
 		return nil, err

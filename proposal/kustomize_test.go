@@ -186,3 +186,13 @@ func TestEditKustomization(t *testing.T) {
 		})
 	}
 }
+
+// TestKustomizeNeedsAKustomization: an Application that says kustomize
+// for a path with no kustomization is refused, not read some other way.
+func TestKustomizeNeedsAKustomization(t *testing.T) {
+	root := writeTree(t, map[string]string{"overlay/deployment.yaml": baseDeployment})
+	_, err := Make(context.Background(), root, KindKustomize, Source{Path: "overlay"}, App{Name: "web", Namespace: "shop"}, []Edit{{Target: web, Path: "/spec/replicas", Value: int64(5)}}, "s1")
+	if !errors.Is(err, ErrCannotPropose) || !strings.Contains(err.Error(), "holds no kustomization.yaml") {
+		t.Errorf("no kustomization: %v", err)
+	}
+}

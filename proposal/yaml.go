@@ -145,8 +145,7 @@ func EditFiles(files []File, defaultNamespace string, edits []Edit) ([]File, err
 	if err != nil {
 		return nil, err
 	}
-	byFile := map[string][]textEdit{}
-	var order []string
+	var pending fileEdits
 	for _, e := range edits {
 		var found []Document
 		for _, d := range docs {
@@ -170,14 +169,33 @@ func EditFiles(files []File, defaultNamespace string, edits []Edit) ([]File, err
 		if err != nil {
 			return nil, fmt.Errorf("%s in %s: %w", e.Path, file.Path, err)
 		}
-		if _, seen := byFile[file.Path]; !seen {
-			order = append(order, file.Path)
-		}
-		byFile[file.Path] = append(byFile[file.Path], te)
+		pending.add(file.Path, te)
 	}
+	return pending.apply(files)
+}
+
+// fileEdits are text edits of several files, kept in the order the files
+// were first edited.
+type fileEdits struct {
+	order  []string
+	byFile map[string][]textEdit
+}
+
+func (f *fileEdits) add(path string, te textEdit) {
+	if f.byFile == nil {
+		f.byFile = map[string][]textEdit{}
+	}
+	if _, seen := f.byFile[path]; !seen {
+		f.order = append(f.order, path)
+	}
+	f.byFile[path] = append(f.byFile[path], te)
+}
+
+// apply is each edited file of files with its edits made.
+func (f *fileEdits) apply(files []File) ([]File, error) {
 	var out []File
-	for _, path := range order {
-		data, err := applyText(fileNamed(files, path).Data, byFile[path])
+	for _, path := range f.order {
+		data, err := applyText(fileNamed(files, path).Data, f.byFile[path])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
