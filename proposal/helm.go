@@ -156,10 +156,13 @@ func (r *helmRenderer) render(ctx context.Context, files []File) (docs []Documen
 		if p.ForceString {
 			flag = "--set-string"
 		}
-		args = append(args, flag, p.Name+"="+p.Value)
+		args = append(args, flag, p.Name+"="+setValue(p.Value))
 	}
 	if !r.opts.SkipCRDs {
 		args = append(args, "--include-crds")
+	}
+	if r.opts.SkipSchemaValidation {
+		args = append(args, "--skip-schema-validation")
 	}
 	if r.opts.SkipTests {
 		args = append(args, "--skip-tests")
@@ -183,6 +186,26 @@ func (r *helmRenderer) render(ctx context.Context, files []File) (docs []Documen
 		return err
 	})
 	return docs, err
+}
+
+// setValue is a parameter's value as Argo CD passes it to --set: a comma
+// not already escaped is escaped (helm would split the value there),
+// unless the value is a {…} list.
+func setValue(v string) string {
+	if strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}") {
+		return v
+	}
+	var b strings.Builder
+	var prev rune
+	for _, r := range v {
+		if r == ',' && prev != '\\' {
+			b.WriteString(`\,`)
+		} else {
+			b.WriteRune(r)
+		}
+		prev = r
+	}
+	return b.String()
 }
 
 // valueLeaf is a scalar of a value file: the one that wins for its key.

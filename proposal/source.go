@@ -40,6 +40,8 @@ type HelmOptions struct {
 	Parameters []HelmParameter
 	SkipCRDs   bool
 	SkipTests  bool
+	// SkipSchemaValidation is skipSchemaValidation.
+	SkipSchemaValidation bool
 	// KubeVersion and APIVersions are the capabilities the chart sees.
 	KubeVersion string
 	APIVersions []string
@@ -139,6 +141,7 @@ func SourceOf(spec map[string]any) Source {
 		}
 		o.SkipCRDs, _ = h["skipCrds"].(bool)
 		o.SkipTests, _ = h["skipTests"].(bool)
+		o.SkipSchemaValidation, _ = h["skipSchemaValidation"].(bool)
 		o.KubeVersion, _ = h["kubeVersion"].(string)
 		o.APIVersions = stringsOf(h["apiVersions"])
 	}
