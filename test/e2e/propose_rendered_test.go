@@ -171,8 +171,9 @@ func TestProposeHelmValues(t *testing.T) {
 			}
 		})
 	}
+	// The first commit holds both charts already: either revision will do.
 	for _, name := range []string{"pr-helm", "pr-helm-refused"} {
-		waitSynced(t, name, head)
+		waitSynced(t, name, "")
 	}
 	// helm renders the chart for the proposal as for Argo CD.
 	path := "PATH=" + binDir + string(os.PathListSeparator) + e.Renderers + string(os.PathListSeparator) + os.Getenv("PATH")
