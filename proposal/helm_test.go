@@ -130,7 +130,7 @@ func TestSourceOfHelm(t *testing.T) {
 		"releaseName": "web-prod", "namespace": "shop", "valueFiles": []any{"values-prod.yaml", "values-eu.yaml"},
 		"ignoreMissingValueFiles": true, "values": "a: 1\n", "valuesObject": map[string]any{"b": int64(2)},
 		"parameters": []any{map[string]any{"name": "image.tag", "value": "2.0"}, map[string]any{"name": "port", "value": "80", "forceString": true}},
-		"skipCrds": true, "skipTests": true, "skipSchemaValidation": true, "kubeVersion": "1.35.0", "apiVersions": []any{"monitoring.coreos.com/v1"},
+		"skipCrds":   true, "skipTests": true, "skipSchemaValidation": true, "kubeVersion": "1.35.0", "apiVersions": []any{"monitoring.coreos.com/v1"},
 	}}})
 	want := HelmOptions{ReleaseName: "web-prod", Namespace: "shop", ValueFiles: []string{"values-prod.yaml", "values-eu.yaml"}, IgnoreMissing: true,
 		Values: "b: 2\n", Parameters: []HelmParameter{{Name: "image.tag", Value: "2.0"}, {Name: "port", Value: "80", ForceString: true}},
