@@ -126,12 +126,21 @@ func TestHelmNeedsHelm(t *testing.T) {
 // TestSourceOfHelm: spec.source.helm as the render reads it; valuesObject
 // wins over values, as Argo CD has it.
 func TestSourceOfHelm(t *testing.T) {
-	s := SourceOf(map[string]any{"source": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "chart", "helm": map[string]any{
-		"releaseName": "web-prod", "namespace": "shop", "valueFiles": []any{"values-prod.yaml", "values-eu.yaml"},
-		"ignoreMissingValueFiles": true, "values": "a: 1\n", "valuesObject": map[string]any{"b": int64(2)},
-		"parameters": []any{map[string]any{"name": "image.tag", "value": "2.0"}, map[string]any{"name": "port", "value": "80", "forceString": true}},
-		"skipCrds":   true, "skipTests": true, "skipSchemaValidation": true, "kubeVersion": "1.35.0", "apiVersions": []any{"monitoring.coreos.com/v1"},
-	}}})
+	helm := map[string]any{
+		"releaseName":             "web-prod",
+		"namespace":               "shop",
+		"valueFiles":              []any{"values-prod.yaml", "values-eu.yaml"},
+		"ignoreMissingValueFiles": true,
+		"values":                  "a: 1\n",
+		"valuesObject":            map[string]any{"b": int64(2)},
+		"parameters":              []any{map[string]any{"name": "image.tag", "value": "2.0"}, map[string]any{"name": "port", "value": "80", "forceString": true}},
+		"skipCrds":                true,
+		"skipTests":               true,
+		"skipSchemaValidation":    true,
+		"kubeVersion":             "1.35.0",
+		"apiVersions":             []any{"monitoring.coreos.com/v1"},
+	}
+	s := SourceOf(map[string]any{"source": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "chart", "helm": helm}})
 	want := HelmOptions{ReleaseName: "web-prod", Namespace: "shop", ValueFiles: []string{"values-prod.yaml", "values-eu.yaml"}, IgnoreMissing: true,
 		Values: "b: 2\n", Parameters: []HelmParameter{{Name: "image.tag", Value: "2.0"}, {Name: "port", Value: "80", ForceString: true}},
 		SkipCRDs: true, SkipTests: true, SkipSchemaValidation: true, KubeVersion: "1.35.0", APIVersions: []string{"monitoring.coreos.com/v1"}}
