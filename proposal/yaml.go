@@ -4,9 +4,12 @@
 // (comments, key order, quoting and the rest of the file stay byte for
 // byte), checks that the source then renders the live values and nothing
 // else changed, and hands the change to Git and to a pull or merge request.
-// It never guesses: what it cannot map to one place in one file (Helm,
-// several sources, the source hydrator, a value it cannot write in place)
-// is refused, saying why, and it never prints.
+// Plain manifests are edited where they define the object, a kustomize
+// overlay as kustomize edit would, a Helm chart's value files where
+// rendering the chart proves the value. It never guesses: what it cannot
+// map to one place (a Helm field no single value yields, several sources,
+// the source hydrator, a value it cannot write in place) is refused,
+// saying why, and it never prints.
 package proposal
 
 import (
