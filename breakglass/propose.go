@@ -1,7 +1,6 @@
 package breakglass
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +34,9 @@ type ProposeRequest struct {
 type Proposed struct {
 	App     audit.AppRef `json:"application"`
 	Session string       `json:"session"`
+	// Source is how Argo CD renders the source: Directory, Kustomize or
+	// Helm.
+	Source string `json:"source"`
 	// Proposal is what was pushed and opened (on a dry run, what would be).
 	Proposal audit.Proposal `json:"proposal"`
 	// State is the pull or merge request's state: open, merged, closed.
@@ -108,33 +110,25 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 		return nil, fmt.Errorf("checking out %s: %w", redact.Text(src.RepoURL), err)
 	}
 	dest := app.Destination().Namespace
-	files, err := proposal.ReadDirectory(repo.Dir, src.Path, src.Recurse)
+	kind := proposal.KindOf(spec, repo.Dir, src.Path)
+	change, err := proposal.Make(ctx, repo.Dir, kind, src, proposal.App{Name: app.GetName(), Namespace: dest}, edits, st.Session.ID)
 	if err != nil {
 		return nil, err
 	}
-	edited, err := proposal.EditFiles(files, dest, edits)
-	if err != nil {
-		return nil, err
-	}
-	edited = changedOnly(files, edited)
-	if len(edited) == 0 {
+	if len(change.Files) == 0 {
 		return nil, fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `kubectl gitops status %s` says whether Argo CD has caught up", ErrNothingToDo, repo.Base, redact.Text(src.RepoURL), req.App)
 	}
-	after := replaced(files, edited)
-	if err := proposal.Verify(files, after, dest, edits); err != nil {
-		return nil, err
-	}
-	if err := holdsFix(after, dest, st.Session); err != nil {
+	if err := holdsFix(change.After, dest, st.Session); err != nil {
 		return nil, err
 	}
 	branch := ProposalBranch(st.Session.ID)
-	out := &Proposed{App: st.App, Session: st.Session.ID, DryRun: req.DryRun, Diff: diff(files, edited)}
+	out := &Proposed{App: st.App, Session: st.Session.ID, Source: kind, DryRun: req.DryRun, Diff: diff(change.Old, change.Files)}
 	out.Proposal = audit.Proposal{RepoURL: redact.Text(src.RepoURL), Base: repo.Base, Branch: branch, Provider: "none"}
-	for _, f := range edited {
+	for _, f := range change.Files {
 		out.Proposal.Files = append(out.Proposal.Files, f.Path)
 	}
-	for _, ed := range edits {
-		out.Changes = append(out.Changes, ProposedChange{Target: ed.Target, Path: ed.Path, Value: redact.At(ed.Target.GroupKind(), ed.Path, ed.Value), File: fileOf(after, ed.Target, dest)})
+	for i, ed := range edits {
+		out.Changes = append(out.Changes, ProposedChange{Target: ed.Target, Path: ed.Path, Value: redact.At(ed.Target.GroupKind(), ed.Path, ed.Value), File: change.Placed[i]})
 	}
 	if provider != nil {
 		out.Proposal.Provider = provider.Name()
@@ -148,7 +142,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 		return out, nil
 	}
 	message := commitMessage(st, out)
-	if out.Proposal.Commit, err = repo.Commit(ctx, branch, message, edited); err != nil {
+	if out.Proposal.Commit, err = repo.Commit(ctx, branch, message, change.Files); err != nil {
 		return nil, fmt.Errorf("committing the proposal: %w", err)
 	}
 	plan := subject{actor: actor, app: st.App, cluster: app.Destination().Server, git: st.GitAt(), reason: st.Session.Reason, incident: st.Session.Incident}
@@ -231,13 +225,9 @@ func (e *Engine) liveEdits(ctx context.Context, app argocd.App, s *Session) ([]p
 	return edits, nil
 }
 
-// holdsFix checks the edited source by the session's own digests: every
-// patched path of every target renders the patched value.
-func holdsFix(files []proposal.File, dest string, s *Session) error {
-	docs, err := proposal.Documents(files)
-	if err != nil {
-		return err
-	}
+// holdsFix checks what the edited source renders by the session's own
+// digests: every patched path of every target holds the patched value.
+func holdsFix(docs []proposal.Document, dest string, s *Session) error {
 	for _, p := range latestPatches(s) {
 		var obj map[string]any
 		for _, d := range docs {
@@ -254,52 +244,20 @@ func holdsFix(files []proposal.File, dest string, s *Session) error {
 	return nil
 }
 
-func changedOnly(before, edited []proposal.File) []proposal.File {
-	var out []proposal.File
-	for _, f := range edited {
-		for _, b := range before {
-			if b.Path == f.Path && !bytes.Equal(b.Data, f.Data) {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
-
-func replaced(files, edited []proposal.File) []proposal.File {
-	out := append([]proposal.File(nil), files...)
-	for i, f := range out {
-		for _, ed := range edited {
-			if ed.Path == f.Path {
-				out[i] = ed
-			}
-		}
-	}
-	return out
-}
-
-func fileOf(files []proposal.File, t audit.Target, dest string) string {
-	docs, _ := proposal.Documents(files)
-	for _, d := range docs {
-		if d.Matches(t, dest) {
-			return d.File
-		}
-	}
-	return ""
-}
-
-// diff is the changed lines of each edited file, old before new.
+// diff is the changed lines of each edited file (before[i] what edited[i]
+// held before, no data for a new file), old before new.
 func diff(before, edited []proposal.File) string {
 	var b strings.Builder
-	for _, ed := range edited {
+	for i, ed := range edited {
 		var old []string
-		for _, f := range before {
-			if f.Path == ed.Path {
-				old = strings.Split(string(f.Data), "\n")
-			}
+		from := "a/" + ed.Path
+		if before[i].Data == nil {
+			from = "/dev/null"
+		} else {
+			old = strings.Split(string(before[i].Data), "\n")
 		}
 		now := strings.Split(string(ed.Data), "\n")
-		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", ed.Path, ed.Path)
+		fmt.Fprintf(&b, "--- %s\n+++ b/%s\n", from, ed.Path)
 		// The edits keep every other line: strip the common head and tail.
 		head := 0
 		for head < len(old) && head < len(now) && old[head] == now[head] {
@@ -354,7 +312,7 @@ func requestBody(st *SessionStatus, p *Proposed) string {
 	}
 	b.WriteString("\n### Checked before pushing\n\n")
 	b.WriteString("- every value is the live one, matched against the digest the session's audit record keeps\n")
-	b.WriteString("- the edited source renders those values at those paths, and every other object and field exactly as before\n")
+	fmt.Fprintf(&b, "- the edited source, rendered as Argo CD renders a %s source, yields those values at those paths, and every other object and field exactly as before\n", p.Source)
 	b.WriteString("- comments, key order and formatting of the edited files are kept: only the values change\n\n")
 	fmt.Fprintf(&b, "Once this is merged and Argo CD reports the application caught up, `kubectl gitops restore %s` (or the controller, for an auto-restore session) turns sync back on.\n", st.App.Name)
 	return b.String()

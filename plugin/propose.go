@@ -115,9 +115,14 @@ the SSH agent) to the branch kubectl-gitops/SESSION, and a GitHub pull request
 recorded as breakglass.proposed and linked from the session's ticket. Once it is
 merged and Argo CD has caught up, restore (or the controller) turns sync back on.
 
-Plain manifests are proposed; a Helm chart, a kustomization, a config management
-plugin, several sources or the source hydrator are refused, saying what to change
-by hand.`,
+Plain manifests, kustomize overlays and Helm charts in Git are proposed. In an
+overlay an image goes through images:, replicas through replicas:, any other field
+through a JSON 6902 patch file added to patches:. In a chart the value that renders
+the field is edited in the value file that wins for it, where rendering the chart
+(with helm from PATH) with that value changed changes that field alone; otherwise
+the field is refused. A chart from a Helm repository, overrides in the
+Application's spec.source.kustomize, a config management plugin, several sources
+or the source hydrator are refused, saying what to change by hand.`,
 		Example: `  # a pull request on the repository's GitHub (from spec.source.repoURL)
   GITHUB_TOKEN=... kubectl gitops propose web
   # see the change and the checks; push nothing

@@ -3,6 +3,7 @@ package proposal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -80,11 +81,13 @@ func (r *Repo) Commit(ctx context.Context, branch, message string, files []File)
 	args := []string{"add", "--"}
 	for _, f := range files {
 		full := filepath.Join(r.Dir, filepath.FromSlash(f.Path))
-		info, err := os.Stat(full)
-		if err != nil {
+		mode := os.FileMode(0o644) // a new file: a patch the proposal adds
+		if info, err := os.Stat(full); err == nil {
+			mode = info.Mode().Perm()
+		} else if !errors.Is(err, os.ErrNotExist) {
 			return "", err
 		}
-		if err := os.WriteFile(full, f.Data, info.Mode().Perm()); err != nil {
+		if err := os.WriteFile(full, f.Data, mode); err != nil {
 			return "", err
 		}
 		args = append(args, f.Path)

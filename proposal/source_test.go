@@ -34,36 +34,61 @@ func TestVerifyRefusesAnyOtherChange(t *testing.T) {
 	}
 }
 
-// TestRefusedSources: what Argo CD renders another way than plain
-// manifests is refused, saying what to do, never guessed at.
+// TestRefusedSources: what Argo CD renders from something other than
+// the files of one Git source, or with overrides in the Application over
+// them, is refused, saying what to do, never guessed at.
 func TestRefusedSources(t *testing.T) {
-	plain := map[string]any{"source": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "apps/web"}}
-	if why := Refusal(plain); why != "" {
-		t.Errorf("plain manifests refused: %s", why)
-	}
 	for name, spec := range map[string]map[string]any{
-		"source hydrator":  {"sourceHydrator": map[string]any{}},
-		"several sources":  {"sources": []any{}},
-		"a Helm chart":     {"source": map[string]any{"chart": "web"}},
-		"Helm values":      {"source": map[string]any{"path": "chart", "helm": map[string]any{}}},
-		"kustomize":        {"source": map[string]any{"path": "overlay", "kustomize": map[string]any{}}},
-		"a plugin":         {"source": map[string]any{"path": "x", "plugin": map[string]any{}}},
-		"no source at all": {},
+		"plain manifests":        {"source": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "apps/web"}},
+		"a kustomize overlay":    {"source": map[string]any{"path": "overlay", "kustomize": map[string]any{"version": "v5.8.1"}}},
+		"a Helm chart in Git":    {"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"values-prod.yaml"}, "parameters": []any{}}}},
+		"a chart, no helm: spec": {"source": map[string]any{"path": "chart"}},
 	} {
-		if Refusal(spec) == "" {
-			t.Errorf("%s: not refused", name)
+		if why := Refusal(spec); why != "" {
+			t.Errorf("%s refused: %s", name, why)
 		}
 	}
-	for marker, want := range map[string]string{"kustomization.yaml": "holds a kustomization", "Chart.yaml": "is a Helm chart"} {
-		root := t.TempDir()
-		if err := os.MkdirAll(filepath.Join(root, "apps/web"), 0o755); err != nil {
-			t.Fatal(err)
+	for name, tc := range map[string]struct {
+		spec map[string]any
+		want string
+	}{
+		"source hydrator":             {map[string]any{"sourceHydrator": map[string]any{}}, "source hydrator"},
+		"several sources":             {map[string]any{"sources": []any{}}, "several sources"},
+		"a chart of a Helm repo":      {map[string]any{"source": map[string]any{"chart": "web"}}, "from a Helm repository"},
+		"kustomize overrides":         {map[string]any{"source": map[string]any{"path": "overlay", "kustomize": map[string]any{"images": []any{"web=web:2"}, "namePrefix": "x-"}}}, "sets images, namePrefix"},
+		"a value file of another ref": {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"$values/prod.yaml"}}}}, "not a file of the chart's repository"},
+		"Helm fileParameters":         {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"fileParameters": []any{}}}}, "fileParameters"},
+		"a plugin":                    {map[string]any{"source": map[string]any{"path": "x", "plugin": map[string]any{}}}, "plugin"},
+		"no source at all":            {map[string]any{}, "no source"},
+	} {
+		if why := Refusal(tc.spec); !strings.Contains(why, tc.want) {
+			t.Errorf("%s: %q, want it to say %q", name, why, tc.want)
 		}
-		if err := os.WriteFile(filepath.Join(root, "apps/web", marker), []byte("{}\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ReadDirectory(root, "apps/web", false); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("a directory with %s: %v", marker, err)
+	}
+	// A directory source the Application says is one, though it holds a
+	// kustomization: a contradiction, not guessed past.
+	root := writeTree(t, map[string]string{"apps/web/kustomization.yaml": "{}\n"})
+	if _, err := ReadDirectory(root, "apps/web", false); err == nil || !strings.Contains(err.Error(), "holds a kustomization") {
+		t.Errorf("a directory with a kustomization: %v", err)
+	}
+}
+
+// TestKindOf: the spec says how Argo CD renders a source; else what the
+// path holds.
+func TestKindOf(t *testing.T) {
+	root := writeTree(t, map[string]string{"k/kustomization.yml": "{}\n", "c/Chart.yaml": "name: c\n", "d/a.yaml": "{}\n"})
+	for _, tc := range []struct {
+		source map[string]any
+		want   string
+	}{
+		{map[string]any{"path": "k"}, KindKustomize},
+		{map[string]any{"path": "c"}, KindHelm},
+		{map[string]any{"path": "d"}, KindDirectory},
+		{map[string]any{"path": "d", "helm": map[string]any{}}, KindHelm},
+		{map[string]any{"path": "k", "directory": map[string]any{"recurse": true}}, KindDirectory},
+	} {
+		if got := KindOf(map[string]any{"source": tc.source}, root, tc.source["path"].(string)); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.source, got, tc.want)
 		}
 	}
 }

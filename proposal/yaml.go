@@ -4,9 +4,12 @@
 // (comments, key order, quoting and the rest of the file stay byte for
 // byte), checks that the source then renders the live values and nothing
 // else changed, and hands the change to Git and to a pull or merge request.
-// It never guesses: what it cannot map to one place in one file (Helm,
-// several sources, the source hydrator, a value it cannot write in place)
-// is refused, saying why, and it never prints.
+// Plain manifests are edited where they define the object, a kustomize
+// overlay as kustomize edit would, a Helm chart's value files where
+// rendering the chart proves the value. It never guesses: what it cannot
+// map to one place (a Helm field no single value yields, several sources,
+// the source hydrator, a value it cannot write in place) is refused,
+// saying why, and it never prints.
 package proposal
 
 import (
@@ -15,6 +18,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -45,11 +50,37 @@ type File struct {
 	Data []byte
 }
 
-// Document is one YAML document of a file, as its object.
+// Document is one YAML document of a file, as its object, or one object
+// a source renders (Index -1, File saying what rendered it).
 type Document struct {
 	File   string
 	Index  int
 	Object map[string]any
+}
+
+// Where names the document in messages: its file and place there, or the
+// rendered object.
+func (d Document) Where() string {
+	if d.Index < 0 {
+		kind, _ := d.Object["kind"].(string)
+		meta, _ := d.Object["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		return fmt.Sprintf("%s (rendered by %s)", strings.ToLower(kind)+"/"+name, d.File)
+	}
+	return fmt.Sprintf("%s document %d", d.File, d.Index+1)
+}
+
+// Rendered parses the objects of a YAML stream a renderer wrote (kustomize
+// build, helm template), skipping empty documents.
+func Rendered(by string, data []byte) ([]Document, error) {
+	docs, err := Documents([]File{{Path: by, Data: data}})
+	if err != nil {
+		return nil, err
+	}
+	for i := range docs {
+		docs[i].Index = -1
+	}
+	return docs, nil
 }
 
 // Matches is whether the document is the object t, a document without a
@@ -117,8 +148,7 @@ func EditFiles(files []File, defaultNamespace string, edits []Edit) ([]File, err
 	if err != nil {
 		return nil, err
 	}
-	byFile := map[string][]textEdit{}
-	var order []string
+	var pending fileEdits
 	for _, e := range edits {
 		var found []Document
 		for _, d := range docs {
@@ -142,14 +172,33 @@ func EditFiles(files []File, defaultNamespace string, edits []Edit) ([]File, err
 		if err != nil {
 			return nil, fmt.Errorf("%s in %s: %w", e.Path, file.Path, err)
 		}
-		if _, seen := byFile[file.Path]; !seen {
-			order = append(order, file.Path)
-		}
-		byFile[file.Path] = append(byFile[file.Path], te)
+		pending.add(file.Path, te)
 	}
+	return pending.apply(files)
+}
+
+// fileEdits are text edits of several files, kept in the order the files
+// were first edited.
+type fileEdits struct {
+	order  []string
+	byFile map[string][]textEdit
+}
+
+func (f *fileEdits) add(path string, te textEdit) {
+	if f.byFile == nil {
+		f.byFile = map[string][]textEdit{}
+	}
+	if _, seen := f.byFile[path]; !seen {
+		f.order = append(f.order, path)
+	}
+	f.byFile[path] = append(f.byFile[path], te)
+}
+
+// apply is each edited file of files with its edits made.
+func (f *fileEdits) apply(files []File) ([]File, error) {
 	var out []File
-	for _, path := range order {
-		data, err := applyText(fileNamed(files, path).Data, byFile[path])
+	for _, path := range f.order {
+		data, err := applyText(fileNamed(files, path).Data, f.byFile[path])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -174,15 +223,11 @@ type textEdit struct {
 }
 
 // applyText applies edits that do not overlap, from the last to the first.
+// Insertions at the same offset land in the order edits lists them.
 func applyText(data []byte, edits []textEdit) ([]byte, error) {
 	sorted := append([]textEdit(nil), edits...)
-	for i := range sorted {
-		for j := i + 1; j < len(sorted); j++ {
-			if sorted[j].from > sorted[i].from {
-				sorted[i], sorted[j] = sorted[j], sorted[i]
-			}
-		}
-	}
+	slices.Reverse(sorted)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].from > sorted[j].from })
 	out := append([]byte(nil), data...)
 	for i, e := range sorted {
 		if i > 0 && e.to > sorted[i-1].from {

@@ -155,16 +155,23 @@ func deployAppTo(t *testing.T, name, server string) *unstructured.Unstructured {
 // the commit.
 func createApp(t *testing.T, name string, edit func(app *unstructured.Unstructured, head string)) string {
 	t.Helper()
+	return createAppFrom(t, name, env.AppFiles("apps/"+name, name, env.FixtureImage), "apps/"+name, edit)
+}
+
+// createAppFrom is createApp with files of its own, the Application's
+// source at path.
+func createAppFrom(t *testing.T, name string, files map[string]string, path string, edit func(app *unstructured.Unstructured, head string)) string {
+	t.Helper()
 	e := environment(t)
 	ctx := context.Background()
-	head, err := e.Git.Commit("add "+name, env.AppFiles("apps/"+name, name, env.FixtureImage))
+	head, err := e.Git.Commit("add "+name, files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app := e.Application(name, "apps/"+name, name, runtimeCopy(fullPolicy))
+	app := e.Application(name, path, name, runtimeCopy(fullPolicy))
 	if edit != nil {
 		edit(app, head)
 	}

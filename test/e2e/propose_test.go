@@ -111,15 +111,27 @@ func TestProposeClosesTheLoop(t *testing.T) {
 		t.Errorf("a second propose: %s", errOut)
 	}
 
-	// Someone merges the pull request.
-	if _, err := e.Git.Merge(branch); err != nil {
+	mergeAndRestore(t, github, 4, "pr-loop", session)
+	if got := imageIn(context.Background(), t, "pr-loop"); got != "registry.example/web:hotfix" {
+		t.Errorf("live image after the restore: %s", got)
+	}
+	assertChainIntact(t, oncall)
+}
+
+// mergeAndRestore is all a person does once a proposal is open: merge
+// pull request number (the session's branch) of app. Argo CD then sees Git
+// caught up and the controller restores the auto-restore session by
+// itself; sync is back on and Synced, keeping the fix, which is Git's now.
+func mergeAndRestore(t *testing.T, github *gitdouble.Server, number int, app, session string) {
+	t.Helper()
+	if _, err := environment(t).Git.Merge(breakglass.ProposalBranch(session)); err != nil {
 		t.Fatal(err)
 	}
-	github.Merge(4)
+	github.Merge(number)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitFor(ctx, t, "the controller to restore pr-loop", func() (bool, string) {
-		a, err := appsClient(t).Get(ctx, "pr-loop", metav1.GetOptions{})
+	waitFor(ctx, t, "the controller to restore "+app, func() (bool, string) {
+		a, err := appsClient(t).Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -133,15 +145,10 @@ func TestProposeClosesTheLoop(t *testing.T) {
 	if !restored {
 		t.Error("no breakglass.restored record by the controller")
 	}
-	// Sync is back, and it keeps the fix: it is Git's now.
-	a := waitSynced(t, "pr-loop", "")
+	a := waitSynced(t, app, "")
 	if !autoSyncOn(mapOf(a, "spec", "syncPolicy")) {
 		t.Errorf("sync policy after the restore: %v", mapOf(a, "spec", "syncPolicy"))
 	}
-	if got := imageIn(ctx, t, "pr-loop"); got != "registry.example/web:hotfix" {
-		t.Errorf("live image after the restore: %s", got)
-	}
-	assertChainIntact(t, oncall)
 }
 
 func mapOf(u *unstructured.Unstructured, fields ...string) map[string]any {

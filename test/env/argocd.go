@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -43,7 +44,7 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 	}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
-	e.ArgoBinary, e.RepoServerAddr = bins.ArgoCD, repoAddr
+	e.ArgoBinary, e.RepoServerAddr, e.Renderers = bins.ArgoCD, repoAddr, bins.Renderers
 	e.ArgoServerAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	if err := e.installArgoCD(ctx, bins); err != nil {
 		return err
@@ -75,8 +76,10 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		if err := installWrapper(bins.Argo, filepath.Join(home, "bin")); err != nil {
 			return err
 		}
-		common = append(common, "PATH="+filepath.Join(home, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
+	// The repo-server runs helm and kustomize from PATH, as its image has
+	// them, to render Helm and kustomize sources.
+	common = append(common, "PATH="+strings.Join([]string{filepath.Join(home, "bin"), bins.Renderers, os.Getenv("PATH")}, string(os.PathListSeparator)))
 
 	redis, err := e.start("redis-server", nil, bins.Redis,
 		"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

@@ -13,6 +13,10 @@ import (
 // Binaries are the executables the environment runs.
 type Binaries struct {
 	Etcd, KubeAPIServer, ArgoCD, Redis string
+	// Renderers is the directory of the helm and kustomize the
+	// repo-server runs for Helm and kustomize sources (its image bundles
+	// them; hack/tools/render pins the versions Argo CD 3.6 does).
+	Renderers string
 	// Kube is the Kubernetes release KubeAPIServer was built from.
 	Kube KubeRelease
 	// Argo is the Argo CD release ArgoCD was built from.
@@ -142,6 +146,9 @@ func FindBinaries(argo bool) (Binaries, error) {
 			return b, err
 		}
 		b.ArgoCD = filepath.Join(dir, "argocd")
+	}
+	if b.Renderers, err = buildTools("render", "helm=helm.sh/helm/v4/cmd/helm", "kustomize=sigs.k8s.io/kustomize/kustomize/v5"); err != nil {
+		return b, err
 	}
 	redis, err := exec.LookPath("redis-server")
 	if err != nil {

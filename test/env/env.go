@@ -61,6 +61,9 @@ type Env struct {
 	// ARGOCD_BINARY_NAME picks the component), RepoServerAddr its
 	// repo-server's plaintext host:port.
 	ArgoBinary, RepoServerAddr string
+	// Renderers is the directory of the helm and kustomize the
+	// repo-server runs: a user proposing to a Helm chart needs helm too.
+	Renderers string
 	// Kube is the Kubernetes release of the API server, Argo the Argo CD
 	// release running (whose CRDs are installed, with APIOnly too).
 	Kube KubeRelease
