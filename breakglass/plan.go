@@ -265,6 +265,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		}
 		return drift.ContractOf(ctx, cluster.Kube, namespace)
 	})
+	// The app-of-apps parents are walked beside them, for a hold that is
+	// not of fields (the usual one); a session holding fields walks them
+	// again, since a parent's ignoreDifferences then must cover more.
+	parentsRead := start(func() ([]argocd.App, error) {
+		t, _ := tracking.wait()
+		return e.SelfHealingParents(ctx, app, t, false)
+	})
 	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
 	liveRead := start(func() (*unstructured.Unstructured, error) { return client.Get(ctx, name, metav1.GetOptions{}) })
 	if _, err := appAllowed.wait(); err != nil {
@@ -321,8 +328,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		if err := e.checkApplicationSetOwner(ctx, app, holdsFields(hold)); err != nil {
 			return nil, err
 		}
-		tracking, _ := tracking.wait()
-		if parents, err = e.SelfHealingParents(ctx, app, tracking, holdsFields(hold)); err != nil {
+		if holdsFields(hold) {
+			tracking, _ := tracking.wait()
+			parents, err = e.SelfHealingParents(ctx, app, tracking, true)
+		} else {
+			parents, err = parentsRead.wait()
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
