@@ -265,13 +265,17 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		}
 		return drift.ContractOf(ctx, cluster.Kube, namespace)
 	})
-	// The app-of-apps parents are walked beside them, for a hold that is
-	// not of fields (the usual one); a session holding fields walks them
-	// again, since a parent's ignoreDifferences then must cover more.
-	parentsRead := start(func() ([]argocd.App, error) {
-		t, _ := tracking.wait()
-		return e.SelfHealingParents(ctx, app, t, false)
-	})
+	// A new session's app-of-apps parents are walked beside them, for a
+	// hold that is not of fields (the usual one); a session holding fields
+	// walks them again, since a parent's ignoreDifferences then must cover
+	// more. A join pauses no parent: it walks none.
+	var parentsRead *pending[[]argocd.App]
+	if join == nil {
+		parentsRead = start(func() ([]argocd.App, error) {
+			t, _ := tracking.wait()
+			return e.SelfHealingParents(ctx, app, t, false)
+		})
+	}
 	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
 	liveRead := start(func() (*unstructured.Unstructured, error) { return client.Get(ctx, name, metav1.GetOptions{}) })
 	if _, err := appAllowed.wait(); err != nil {

@@ -303,5 +303,5 @@ func (e *Engine) writeSessionWith(ctx context.Context, known argocd.App, id stri
 // knownApp is Application app, known only by namespace and name: a write
 // starting from it reads it first.
 func knownApp(app audit.AppRef) argocd.App {
-	return argocd.Known(argocd.AppRef{Namespace: app.Namespace, Name: app.Name})
+	return argocd.Known(appRef(app))
 }
