@@ -203,11 +203,7 @@ func TestForgedActorIsNamedByVerify(t *testing.T) {
 	oncall := newUser(t, env.Oncall.Name)
 	// A record of oncall's own first: the log has no head where this test
 	// runs before every other that writes to it.
-	seed := &audit.Record{Event: audit.EventPlanned, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: "before the forgery",
-		Outcome: audit.Outcome{Status: audit.StatusStarted}}
-	if err := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace).Append(context.Background(), seed); err != nil {
-		t.Fatal(err)
-	}
+	appendOwnRecord(t, e, "before the forgery")
 	tip := head(t)
 	doc, hash := forge(t, tip.Seq+1, tip.Hash, "alice")
 	if errOut, code := applyAs(t, oncall, recordObject(tip.Seq+1, "oncall", doc, true)); code != 0 {
@@ -354,11 +350,7 @@ func TestOnlyAnAdminWritesRecordsBack(t *testing.T) {
 	apiOnly(t)
 	e := environment(t)
 	oncall := newUser(t, env.Oncall.Name)
-	seed := &audit.Record{Event: audit.EventPlanned, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: "before the write-back",
-		Outcome: audit.Outcome{Status: audit.StatusStarted}}
-	if err := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace).Append(context.Background(), seed); err != nil {
-		t.Fatal(err)
-	}
+	appendOwnRecord(t, e, "before the write-back")
 	tip := head(t)
 	// Stamped alice, the actor rule refuses it first; stamped on-call, the
 	// rule of restored-by.
@@ -380,4 +372,15 @@ func TestOnlyAnAdminWritesRecordsBack(t *testing.T) {
 		}
 	}
 	assertChainIntact(t, oncall)
+}
+
+// appendOwnRecord appends a record of on-call's own, as the tool writes
+// it, so that the log has a head wherever the test runs in the suite.
+func appendOwnRecord(t *testing.T, e *env.Env, reason string) {
+	t.Helper()
+	seed := &audit.Record{Event: audit.EventPlanned, Actor: audit.Actor{Username: env.Oncall.Name}, Reason: reason,
+		Outcome: audit.Outcome{Status: audit.StatusStarted}}
+	if err := audit.NewConfigMapStore(kubeFor(t, env.Oncall.Name), e.ArgoNamespace).Append(context.Background(), seed); err != nil {
+		t.Fatal(err)
+	}
 }
