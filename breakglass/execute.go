@@ -21,47 +21,106 @@ type Result struct {
 	Warnings []string
 }
 
+// execution is one Plan being carried out: the plan, the session as the
+// run last wrote it, and what the run learns that the plan does not keep.
+type execution struct {
+	*Plan
+	session *Session
+	res     *Result
+	// planned is the run's planned record; pendingPatch names the patch
+	// in the session while it is being sent (the planned record's ID).
+	planned      *audit.Record
+	pendingPatch string
+	// patch is what the patch changes: the dry run's until the API server
+	// answers the real patch, then the answer's.
+	patch answer
+}
+
+// answer is what a patch changes: the diff, the same redacted as records
+// keep it, and its paths with digests of their values, for the session.
+type answer struct {
+	diff, changes []audit.Change
+	fields        []PatchedField
+}
+
+// withPatch adds the patch, its changes and the pause to a record.
+func (x *execution) withPatch(r *audit.Record) {
+	r.Patch = x.RecordedPatch()
+	r.Changes = x.patch.changes
+	r.SyncPolicy = &audit.SyncPolicy{Before: x.SyncPolicyBefore, After: x.SyncPolicyAfter}
+}
+
 // Execute pauses the Application keeping its policy, applies the patch, and
 // records each step. A patch that fails after the pause undoes the pause and
-// records breakglass.aborted.
+// records breakglass.aborted. The plan is not changed: what the run learns
+// stays in the run.
 func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
-	withPatch := func(r *audit.Record) {
-		r.Patch = p.RecordedPatch()
-		r.Changes = p.Changes
-		r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+	x, err := newExecution(p)
+	if err != nil {
+		return nil, err
 	}
-	session := p.Join
-	if session == nil {
-		now := time.Now().UTC()
-		session = &Session{
-			ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
-			OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
-			GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions, AutoRestore: p.AutoRestore,
-		}
-		if p.app.Unstructured != nil {
-			session.SavedNotice = savedNotice(p.app)
-		}
-		session.Hold = p.Hold
-		if session.holdsFields() {
-			session.SavedIgnoreDifferences = savedIgnore(p.app)
-		}
-		if p.PauseFor > 0 {
-			expires := now.Add(p.PauseFor).Truncate(time.Second)
-			session.Expires = &expires
-		}
-		saved, err := json.Marshal(p.SyncPolicyBefore)
-		if err != nil {
-			return nil, err
-		}
-		session.SavedSyncPolicy = saved
+	if err := e.recordPlanned(ctx, x); err != nil {
+		return nil, err
 	}
-	planned := withPatch
-	if p.Join == nil {
+	app, err := e.holdApp(ctx, x)
+	if err != nil {
+		return nil, err
+	}
+	if app, err = e.markPending(ctx, x, app); err != nil {
+		return nil, err
+	}
+	if err := e.patchTarget(ctx, x); err != nil {
+		return nil, e.abort(ctx, x, x.RedactErr(err))
+	}
+	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), x.Target)
+	return e.recordPatched(ctx, x, app)
+}
+
+// newExecution is the run of p: the session it joins, or the new one it
+// opens (state pausing, the policy it saves, when it expires).
+func newExecution(p *Plan) (*execution, error) {
+	x := &execution{Plan: p, session: p.Join, res: &Result{}, patch: answer{diff: p.diff, changes: p.Changes, fields: p.fields}}
+	if p.Join != nil {
+		return x, nil
+	}
+	now := time.Now().UTC()
+	session := &Session{
+		ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
+		OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
+		GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions, AutoRestore: p.AutoRestore,
+	}
+	if p.app.Unstructured != nil {
+		session.SavedNotice = savedNotice(p.app)
+	}
+	session.Hold = p.Hold
+	if session.holdsFields() {
+		session.SavedIgnoreDifferences = savedIgnore(p.app)
+	}
+	if p.PauseFor > 0 {
+		expires := now.Add(p.PauseFor).Truncate(time.Second)
+		session.Expires = &expires
+	}
+	saved, err := json.Marshal(p.SyncPolicyBefore)
+	if err != nil {
+		return nil, err
+	}
+	session.SavedSyncPolicy = saved
+	x.session = session
+	return x, nil
+}
+
+// recordPlanned writes the run's planned record, before anything changes:
+// for a new session it also keeps what the session opens with (expiry,
+// the pin, the hold) for whoever checks the session against the log.
+func (e *Engine) recordPlanned(ctx context.Context, x *execution) error {
+	planned := x.withPatch
+	if x.Join == nil {
+		session := x.session
 		planned = func(r *audit.Record) {
-			withPatch(r)
+			x.withPatch(r)
 			r.Expires, r.AutoRestore = session.Expires, session.AutoRestore
-			if p.app.Unstructured != nil {
-				pin := p.app.Pin(redact.Text)
+			if x.app.Unstructured != nil {
+				pin := x.app.Pin(redact.Text)
 				r.Pinned = &pin
 			}
 			r.Hold = &audit.Hold{Mode: session.Hold}
@@ -70,49 +129,54 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 			}
 		}
 	}
-	plannedRecord, err := e.record(ctx, p.subject(), session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Session: session}
-	// app is the Application as last seen, nil when it must be read again.
-	var app argocd.App
-	if p.Join == nil {
-		warnings, seen, err := e.pause(ctx, p, session)
-		if err != nil {
-			return nil, err
-		}
-		res.Warnings, app = warnings, seen
-	}
-	// A sync still running would apply Git's state over the fix.
-	if warning := e.terminateSync(ctx, p.App, session, app); warning != "" {
-		res.Warnings = append(res.Warnings, warning)
-	}
-	if app.Unstructured == nil || session.TerminatedSync != "" { // terminating wrote it
-		app = knownApp(p.App)
-	}
+	rec, err := e.record(ctx, x.subject(), x.session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
+	x.planned = rec
+	return err
+}
 
-	// The session learns of the patch before it is sent: a restore that
-	// read the session before then refuses to remove it, and one that
-	// removed it already makes this write fail, before anything is patched.
-	// It is named by the planned record, so that whoever resolves this run
-	// if it is interrupted finds its mark (pendingFor).
-	pending := SessionPatch{ID: plannedRecord.ID, Target: p.Target, Type: p.PatchType, Fields: p.fields, At: time.Now().UTC(), Pending: true}
-	p.pendingPatch = pending.ID
-	terminated := session.TerminatedSync
-	// With the hold, the same write holds the patched paths: every sync
-	// from then on keeps the live value there.
+// holdApp pauses a new session's Application (and parents), then ends a
+// sync still running, which would apply Git's state over the fix. It
+// returns the Application as last seen.
+func (e *Engine) holdApp(ctx context.Context, x *execution) (argocd.App, error) {
+	var app argocd.App // nil when it must be read again
+	if x.Join == nil {
+		warnings, seen, err := e.pause(ctx, x)
+		if err != nil {
+			return argocd.App{}, err
+		}
+		x.res.Warnings, app = append(x.res.Warnings, warnings...), seen
+	}
+	if warning := e.terminateSync(ctx, x.App, x.session, app); warning != "" {
+		x.res.Warnings = append(x.res.Warnings, warning)
+	}
+	if app.Unstructured == nil || x.session.TerminatedSync != "" { // terminating wrote it
+		app = knownApp(x.App)
+	}
+	return app, nil
+}
+
+// markPending tells the session of the patch before it is sent: a restore
+// that read the session before then refuses to remove it, and one that
+// removed it already makes this write fail, before anything is patched.
+// The mark is named by the planned record, so that whoever resolves this
+// run if it is interrupted finds it (pendingFor). With the hold, the same
+// write holds the patched paths: every sync from then on keeps the live
+// value there.
+func (e *Engine) markPending(ctx context.Context, x *execution, app argocd.App) (argocd.App, error) {
+	pending := SessionPatch{ID: x.planned.ID, Target: x.Target, Type: x.PatchType, Fields: x.patch.fields, At: time.Now().UTC(), Pending: true}
+	x.pendingPatch = pending.ID
+	terminated := x.session.TerminatedSync
 	var hold func(argocd.App) map[string]any
-	if session.holdsFields() {
+	if x.session.holdsFields() {
 		hold = func(app argocd.App) map[string]any {
-			return holdPatch(app, p.Target, p.fields, p.Patched)
+			return holdPatch(app, x.Target, x.patch.fields, x.Patched)
 		}
 	}
-	check, fromLog := noOtherSync(p.App.Name, terminated), func(s *Session) *Session { return s }
-	if p.Join != nil {
-		check, fromLog = e.joinedFromLog(ctx, p.App, session.ID, check)
+	check, fromLog := noOtherSync(x.App.Name, terminated), func(s *Session) *Session { return s }
+	if x.Join != nil {
+		check, fromLog = e.joinedFromLog(ctx, x.App, x.session.ID, check)
 	}
-	marked, app, err := e.writeSessionWith(ctx, app, session.ID, check, func(s *Session) {
+	marked, app, err := e.writeSessionWith(ctx, app, x.session.ID, check, func(s *Session) {
 		*s = *fromLog(s)
 		s.Patches = append(s.Patches, pending)
 		if terminated != "" {
@@ -120,59 +184,61 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		}
 	}, hold)
 	if err != nil {
-		return nil, e.abort(ctx, p, session, fmt.Errorf("recording the patch in session %s before sending it: %w", session.ID, err), withPatch)
+		return app, e.abort(ctx, x, fmt.Errorf("recording the patch in session %s before sending it: %w", x.session.ID, err))
 	}
-	session = marked
-	if !session.pauses() {
+	x.session = marked
+	if !x.session.pauses() {
 		// Automated sync stays on: Argo CD's controller must compare with
 		// the hold before the patch lands, or self-heal would apply Git
 		// over it from a compare made without the hold.
 		if _, err := e.WaitRefreshed(ctx, app); err != nil {
-			return nil, e.abort(ctx, p, session, fmt.Errorf("Argo CD's controller did not take up the hold before the patch (%v): nothing was patched", err), withPatch)
+			return app, e.abort(ctx, x, fmt.Errorf("Argo CD's controller did not take up the hold before the patch (%v): nothing was patched", err))
 		}
 	}
-	if err := e.patchTarget(ctx, p); err != nil {
-		return nil, e.abort(ctx, p, session, p.RedactErr(err), withPatch)
-	}
-	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), p.Target)
+	return app, nil
+}
+
+// recordPatched follows a live fix: the session says patched, Argo CD is
+// asked whether it sees the patch, the patched record is written, then
+// the ticket and the Events, none of which can undo the fix.
+func (e *Engine) recordPatched(ctx context.Context, x *execution, app argocd.App) (*Result, error) {
+	res := x.res
 	// asked is the write that asked Argo CD to look at the patched state.
-	asked := knownApp(p.App)
-	if written, writtenApp, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
+	asked := knownApp(x.App)
+	if written, writtenApp, err := e.writeSession(ctx, app, x.session.ID, nil, func(s *Session) {
 		s.State = StatePatched
-		if sp := s.patchNamed(pending.ID); sp != nil {
-			sp.Pending, sp.Fields = false, p.fields
+		if sp := s.patchNamed(x.pendingPatch); sp != nil {
+			sp.Pending, sp.Fields = false, x.patch.fields
 		}
 	}); err != nil {
 		res.Warnings = append(res.Warnings, "the patch is live but the session annotation could not be updated: "+err.Error())
 	} else {
-		session, asked = written, writtenApp
+		x.session, asked = written, writtenApp
 	}
-	res.Session = session
 	// Does Argo CD see the patch? If the target stays Synced, the patch only
 	// added fields Git never set, and resource-level Synced will prove
 	// nothing. Held paths are out of Argo CD's compare: it cannot see the
 	// patch there, and the field-level check is what tells caught-up.
 	var observed *bool
-	if !session.holdsFields() {
+	if !x.session.holdsFields() {
 		var warnings []string
-		session, observed, warnings = e.observePatch(ctx, p, session, asked, pending.ID)
-		res.Session = session
+		x.session, observed, warnings = e.observePatch(ctx, x, asked)
 		res.Warnings = append(res.Warnings, warnings...)
 	}
+	res.Session = x.session
 	// The record, not the annotation anyone may edit, is what restore
 	// believes about whether Argo CD saw the patch.
-	patched, err := e.record(ctx, p.subject(), session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
-		withPatch(r)
+	patched, err := e.record(ctx, x.subject(), x.session.ID, audit.EventPatched, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		x.withPatch(r)
 		r.OutOfSync = observed
 	})
 	if err != nil {
 		return res, err
 	}
-	res.Session = session
-	if warning := e.ticketPatch(ctx, p, session, patched); warning != "" {
+	if warning := e.ticketPatch(ctx, x.Plan, x.session, patched); warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
-	res.Warnings = append(res.Warnings, e.emitExecuted(ctx, p, session)...)
+	res.Warnings = append(res.Warnings, e.emitExecuted(ctx, x)...)
 	return res, nil
 }
 
@@ -205,20 +271,21 @@ func (e *Engine) joinedFromLog(ctx context.Context, app audit.AppRef, id string,
 // write that asked for it) and notes in the session whether Argo CD flagged
 // the patched target: the session as written, what Argo CD saw (nil when
 // not known) and warnings.
-func (e *Engine) observePatch(ctx context.Context, p *Plan, session *Session, asked argocd.App, id string) (*Session, *bool, []string) {
+func (e *Engine) observePatch(ctx context.Context, x *execution, asked argocd.App) (*Session, *bool, []string) {
+	session := x.session
 	app, err := e.WaitRefreshed(ctx, asked)
 	if err != nil {
 		return session, nil, []string{"could not learn whether Argo CD sees the patch: " + err.Error()}
 	}
 	var warnings []string
-	app = e.sawPatch(ctx, app, p.Target)
-	status, _ := app.ManagedStatus(p.Target)
+	app = e.sawPatch(ctx, app, x.Target)
+	status, _ := app.ManagedStatus(x.Target)
 	saw := status == "OutOfSync"
 	if !saw {
-		warnings = append(warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", p.Target))
+		warnings = append(warnings, fmt.Sprintf("Argo CD still reports %s Synced: the patch only adds fields Git never set, so restore will need the field-level check (the Argo CD API) or to be forced", x.Target))
 	}
 	written, _, err := e.writeSession(ctx, app, session.ID, nil, func(s *Session) {
-		if sp := s.patchNamed(id); sp != nil {
+		if sp := s.patchNamed(x.pendingPatch); sp != nil {
 			sp.ArgoSawPatch = &saw
 		}
 	})
@@ -231,27 +298,28 @@ func (e *Engine) observePatch(ctx context.Context, p *Plan, session *Session, as
 // emitExecuted emits the Events of a break-glass once its records are
 // written, off the path to the live fix: the session opened (unless
 // joined) and the patch.
-func (e *Engine) emitExecuted(ctx context.Context, p *Plan, s *Session) []string {
+func (e *Engine) emitExecuted(ctx context.Context, x *execution) []string {
+	s := x.session
 	var warnings []string
 	warn := func(w string) {
 		if w != "" {
 			warnings = append(warnings, w)
 		}
 	}
-	changed := make([]string, 0, len(p.Changes))
-	for _, c := range p.Changes {
+	changed := make([]string, 0, len(x.patch.changes))
+	for _, c := range x.patch.changes {
 		changed = append(changed, c.Path)
 	}
-	if p.Join != nil {
-		warn(e.emit(ctx, p.app, EventJoined, false, "%s patched %s within break-glass session %s, opened by %s: %s", p.Actor.Username, p.Target, s.ID, s.OpenedBy, strings.Join(changed, ", ")))
+	if x.Join != nil {
+		warn(e.emit(ctx, x.app, EventJoined, false, "%s patched %s within break-glass session %s, opened by %s: %s", x.Actor.Username, x.Target, s.ID, s.OpenedBy, strings.Join(changed, ", ")))
 		return warnings
 	}
 	expiry := "no expiry"
 	if s.Expires != nil {
 		expiry = "expires " + s.Expires.Format(time.RFC3339)
 	}
-	warn(e.emit(ctx, p.app, EventOpened, false, "%s paused automated sync in break-glass session %s (%s; %s): %s; restore with `%s`", p.Actor.Username, s.ID, p.PauseMechanism, expiry, s.Reason, RestoreCommand(p.App)))
-	warn(e.emit(ctx, p.app, EventPatched, false, "%s patched %s in break-glass session %s: %s", p.Actor.Username, p.Target, s.ID, strings.Join(changed, ", ")))
+	warn(e.emit(ctx, x.app, EventOpened, false, "%s paused automated sync in break-glass session %s (%s; %s): %s; restore with `%s`", x.Actor.Username, s.ID, x.PauseMechanism, expiry, s.Reason, RestoreCommand(x.App)))
+	warn(e.emit(ctx, x.app, EventPatched, false, "%s patched %s in break-glass session %s: %s", x.Actor.Username, x.Target, s.ID, strings.Join(changed, ", ")))
 	return warnings
 }
 
@@ -300,60 +368,61 @@ func (e *Engine) sawPatch(ctx context.Context, app argocd.App, target audit.Targ
 // written first, so that an interruption at any point leaves a session that
 // status shows and restore finishes: never a parent paused for nobody. On
 // failure everything it paused is undone and recorded aborted.
-func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string, argocd.App, error) {
+func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App, error) {
+	session := x.session
 	samePolicy := func(app argocd.App) error {
-		if !equalJSON(app.SyncPolicy(), p.SyncPolicyBefore) {
-			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", argocd.ErrConflict, p.App.Name)
+		if !equalJSON(app.SyncPolicy(), x.SyncPolicyBefore) {
+			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", argocd.ErrConflict, x.App.Name)
 		}
 		return nil
 	}
 	unchanged := func(app argocd.App) error {
 		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
-			return e.explainConflict(ctx, p.App, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, p.App.Name))
+			return e.explainConflict(ctx, x.App, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, x.App.Name))
 		}
 		return samePolicy(app)
 	}
 	var warnings []string
 	// The first write starts from the plan's copy of the Application.
-	known := p.app
+	known := x.app
 	if known.Unstructured == nil {
-		known = knownApp(p.App)
+		known = knownApp(x.App)
 	}
-	if len(p.parents) > 0 {
-		for _, parent := range p.parents {
+	if len(x.parents) > 0 {
+		for _, parent := range x.parents {
 			session.PausedParents = append(session.PausedParents, savedParent(parent))
 		}
 		if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(argocd.App) map[string]any {
 			return sessionPatch(session, nil)
 		}}); err != nil {
-			return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("opening the session on %s: %w", p.App.Name, err))
+			return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("opening the session on %s: %w", x.App.Name, err))
 		}
 		unchanged = func(app argocd.App) error {
-			if err := ownSession(p.App.Name, session.ID)(app); err != nil {
+			if err := ownSession(x.App.Name, session.ID)(app); err != nil {
 				return err
 			}
 			return samePolicy(app)
 		}
-		known = knownApp(p.App) // the write above made the plan's copy stale
+		known = knownApp(x.App) // the write above made the plan's copy stale
 	}
-	for _, parent := range p.parents {
-		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), p.App.Namespace), Name: parent.GetName()}
+	for _, parent := range x.parents {
+		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), x.App.Namespace), Name: parent.GetName()}
 		saved := savedParent(parent)
 		var before any
 		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
 		withParent := func(r *audit.Record) {
 			r.Application = &parentRef
 			r.Target = nil
-			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, p.disableAutomated)}
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, x.disableAutomated)}
 		}
-		if _, err := e.record(ctx, p.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
-			return nil, argocd.App{}, e.abortPause(ctx, p, session, err)
+		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
+			return nil, argocd.App{}, e.abortPause(ctx, x, err)
 		}
-		pausedParent, err := e.pauseParent(ctx, parent, p.App.Name, session, p.disableAutomated)
+		pausedParent, err := e.pauseParent(ctx, parent, x.App.Name, session, x.disableAutomated)
 		if err != nil {
-			return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+			return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
 		}
-		if _, err := e.record(ctx, p.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
+		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
 			return nil, argocd.App{}, err
 		}
 		if e.AfterParentPause != nil {
@@ -367,17 +436,17 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 	}
 	session.State = StatePaused
 	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app argocd.App) map[string]any {
-		return sessionPatch(session, policyPatch(app, p.SyncPolicyAfter))
+		return sessionPatch(session, policyPatch(app, x.SyncPolicyAfter))
 	}})
 	if err != nil {
-		return nil, argocd.App{}, e.abortPause(ctx, p, session, fmt.Errorf("pausing %s: %w", p.App.Name, err))
+		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: %w", x.App.Name, err))
 	}
 	// The pause's record is written while Argo CD's controller takes the
 	// pause up: both must be done before anything is patched, neither
 	// waits for the other.
 	recorded := start(func() (*audit.Record, error) {
-		return e.record(ctx, p.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
-			r.SyncPolicy = &audit.SyncPolicy{Before: p.SyncPolicyBefore, After: p.SyncPolicyAfter}
+		return e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+			r.SyncPolicy = &audit.SyncPolicy{Before: x.SyncPolicyBefore, After: x.SyncPolicyAfter}
 		})
 	})
 	if e.AfterPause != nil { // a test's hook, which runs once the pause is recorded
@@ -402,18 +471,19 @@ func (e *Engine) pause(ctx context.Context, p *Plan, session *Session) ([]string
 // this session get their policy back and the child's session (if it was
 // written) is removed, under a context Ctrl-C does not cancel; then
 // breakglass.aborted says why.
-func (e *Engine) abortPause(ctx context.Context, p *Plan, session *Session, cause error) error {
+func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) error {
+	session := x.session
 	undo, cancel := undoContext(ctx)
 	defer cancel()
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
-	if undoErr := e.restoreParents(undo, p.App, session); undoErr != nil {
+	if undoErr := e.restoreParents(undo, x.App, session); undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
-		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, RestoreCommand(p.App))
+		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, RestoreCommand(x.App))
 	} else if len(session.PausedParents) > 0 {
-		_ = e.dropSession(undo, p.App, session.ID)
+		_ = e.dropSession(undo, x.App, session.ID)
 	}
-	if _, recErr := e.record(undo, p.subject(), session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+	if _, recErr := e.record(undo, x.subject(), session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 		return fmt.Errorf("%v, and %w", err, recErr)
 	}
 	return err
@@ -459,30 +529,31 @@ func closeSession(app argocd.App, closing audit.Event) map[string]any {
 // abort handles a patch the API server rejected: a pause this command made
 // is undone, a joined session stays as it was, and breakglass.aborted says
 // why.
-func (e *Engine) abort(ctx context.Context, p *Plan, session *Session, patchErr error, withPatch func(*audit.Record)) error {
+func (e *Engine) abort(ctx context.Context, x *execution, patchErr error) error {
+	session := x.session
 	undo, cancel := undoContext(ctx)
 	defer cancel()
 	ctx = undo
 	var undoErr error
-	if p.Join == nil {
-		undoErr = e.undoPause(ctx, p.App, session, audit.EventAborted, ownSession(p.App.Name, session.ID))
-	} else if p.pendingPatch != "" {
-		_, _, undoErr = e.writeSession(ctx, knownApp(p.App), session.ID, nil, func(s *Session) { s.dropPatch(p.pendingPatch) })
+	if x.Join == nil {
+		undoErr = e.undoPause(ctx, x.App, session, audit.EventAborted, ownSession(x.App.Name, session.ID))
+	} else if x.pendingPatch != "" {
+		_, _, undoErr = e.writeSession(ctx, knownApp(x.App), session.ID, nil, func(s *Session) { s.dropPatch(x.pendingPatch) })
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: "patch rejected: " + patchErr.Error()}
 	if undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + ": " + undoErr.Error()
 	}
-	if _, recErr := e.record(ctx, p.subject(), session.ID, audit.EventAborted, outcome, withPatch); recErr != nil {
-		return fmt.Errorf("patching %s failed (%v) and %w", p.Target, patchErr, recErr)
+	if _, recErr := e.record(ctx, x.subject(), session.ID, audit.EventAborted, outcome, x.withPatch); recErr != nil {
+		return fmt.Errorf("patching %s failed (%v) and %w", x.Target, patchErr, recErr)
 	}
 	switch {
 	case undoErr != nil:
-		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `%s`", p.Target, patchErr, undoErr, RestoreCommand(p.App))
-	case p.Join != nil:
-		return fmt.Errorf("patching %s failed; session %s is as it was: %w", p.Target, session.ID, patchErr)
+		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `%s`", x.Target, patchErr, undoErr, RestoreCommand(x.App))
+	case x.Join != nil:
+		return fmt.Errorf("patching %s failed; session %s is as it was: %w", x.Target, session.ID, patchErr)
 	}
-	return fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", p.Target, patchErr)
+	return fmt.Errorf("patching %s failed, so the pause was undone and sync is as before: %w", x.Target, patchErr)
 }
 
 // terminateSync ends a running sync operation the way `argocd app

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -72,9 +73,6 @@ type Plan struct {
 	// session; redactor knows the secret values of this patch.
 	fields    []PatchedField
 	redaction *patchRedaction
-	// pendingPatch is the id of this plan's patch in the session while it
-	// is being sent.
-	pendingPatch string
 	// diff is what the dry run said the patch changes, unredacted, and
 	// live the target it was computed from: the real patch must meet the
 	// same object (resourceVersion) or change the same things.
@@ -156,92 +154,167 @@ func (r Request) Validate() error {
 }
 
 // Plan runs every preflight check and computes the change with a server-side
-// dry run. It writes nothing.
+// dry run. It writes nothing. Its steps run in lifecycle order, each filling
+// in the plan; the first that refuses ends it.
 func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	p, err := e.startPlanning(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func(context.Context) error{
+		p.readApplication,
+		p.resolveSession,
+		p.resolveTarget,
+		p.checkAccess,
+		p.planHold,
+		p.dryRun,
+		p.checkTicket,
+		p.planPause,
+		p.digest,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.plan.checkSize(); err != nil {
+		return nil, err
+	}
+	return p.plan, nil
+}
+
+// planning is one Plan being made: the reads in flight and what the steps
+// found that the plan does not keep.
+type planning struct {
+	*Engine
+	req  Request
+	plan *Plan
+
+	// The first wave: reads that need nothing but the request, started
+	// together so that their round trips overlap (a break-glass is timed
+	// from the command's start to the fix being live: make bench's T_live).
+	whoami    *pending[audit.Actor]
+	inSchema  *pending[bool]
+	digestKey *pending[*audit.DigestKey]
+	tracking  *pending[argocd.Tracking]
+	// The second wave: reads that need the target, started together and
+	// checked in a fixed order, so that the first refusal is the same.
+	appAllowed, targetAllowed *pending[struct{}]
+	contractRead              *pending[drift.Contract]
+	parentsRead               *pending[[]argocd.App]
+	liveRead                  *pending[*unstructured.Unstructured]
+
+	// status is Argo CD's sync status of the target; contract the target
+	// namespace's; client reaches the target.
+	status   string
+	contract drift.Contract
+	client   dynamic.ResourceInterface
+}
+
+// startPlanning builds the patch and starts the first wave of reads.
+func (e *Engine) startPlanning(ctx context.Context, req Request) (*planning, error) {
 	patchType, body, err := req.Patch.Build()
 	if err != nil {
 		return nil, err
 	}
-	// Reads that depend on nothing are started together, so that their
-	// round trips overlap: a break-glass is timed from the command's start
-	// to the fix being live (make bench's T_live).
-	whoami := start(func() (audit.Actor, error) { return e.Whoami(ctx) })
-	inSchema := start(func() (bool, error) { _, enabled, err := e.AutomatedSchema(); return enabled, err })
-	digestKey := start(func() (*audit.DigestKey, error) { return e.digestKey(ctx) })
-	tracking := start(func() (argocd.Tracking, error) {
-		enabled, _ := inSchema.wait()
+	p := &planning{Engine: e, req: req, plan: &Plan{Request: req, PatchType: patchType, PatchBody: body}}
+	p.whoami = start(func() (audit.Actor, error) { return e.Whoami(ctx) })
+	p.inSchema = start(func() (bool, error) { _, enabled, err := e.AutomatedSchema(); return enabled, err })
+	p.digestKey = start(func() (*audit.DigestKey, error) { return e.digestKey(ctx) })
+	p.tracking = start(func() (argocd.Tracking, error) {
+		enabled, _ := p.inSchema.wait()
 		return e.Tracking(ctx, enabled), nil
 	})
 	if store, ok := e.Audit.(interface{ Prefetch(context.Context) }); ok {
 		go store.Prefetch(ctx) // where the planned record will go
 	}
-	app, err := e.App(ctx, e.Ref(req.App))
-	actor, whoErr := whoami.wait()
+	return p, nil
+}
+
+// readApplication reads the Application and who the caller is.
+func (p *planning) readApplication(ctx context.Context) error {
+	app, err := p.App(ctx, p.Ref(p.req.App))
+	actor, whoErr := p.whoami.wait()
 	if whoErr != nil {
-		return nil, whoErr
+		return whoErr
 	}
 	if err != nil {
-		return nil, argocd.NameReader(err, actor.Username)
+		return argocd.NameReader(err, actor.Username)
 	}
+	p.plan.Actor, p.plan.app, p.plan.Source = actor, app, app.Source()
+	p.plan.App = audit.AppRef{Namespace: p.AppNamespace, Name: p.req.App, Project: app.Project()}
+	return nil
+}
+
+// resolveSession finds the session a --join joins, as the audit log has
+// it, and refuses an Application no session may patch now.
+func (p *planning) resolveSession(ctx context.Context) error {
+	app, req := p.plan.app, p.req
 	join, err := joinable(app, req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if join == nil && app.AutomatedOff() {
-		return nil, fmt.Errorf("%w on %s (automated.enabled: false) and no break-glass session holds it: nothing was changed", ErrSyncOff, req.App)
+		return fmt.Errorf("%w on %s (automated.enabled: false) and no break-glass session holds it: nothing was changed", ErrSyncOff, req.App)
 	}
-	var warnings []string
 	if join != nil {
 		// A joined patch joins the session the audit log has open there,
 		// as the log has it: its saved policy, expiry, state and ticket.
 		// Fields of the annotation the log contradicts are named, and the
 		// join writes them back from the log; an annotation naming another
 		// session, or one the log closed, is no session to join.
-		view, err := e.logViewOf(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join, false)
+		view, err := p.logViewOf(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if view.untrusted != "" {
-			return nil, fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, view.untrusted)
+			return fmt.Errorf("%w on %s: %s; nothing was changed", ErrSessionMismatch, req.App, view.untrusted)
 		}
 		trusted := view.session
 		if len(view.mismatch) > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: %s: patching within session %s as its audit records have it, and writing the annotation back from them", ErrSessionMismatch, strings.Join(view.mismatch, "; "), trusted.ID))
+			p.warn(fmt.Sprintf("%s: %s: patching within session %s as its audit records have it, and writing the annotation back from them", ErrSessionMismatch, strings.Join(view.mismatch, "; "), trusted.ID))
 		}
 		if trusted.State != StatePatched {
 			// As the log has it: an annotation that says otherwise is named
 			// above, and cannot turn joins away by itself.
-			return nil, fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
+			return fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
 		}
 		join = trusted
 		if join.pauses() && app.SyncsAutomatically() {
 			// Argo CD would revert this patch as it may have the others.
-			return nil, fmt.Errorf("%w: automated sync of %s is on again, behind session %s: a patch within it would be reverted; nothing was changed", ErrSyncReenabled, req.App, join.ID)
+			return fmt.Errorf("%w: automated sync of %s is on again, behind session %s: a patch within it would be reverted; nothing was changed", ErrSyncReenabled, req.App, join.ID)
 		}
 	}
 	if started, running := app.SyncRunning(); running && req.NoTerminate {
-		return nil, fmt.Errorf("%w on %s (started %s) and terminating it was not allowed", ErrSyncRunning, req.App, started)
+		return fmt.Errorf("%w on %s (started %s) and terminating it was not allowed", ErrSyncRunning, req.App, started)
 	}
+	p.plan.Join = join
+	return nil
+}
 
+// resolveTarget finds the target's cluster, resource type and namespace,
+// and refuses a target the Application does not manage. It then starts
+// the second wave of reads.
+func (p *planning) resolveTarget(ctx context.Context) error {
+	app, req := p.plan.app, p.req
 	kindArg, name, ok := strings.Cut(req.Target, "/")
 	if !ok || kindArg == "" || name == "" || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
+		return fmt.Errorf("%w: target %q: use KIND/NAME, e.g. deployment/web", ErrPatchInvalid, req.Target)
 	}
-	cluster, err := e.ClusterOf(app, req.TargetContext)
+	cluster, err := p.ClusterOf(app, req.TargetContext)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	gr := schema.ParseGroupResource(kindArg)
 	gvr, err := cluster.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
 	if err != nil {
-		return nil, fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", argocd.ErrNotFound, kindArg, kindArg)
+		return fmt.Errorf("%w: the server has no resource type %q (as in kubectl get %s)", argocd.ErrNotFound, kindArg, kindArg)
 	}
 	gvk, err := cluster.Mapper.KindFor(gvr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	namespace := req.Namespace
 	if namespace == "" {
@@ -250,198 +323,221 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	target := audit.Target{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: namespace, Name: name}
 	status, managed := app.ManagedStatus(target)
 	if !managed {
-		return nil, fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
-			ErrNotManaged, target, namespace, req.App, req.App, e.AppNamespace)
+		return fmt.Errorf("%w: %s in namespace %s is not one of application %s's managed resources (see kubectl get application %s -n %s -o jsonpath='{.status.resources}')",
+			ErrNotManaged, target, namespace, req.App, req.App, p.AppNamespace)
 	}
-	// The second wave: the reads that need the target, started together
-	// and checked in this order, so that the first refusal is the same.
-	appAllowed := start(func() (struct{}, error) {
-		return struct{}{}, allowed(ctx, e.Kube, argocd.ApplicationGVR, e.AppNamespace, req.App)
+	p.plan.Target, p.plan.TargetOutOfSync, p.status = target, status == "OutOfSync", status
+	p.plan.cluster, p.plan.gvr, p.plan.TargetContext = cluster, gvr, cluster.Context
+	p.plan.Cluster = app.Destination().Server
+	if p.plan.Cluster == "" {
+		p.plan.Cluster = cluster.Server
+	}
+	p.client = cluster.Dynamic.Resource(gvr).Namespace(namespace)
+	p.startSecondWave(ctx)
+	return nil
+}
+
+// startSecondWave starts the reads that need the target: the two access
+// reviews, the namespace's contract, the live object and, for a new
+// session, the app-of-apps parents (a session holding fields walks them
+// again, since a parent's ignoreDifferences then must cover more; a join
+// pauses no parent and walks none).
+func (p *planning) startSecondWave(ctx context.Context) {
+	target, cluster := p.plan.Target, p.plan.cluster
+	p.appAllowed = start(func() (struct{}, error) {
+		return struct{}{}, allowed(ctx, p.Kube, argocd.ApplicationGVR, p.AppNamespace, p.req.App)
 	})
-	targetAllowed := start(func() (struct{}, error) { return struct{}{}, allowed(ctx, cluster.Kube, gvr, namespace, name) })
-	contractRead := start(func() (drift.Contract, error) {
-		if namespace == "" {
+	p.targetAllowed = start(func() (struct{}, error) {
+		return struct{}{}, allowed(ctx, cluster.Kube, p.plan.gvr, target.Namespace, target.Name)
+	})
+	p.contractRead = start(func() (drift.Contract, error) {
+		if target.Namespace == "" {
 			return drift.Contract{}, nil
 		}
-		return drift.ContractOf(ctx, cluster.Kube, namespace)
+		return drift.ContractOf(ctx, cluster.Kube, target.Namespace)
 	})
-	// A new session's app-of-apps parents are walked beside them, for a
-	// hold that is not of fields (the usual one); a session holding fields
-	// walks them again, since a parent's ignoreDifferences then must cover
-	// more. A join pauses no parent: it walks none.
-	var parentsRead *pending[[]argocd.App]
-	if join == nil {
-		parentsRead = start(func() ([]argocd.App, error) {
-			t, _ := tracking.wait()
-			return e.SelfHealingParents(ctx, app, t, false)
+	if p.plan.Join == nil {
+		p.parentsRead = start(func() ([]argocd.App, error) {
+			t, _ := p.tracking.wait()
+			return p.SelfHealingParents(ctx, p.plan.app, t, false)
 		})
 	}
-	client := cluster.Dynamic.Resource(gvr).Namespace(namespace)
-	liveRead := start(func() (*unstructured.Unstructured, error) { return client.Get(ctx, name, metav1.GetOptions{}) })
-	if _, err := appAllowed.wait(); err != nil {
-		return nil, err
+	p.liveRead = start(func() (*unstructured.Unstructured, error) { return p.client.Get(ctx, target.Name, metav1.GetOptions{}) })
+}
+
+// checkAccess refuses a caller who may not patch the Application or the
+// target, or whom the target namespace's contract does not allow a
+// break-glass, and sets how long the pause may last.
+func (p *planning) checkAccess(ctx context.Context) error {
+	if _, err := p.appAllowed.wait(); err != nil {
+		return err
 	}
-	// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn automated
-	// sync off and keep its settings, and tracks by annotation by default.
-	enabledInSchema, _ := inSchema.wait()
-	if _, err := targetAllowed.wait(); err != nil {
-		return nil, err
+	if _, err := p.targetAllowed.wait(); err != nil {
+		return err
 	}
-	contract, contractErr := contractRead.wait()
-	if namespace != "" {
+	contract, err := p.contractRead.wait()
+	if namespace := p.plan.Target.Namespace; namespace != "" {
 		// The contract is the target namespace's, checked with who the
 		// target cluster says the caller is; one that cannot be read
 		// refuses (a missing Namespace declares nothing).
-		if err := contractErr; err != nil {
-			return nil, fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", drift.ErrContract, namespace, argocd.Brief(err))
+		if err != nil {
+			return fmt.Errorf("%w: the live-state contract of namespace %s could not be read (%s): ask for get on namespaces there", drift.ErrContract, namespace, argocd.Brief(err))
 		}
-		who := actor
-		if cluster.Kube != e.Kube {
+		who := p.plan.Actor
+		if cluster := p.plan.cluster; cluster.Kube != p.Kube {
 			if who, err = argocd.Whoami(ctx, cluster.Kube); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if err := contract.AllowsBreakGlass(who); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var pauseFor time.Duration
-	var autoRestore bool
-	if join == nil {
-		if pauseFor, autoRestore, err = contract.Pause(req.Expires, req.AutoRestore); err != nil {
-			return nil, err
-		}
-	} else if err := joinWithin(contract, join, time.Now()); err != nil {
-		return nil, err
+	p.contract = contract
+	if p.plan.Join != nil {
+		return joinWithin(contract, p.plan.Join, time.Now())
 	}
-	// How the fix is held decides what would undo the hold: an
-	// ApplicationSet or a parent rewriting the child's sync policy, and,
-	// where fields are held, its ignoreDifferences.
-	var hold string
-	var parents []argocd.App
-	if join != nil {
-		hold = join.Hold
-	} else {
-		var warning string
-		if hold, warning, err = holdOf(req, contract); err != nil {
-			return nil, err
-		}
-		if warning != "" {
-			warnings = append(warnings, warning)
-		}
-		if err := e.checkApplicationSetOwner(ctx, app, holdsFields(hold)); err != nil {
-			return nil, err
-		}
-		if holdsFields(hold) {
-			tracking, _ := tracking.wait()
-			parents, err = e.SelfHealingParents(ctx, app, tracking, true)
-		} else {
-			parents, err = parentsRead.wait()
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	var parentNames []string
-	for _, parent := range parents {
-		if err := allowed(ctx, e.Kube, argocd.ApplicationGVR, argocd.NamespaceOr(parent.GetNamespace(), e.AppNamespace), parent.GetName()); err != nil {
-			return nil, fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), req.App)
-		}
-		parentNames = append(parentNames, parent.GetName())
-	}
+	p.plan.PauseFor, p.plan.AutoRestore, err = contract.Pause(p.req.Expires, p.req.AutoRestore)
+	return err
+}
 
-	live, err := liveRead.wait()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", target, err)
+// planHold decides how the fix is held, which decides what would undo
+// the hold: an ApplicationSet or a parent rewriting the child's sync
+// policy and, where fields are held, its ignoreDifferences. The parents
+// that would are paused too, so the caller must be allowed to patch them.
+func (p *planning) planHold(ctx context.Context) error {
+	if p.plan.Join != nil {
+		p.plan.Hold = p.plan.Join.Hold
+		return nil
 	}
-	if len(req.Patch.Images) > 0 {
-		if body, err = req.Patch.imagePatch(target, live.Object); err != nil {
-			return nil, err
+	hold, warning, err := holdOf(p.req, p.contract)
+	if err != nil {
+		return err
+	}
+	p.warn(warning)
+	if err := p.checkApplicationSetOwner(ctx, p.plan.app, holdsFields(hold)); err != nil {
+		return err
+	}
+	var parents []argocd.App
+	if holdsFields(hold) {
+		tracking, _ := p.tracking.wait()
+		parents, err = p.SelfHealingParents(ctx, p.plan.app, tracking, true)
+	} else {
+		parents, err = p.parentsRead.wait()
+	}
+	if err != nil {
+		return err
+	}
+	for _, parent := range parents {
+		if err := allowed(ctx, p.Kube, argocd.ApplicationGVR, argocd.NamespaceOr(parent.GetNamespace(), p.AppNamespace), parent.GetName()); err != nil {
+			return fmt.Errorf("%w (parent application %s self-heals %s and must be paused too)", err, parent.GetName(), p.req.App)
+		}
+		p.plan.Parents = append(p.plan.Parents, parent.GetName())
+	}
+	p.plan.Hold, p.plan.parents = hold, parents
+	return nil
+}
+
+// dryRun computes the change with a server-side dry run against the live
+// target, and redacts it as the audit log will.
+func (p *planning) dryRun(ctx context.Context) error {
+	plan := p.plan
+	target := plan.Target
+	live, err := p.liveRead.wait()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", target, err)
+	}
+	if len(p.req.Patch.Images) > 0 {
+		if plan.PatchBody, err = p.req.Patch.imagePatch(target, live.Object); err != nil {
+			return err
 		}
 	}
-	dry, err := client.Patch(ctx, name, PatchTypes[patchType], body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: argocd.FieldManager})
+	dry, err := p.client.Patch(ctx, target.Name, PatchTypes[plan.PatchType], plan.PatchBody, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: argocd.FieldManager})
 	if err != nil {
-		red, redErr := redactPatch(target, patchType, body, live.Object)
+		red, redErr := redactPatch(target, plan.PatchType, plan.PatchBody, live.Object)
 		if redErr != nil {
-			return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, redErr)
+			return fmt.Errorf("%w: %v", ErrPatchInvalid, redErr)
 		}
-		return nil, fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %s", ErrPatchInvalid, target, red.redactor.Text(err.Error()))
+		return fmt.Errorf("%w: the API server rejects the patch of %s (server-side dry run): %s", ErrPatchInvalid, target, red.redactor.Text(err.Error()))
 	}
 	// Judged against the object before and after the patch, so that a
 	// value is redacted if it is secret in either.
-	red, err := redactPatch(target, patchType, body, live.Object, dry.Object)
+	red, err := redactPatch(target, plan.PatchType, plan.PatchBody, live.Object, dry.Object)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPatchInvalid, err)
+		return fmt.Errorf("%w: %v", ErrPatchInvalid, err)
 	}
 	diff := audit.Diff(live.Object, dry.Object)
 	if len(diff) == 0 {
-		return nil, fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
+		return fmt.Errorf("%w on %s: it is already live", ErrNothingToDo, target)
 	}
-	changes := red.changes(target, diff, live.Object, dry.Object)
-	ticketRef, warning, err := e.checkTicket(ctx, req, join)
+	plan.PatchRedacted, plan.redaction, plan.diff, plan.live = red.body, red, diff, live
+	plan.Changes = red.changes(target, diff, live.Object, dry.Object)
+	plan.fields = patchedFields(target, diff, live.Object, dry.Object)
+	plan.Live, plan.Patched = cleanForDiff(target, live.Object), cleanForDiff(target, dry.Object)
+	return nil
+}
+
+// checkTicket checks the Jira issue of --ticket, or the session's.
+func (p *planning) checkTicket(ctx context.Context) error {
+	ticket, warning, err := p.Engine.checkTicket(ctx, p.req, p.plan.Join)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	before := app.SyncPolicy()
-	after, git, disable := before, app.Git(), false
-	if join != nil {
+	p.plan.Ticket = ticket
+	p.warn(warning)
+	return nil
+}
+
+// planPause computes the sync policy after the pause and where Git stands.
+func (p *planning) planPause(context.Context) error {
+	plan := p.plan
+	before := plan.app.SyncPolicy()
+	plan.SyncPolicyBefore, plan.SyncPolicyAfter, plan.Git = before, before, plan.app.Git()
+	switch {
+	case plan.Join != nil:
 		// Already paused: the policy stays as it is, and Git is compared
 		// with the revision the session opened at.
-		git = sessionGit(join)
-	} else if hold != HoldFields {
-		// Removing automated is the fallback every version honours.
-		disable = enabledInSchema
-		after = pausedPolicy(before, disable)
-	}
-	project := app.Project()
-	server := app.Destination().Server
-	if server == "" {
-		server = cluster.Server
-	}
-	plan := &Plan{
-		Request: req, Actor: actor,
-		App:     audit.AppRef{Namespace: e.AppNamespace, Name: req.App, Project: project},
-		Cluster: server, Target: target,
-		PatchType: patchType, PatchBody: body, PatchRedacted: red.body,
-		Changes: changes, fields: patchedFields(target, diff, live.Object, dry.Object), redaction: red,
-		diff: diff, live: live, app: app,
-		SyncPolicyBefore: before, SyncPolicyAfter: after,
-		Git: git, TargetOutOfSync: status == "OutOfSync",
-		Parents: parentNames, parents: parents,
-		Join: join, Source: app.Source(), Ticket: ticketRef,
-		Live: cleanForDiff(target, live.Object), Patched: cleanForDiff(target, dry.Object),
-		TargetContext: cluster.Context, cluster: cluster, disableAutomated: disable,
-		PauseFor: pauseFor, AutoRestore: autoRestore,
-		Hold: hold,
-		gvr:  gvr,
-	}
-	if warning != "" {
-		warnings = append(warnings, warning)
-	}
-	if _, ok := e.Audit.(digestKeys); ok {
-		switch key, err := digestKey.wait(); {
-		case err != nil:
-			warnings = append(warnings, err.Error()+": the record keeps no digest of the patch as given")
-		case key == nil:
-			warnings = append(warnings, "no digest key ("+audit.DigestKeySecret+", see the README's install): the record keeps no digest of the patch as given")
-		default:
-			plan.PatchHMAC, plan.PatchKeyID = key.MAC(rawPatch(req.Patch, body)), key.ID
+		plan.Git = sessionGit(plan.Join)
+		plan.PauseMechanism = PauseJoined
+	case plan.Hold == HoldFields:
+		plan.PauseMechanism = PauseHoldFields
+	default:
+		// Argo CD ≥ 3.1 (its schema has automated.enabled) can turn
+		// automated sync off and keep its settings; removing automated is
+		// the fallback every version honours.
+		enabled, _ := p.inSchema.wait()
+		plan.disableAutomated = enabled
+		plan.SyncPolicyAfter = pausedPolicy(before, enabled)
+		plan.PauseMechanism = PauseRemoveAutomated
+		if enabled {
+			plan.PauseMechanism = PauseDisableAutomated
 		}
 	}
-	plan.Warnings = append(plan.Warnings, warnings...)
-	switch {
-	case join != nil:
-	case hold == HoldFields:
-		plan.PauseMechanism = PauseHoldFields
-	case disable:
-		plan.PauseMechanism = PauseDisableAutomated
+	return nil
+}
+
+// digest keys a digest of the patch as the user gave it, where the
+// install has a digest key; without one the plan says so.
+func (p *planning) digest(context.Context) error {
+	if _, ok := p.Audit.(digestKeys); !ok {
+		return nil
+	}
+	switch key, err := p.digestKey.wait(); {
+	case err != nil:
+		p.warn(err.Error() + ": the record keeps no digest of the patch as given")
+	case key == nil:
+		p.warn("no digest key (" + audit.DigestKeySecret + ", see the README's install): the record keeps no digest of the patch as given")
 	default:
-		plan.PauseMechanism = PauseRemoveAutomated
+		p.plan.PatchHMAC, p.plan.PatchKeyID = key.MAC(rawPatch(p.req.Patch, p.plan.PatchBody)), key.ID
 	}
-	if err := plan.checkSize(); err != nil {
-		return nil, err
+	return nil
+}
+
+// warn adds what a check found worth saying but not refusing.
+func (p *planning) warn(warning string) {
+	if warning != "" {
+		p.plan.Warnings = append(p.plan.Warnings, warning)
 	}
-	return plan, nil
 }
 
 // joinable returns the open session of app that req may join, nil when

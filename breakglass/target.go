@@ -18,48 +18,50 @@ import (
 // still changes exactly the same fields the same way, it is sent with the
 // new resourceVersion; otherwise nothing is patched. The plan's changes are
 // then what the API server's answer to the real patch shows.
-func (e *Engine) patchTarget(ctx context.Context, p *Plan) error {
-	client := p.cluster.Dynamic.Resource(p.gvr).Namespace(p.Target.Namespace)
-	version, live := p.live.GetResourceVersion(), p.live.Object
+func (e *Engine) patchTarget(ctx context.Context, x *execution) error {
+	client := x.cluster.Dynamic.Resource(x.gvr).Namespace(x.Target.Namespace)
+	version, live := x.live.GetResourceVersion(), x.live.Object
 	for attempt := 0; attempt < 5; attempt++ {
-		body, err := withResourceVersion(p.PatchType, p.PatchBody, version)
+		body, err := withResourceVersion(x.PatchType, x.PatchBody, version)
 		if err != nil {
 			return err
 		}
-		patched, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], body, metav1.PatchOptions{FieldManager: argocd.FieldManager})
+		patched, err := client.Patch(ctx, x.Target.Name, PatchTypes[x.PatchType], body, metav1.PatchOptions{FieldManager: argocd.FieldManager})
 		if err == nil {
-			p.recordAnswer(live, patched)
+			x.recordAnswer(live, patched)
 			return nil
 		}
 		if !apierrors.IsConflict(err) {
 			return err
 		}
-		current, err := client.Get(ctx, p.Target.Name, metav1.GetOptions{})
+		current, err := client.Get(ctx, x.Target.Name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("reading %s again: %w", p.Target, err)
+			return fmt.Errorf("reading %s again: %w", x.Target, err)
 		}
-		dry, err := client.Patch(ctx, p.Target.Name, PatchTypes[p.PatchType], p.PatchBody, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: argocd.FieldManager})
+		dry, err := client.Patch(ctx, x.Target.Name, PatchTypes[x.PatchType], x.PatchBody, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: argocd.FieldManager})
 		if err != nil {
 			return fmt.Errorf("%w: the API server now rejects the patch (server-side dry run): %v", ErrTargetChanged, err)
 		}
-		if diff := audit.Diff(current.Object, dry.Object); !equalJSON(diff, p.diff) {
-			return fmt.Errorf("%w: %s was changed by someone else and the patch would now change other fields or values; nothing was patched: run the command again to see the new plan", ErrTargetChanged, p.Target)
+		if diff := audit.Diff(current.Object, dry.Object); !equalJSON(diff, x.patch.diff) {
+			return fmt.Errorf("%w: %s was changed by someone else and the patch would now change other fields or values; nothing was patched: run the command again to see the new plan", ErrTargetChanged, x.Target)
 		}
 		version, live = current.GetResourceVersion(), current.Object
 	}
-	return fmt.Errorf("%w: %s kept changing while this command ran; run it again", argocd.ErrConflict, p.Target)
+	return fmt.Errorf("%w: %s kept changing while this command ran; run it again", argocd.ErrConflict, x.Target)
 }
 
-// recordAnswer makes the plan's changes those the API server's answer to
+// recordAnswer makes the run's changes those the API server's answer to
 // the real patch shows, redacted like the plan's.
-func (p *Plan) recordAnswer(live map[string]any, patched *unstructured.Unstructured) {
+func (x *execution) recordAnswer(live map[string]any, patched *unstructured.Unstructured) {
 	diff := audit.Diff(live, patched.Object)
 	if len(diff) == 0 {
 		return
 	}
-	p.diff = diff
-	p.Changes = p.redaction.changes(p.Target, diff, live, patched.Object)
-	p.fields = patchedFields(p.Target, diff, live, patched.Object)
+	x.patch = answer{
+		diff:    diff,
+		changes: x.redaction.changes(x.Target, diff, live, patched.Object),
+		fields:  patchedFields(x.Target, diff, live, patched.Object),
+	}
 }
 
 // withResourceVersion adds a resourceVersion precondition to a patch body:
