@@ -141,56 +141,9 @@ func (e *Engine) CaughtUp(ctx context.Context, app argocd.App, argo *argocd.Serv
 // refresh.Wait; an Application it did not reach in time is reported as of
 // its last reconcile, saying so. Nothing waits per Application.
 func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argocd.Server, refresh Refresh) ([]*SessionStatus, error) {
-	notes := make([][]string, len(apps))
-	stale := make([]bool, len(apps))
+	notes, stale := make([][]string, len(apps)), make([]bool, len(apps))
 	if refresh.Request {
-		requested := make([]bool, len(apps))
-		// since is when the API server took each request: a reconcile
-		// stamped before it is no answer to it.
-		since := make([]time.Time, len(apps))
-		argocd.Parallel(len(apps), func(i int) {
-			app := apps[i]
-			session, err := SessionOf(app)
-			if err != nil {
-				return
-			}
-			// With the source hydrator, as Argo CD's own refresh does: look
-			// for a new dry commit now, not when the revision cache expires.
-			patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{}, app.Hydrated())}}
-			written, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(argocd.App) map[string]any { return patch }})
-			if err != nil {
-				notes[i] = append(notes[i], "could not request a refresh ("+argocd.Brief(err)+"): the state is as of Argo CD's last reconcile")
-				return
-			}
-			requested[i], since[i] = true, argocd.WrittenAt(written.Unstructured)
-		})
-		fresh := map[string]argocd.App{}
-		if refresh.Wait > 0 {
-			fresh = e.waitAllRefreshed(ctx, apps, requested, since, refresh.Wait)
-		}
-		for i, app := range apps {
-			f, seen := fresh[app.GetNamespace()+"/"+app.GetName()]
-			if seen {
-				apps[i] = f
-			}
-			if !requested[i] {
-				continue
-			}
-			switch _, pending := apps[i].GetAnnotations()[argocd.RefreshAnnotation]; {
-			case refresh.Wait == 0:
-				notes[i] = append(notes[i], "as of Argo CD's last reconcile"+apps[i].ReconciledAt()+"; a refresh was requested, not awaited")
-				stale[i] = true
-			case !seen:
-				notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+apps[i].ReconciledAt())
-				stale[i] = true
-			case pending:
-				notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+apps[i].ReconciledAt())
-				stale[i] = true
-			case !apps[i].RefreshedSince(since[i]):
-				notes[i] = append(notes[i], "the refresh request was removed before Argo CD's controller answered it (its status.reconciledAt is older than the request): the state is as of its last reconcile"+apps[i].ReconciledAt())
-				stale[i] = true
-			}
-		}
+		notes, stale = e.refreshAll(ctx, apps, refresh.Wait)
 	}
 	// Each session is judged by its records and its Application's: read
 	// for all of them at once, not two listings a session.
@@ -204,12 +157,11 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argoc
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit records of %d sessions: %w", len(ids), err)
 	}
-	read := *e
-	read.Audit = log
+	read := logReader{log}
 	out := make([]*SessionStatus, len(apps))
 	errs := make([]error, len(apps))
 	argocd.Parallel(len(apps), func(i int) {
-		if out[i], errs[i] = read.evaluate(ctx, apps[i], argo, notes[i]); errs[i] != nil {
+		if out[i], errs[i] = e.evaluate(ctx, read, apps[i], argo, notes[i]); errs[i] != nil {
 			return
 		}
 		// A run interrupted before it recorded its patch is resolved
@@ -218,7 +170,7 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argoc
 			app, resolved, err := e.Resolve(ctx, apps[i], out[i], false)
 			if err != nil {
 				out[i].Notes = append(out[i].Notes, "could not resolve the interrupted run: "+argocd.Brief(err))
-			} else if out[i], errs[i] = e.evaluate(ctx, app, argo, append(notes[i], resolved...)); errs[i] != nil {
+			} else if out[i], errs[i] = e.evaluate(ctx, e.log(), app, argo, append(notes[i], resolved...)); errs[i] != nil {
 				return
 			}
 		}
@@ -230,6 +182,62 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argoc
 		}
 	}
 	return out, nil
+}
+
+// refreshAll requests a refresh of every Application at once and waits,
+// within wait (0: not at all), for one watch to see the controller reach
+// them, replacing each in apps with the newest seen. It returns, per
+// Application, notes on what the state is as of, and whether it is stale.
+func (e *Engine) refreshAll(ctx context.Context, apps []argocd.App, wait time.Duration) ([][]string, []bool) {
+	notes, stale := make([][]string, len(apps)), make([]bool, len(apps))
+	requested := make([]bool, len(apps))
+	// since is when the API server took each request: a reconcile
+	// stamped before it is no answer to it.
+	since := make([]time.Time, len(apps))
+	argocd.Parallel(len(apps), func(i int) {
+		app := apps[i]
+		session, err := SessionOf(app)
+		if err != nil {
+			return
+		}
+		// With the source hydrator, as Argo CD's own refresh does: look
+		// for a new dry commit now, not when the revision cache expires.
+		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{}, app.Hydrated())}}
+		written, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), session.ID), Patch: func(argocd.App) map[string]any { return patch }})
+		if err != nil {
+			notes[i] = append(notes[i], "could not request a refresh ("+argocd.Brief(err)+"): the state is as of Argo CD's last reconcile")
+			return
+		}
+		requested[i], since[i] = true, argocd.WrittenAt(written.Unstructured)
+	})
+	fresh := map[string]argocd.App{}
+	if wait > 0 {
+		fresh = e.waitAllRefreshed(ctx, apps, requested, since, wait)
+	}
+	for i, app := range apps {
+		f, seen := fresh[app.GetNamespace()+"/"+app.GetName()]
+		if seen {
+			apps[i] = f
+		}
+		if !requested[i] {
+			continue
+		}
+		switch _, pending := apps[i].GetAnnotations()[argocd.RefreshAnnotation]; {
+		case wait == 0:
+			notes[i] = append(notes[i], "as of Argo CD's last reconcile"+apps[i].ReconciledAt()+"; a refresh was requested, not awaited")
+			stale[i] = true
+		case !seen:
+			notes[i] = append(notes[i], "could not watch for Argo CD's refresh: the state is as of its last reconcile"+apps[i].ReconciledAt())
+			stale[i] = true
+		case pending:
+			notes[i] = append(notes[i], "Argo CD's controller did not refresh in time: the state is as of its last reconcile"+apps[i].ReconciledAt())
+			stale[i] = true
+		case !apps[i].RefreshedSince(since[i]):
+			notes[i] = append(notes[i], "the refresh request was removed before Argo CD's controller answered it (its status.reconciledAt is older than the request): the state is as of its last reconcile"+apps[i].ReconciledAt())
+			stale[i] = true
+		}
+	}
+	return notes, stale
 }
 
 // waitAllRefreshed waits, at most the controller wait, until the controller
@@ -255,24 +263,41 @@ func (e *Engine) waitAllRefreshed(ctx context.Context, apps []argocd.App, reques
 	})
 }
 
-// evaluate applies docs/design.md §5 to one Application as it is now.
-func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Server, notes []string) (*SessionStatus, error) {
+// evaluate applies docs/design.md §5 to one Application as it is now,
+// reading its session's records through log.
+func (e *Engine) evaluate(ctx context.Context, log logReader, app argocd.App, argo *argocd.Server, notes []string) (*SessionStatus, error) {
+	st, err := sessionStatus(ctx, log, app, argo != nil, notes)
+	if err != nil {
+		return nil, err
+	}
+	e.noteHold(ctx, app, st)
+	e.noteLive(ctx, app, st)
+	e.judgeTargets(ctx, app, argo, st)
+	st.judgeReady()
+	// A pending patch is the annotation's word alone: it must not count
+	// as caught up (nor override a logged one).
+	if st.Untrusted != "" || st.SyncReenabled || st.Session.pending() != nil || len(st.Retargeted) > 0 {
+		st.Ready = false
+	}
+	return st, nil
+}
+
+// sessionStatus starts app's status from its session as the verified
+// audit records have it: the annotation is a pointer anyone may edit. A
+// session the log does not have is the annotation's, untrusted.
+func sessionStatus(ctx context.Context, log logReader, app argocd.App, fieldLevel bool, notes []string) (*SessionStatus, error) {
 	annotated, err := SessionOf(app)
 	if err != nil {
 		return nil, err
 	}
-	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
-	// The annotation is a pointer anyone may edit: what is evaluated is the
-	// session as its verified audit records have it.
-	view, err := e.logViewOf(ctx, ref, annotated, !app.SyncsAutomatically())
+	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName(), Project: app.Project()}
+	view, err := log.view(ctx, audit.AppRef{Namespace: ref.Namespace, Name: ref.Name}, annotated, !app.SyncsAutomatically())
 	if err != nil {
 		return nil, err
 	}
-	session := view.session
-	st := &SessionStatus{App: ref, Session: session, FieldLevel: argo != nil, Notes: notes, Untrusted: view.untrusted, Mismatch: view.mismatch, annotated: annotated, trusted: session != nil}
-	if session == nil {
+	st := &SessionStatus{App: ref, Session: view.session, FieldLevel: fieldLevel, Notes: notes, Untrusted: view.untrusted, Mismatch: view.mismatch, annotated: annotated, trusted: view.session != nil}
+	if view.session == nil {
 		st.Session = annotated
-		session = annotated
 	} else {
 		st.InFlight = view.log.inFlight(time.Now())
 		st.Proposal = view.log.proposal
@@ -280,7 +305,15 @@ func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Serv
 			st.Retargeted = argocd.PinChanges(*pinned, app.Pin(redact.Text))
 		}
 	}
-	st.Expired = session.Expired(time.Now())
+	st.Expired = st.Session.Expired(time.Now())
+	return st, nil
+}
+
+// noteHold notes what undoes the session's hold: automated sync on again
+// behind it, on the Application or on a parent paused with it, an
+// annotation the log contradicts, sources repointed since it opened.
+func (e *Engine) noteHold(ctx context.Context, app argocd.App, st *SessionStatus) {
+	session, ref := st.Session, audit.AppRef{Namespace: st.App.Namespace, Name: st.App.Name}
 	// Still pausing (parents first) is what the log says too: no patch
 	// recorded yet. The annotation's state alone would let anyone hide it.
 	pausing := session.State == StatePausing && len(session.donePatches()) == 0
@@ -313,17 +346,22 @@ func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Serv
 		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s --force --reason …`",
 			ErrRetargeted, strings.Join(st.Retargeted, "; "), RestoreCommand(ref)))
 	}
+}
+
+// noteLive notes the live fix no longer holding, a patch being applied and
+// runs interrupted.
+func (e *Engine) noteLive(ctx context.Context, app argocd.App, st *SessionStatus) {
+	session := st.Session
 	if st.trusted && len(session.donePatches()) > 0 {
 		switch reverted, err := e.reverted(ctx, app, session); {
 		case err != nil:
 			st.Notes = append(st.Notes, "could not check that the live fix still holds ("+argocd.Brief(err)+")")
 		case len(reverted) > 0:
 			st.Reverted = reverted
-			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`kubectl gitops breakglass %s … --join`)", describeReverted(reverted), ref.Name))
+			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`kubectl gitops breakglass %s … --join`)", describeReverted(reverted), st.App.Name))
 		}
 	}
-	pending := session.pending()
-	if pending != nil {
+	if pending := session.pending(); pending != nil {
 		st.Notes = append(st.Notes, fmt.Sprintf("a patch of %s is being applied in session %s (since %s): not ready until it is done", pending.Target, session.ID, pending.At.Format(time.RFC3339)))
 	}
 	for _, run := range st.InFlight {
@@ -331,20 +369,19 @@ func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Serv
 			st.Notes = append(st.Notes, fmt.Sprintf("the break-glass run of %s by %s, planned %s, was interrupted (%s): status and restore resolve it from the live target", run.Target, run.Actor, run.Planned.Format(time.RFC3339), run.Gone))
 		}
 	}
-	defer func() {
-		// A pending patch is the annotation's word alone: it must not
-		// count as caught up (nor override a logged one).
-		if st.Untrusted != "" || st.SyncReenabled || pending != nil || len(st.Retargeted) > 0 {
-			st.Ready = false
-		}
-	}()
-	st.App.Project = app.Project()
+}
+
+// judgeTargets judges, per patched target, whether Git has caught up
+// (field by field with the Argo CD API, else from Argo CD's own compare),
+// and the session as its least caught-up target.
+func (e *Engine) judgeTargets(ctx context.Context, app argocd.App, argo *argocd.Server, st *SessionStatus) {
+	session := st.Session
 	now := app.Git()
 	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated
 	moved := argocd.GitMoved(sessionGit(session), now)
-
 	var manifests []map[string]any
 	if argo != nil && moved {
+		var err error
 		if manifests, err = argo.Manifests(ctx, app.GetNamespace(), app.GetName(), now); err != nil {
 			st.Notes = append(st.Notes, "field-level check unavailable ("+argocd.Brief(err)+")")
 			st.FieldLevel = false
@@ -382,28 +419,34 @@ func (e *Engine) evaluate(ctx context.Context, app argocd.App, argo *argocd.Serv
 			st.Git = GitWaiting
 		}
 	}
-	if len(session.Patches) == 0 {
-		// A run still opening the session (between the pause and the
-		// patch) is no interruption: restoring now would re-enable sync
-		// under it, and the controller would close every auto-restore
-		// session before its fix.
-		for _, run := range st.InFlight {
-			if run.Gone == "" {
-				st.Git, st.Ready = GitWaiting, false
-				st.Targets = append(st.Targets, TargetState{Target: run.Target, Git: GitWaiting, Detail: fmt.Sprintf("the break-glass run by %s, planned %s, has not recorded its patch yet", run.Actor, run.Planned.Format(time.RFC3339))})
-				st.Notes = append(st.Notes, fmt.Sprintf("session %s is being opened: the break-glass run by %s, planned %s, has not recorded its patch yet; not ready until it has, or until it is over (by %s)",
-					session.ID, run.Actor, run.Planned.Format(time.RFC3339), run.Planned.Add(RunBound).Format(time.RFC3339)))
-				return st, nil
-			}
-		}
-		// Interrupted before the patch: nothing live differs from Git, so
-		// restoring only undoes the pause.
-		st.Git, st.Ready = GitCaughtUp, true
-		st.Notes = append(st.Notes, fmt.Sprintf("session %s was interrupted in state %s before any patch: restore undoes the pause", session.ID, session.State))
-		return st, nil
+}
+
+// judgeReady decides whether the session may be restored as far as Git
+// goes: when every target caught up, or, with no patch yet, when no run
+// is still opening it.
+func (st *SessionStatus) judgeReady() {
+	session := st.Session
+	if len(session.Patches) > 0 {
+		st.Ready = st.Git == GitCaughtUp
+		return
 	}
-	st.Ready = st.Git == GitCaughtUp
-	return st, nil
+	// A run still opening the session (between the pause and the patch)
+	// is no interruption: restoring now would re-enable sync under it, and
+	// the controller would close every auto-restore session before its
+	// fix.
+	for _, run := range st.InFlight {
+		if run.Gone == "" {
+			st.Git, st.Ready = GitWaiting, false
+			st.Targets = append(st.Targets, TargetState{Target: run.Target, Git: GitWaiting, Detail: fmt.Sprintf("the break-glass run by %s, planned %s, has not recorded its patch yet", run.Actor, run.Planned.Format(time.RFC3339))})
+			st.Notes = append(st.Notes, fmt.Sprintf("session %s is being opened: the break-glass run by %s, planned %s, has not recorded its patch yet; not ready until it has, or until it is over (by %s)",
+				session.ID, run.Actor, run.Planned.Format(time.RFC3339), run.Planned.Add(RunBound).Format(time.RFC3339)))
+			return
+		}
+	}
+	// Interrupted before the patch: nothing live differs from Git, so
+	// restoring only undoes the pause.
+	st.Git, st.Ready = GitCaughtUp, true
+	st.Notes = append(st.Notes, fmt.Sprintf("session %s was interrupted in state %s before any patch: restore undoes the pause", session.ID, session.State))
 }
 
 // compareFields applies the field-level rule: every patched path must hold

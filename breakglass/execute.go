@@ -256,7 +256,7 @@ func (e *Engine) joinedFromLog(ctx context.Context, app audit.AppRef, id string,
 			return err
 		}
 		var err error
-		if ls, err = e.sessionFromLog(ctx, ref, id); err != nil {
+		if ls, err = e.log().session(ctx, ref, id); err != nil {
 			return err
 		}
 		if why := ls.untrusted(ref, id); why != "" {
@@ -389,13 +389,9 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 		known = knownApp(x.App)
 	}
 	if len(x.parents) > 0 {
-		for _, parent := range x.parents {
-			session.PausedParents = append(session.PausedParents, savedParent(parent))
-		}
-		if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(argocd.App) map[string]any {
-			return sessionPatch(session, nil)
-		}}); err != nil {
-			return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("opening the session on %s: %w", x.App.Name, err))
+		var err error
+		if warnings, err = e.pauseParents(ctx, x, known, unchanged); err != nil {
+			return nil, argocd.App{}, err
 		}
 		unchanged = func(app argocd.App) error {
 			if err := ownSession(x.App.Name, session.ID)(app); err != nil {
@@ -403,36 +399,7 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 			}
 			return samePolicy(app)
 		}
-		known = knownApp(x.App) // the write above made the plan's copy stale
-	}
-	for _, parent := range x.parents {
-		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), x.App.Namespace), Name: parent.GetName()}
-		saved := savedParent(parent)
-		var before any
-		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
-		withParent := func(r *audit.Record) {
-			r.Application = &parentRef
-			r.Target = nil
-			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, x.disableAutomated)}
-		}
-		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
-			return nil, argocd.App{}, e.abortPause(ctx, x, err)
-		}
-		pausedParent, err := e.pauseParent(ctx, parent, x.App.Name, session, x.disableAutomated)
-		if err != nil {
-			return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
-		}
-		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
-			return nil, argocd.App{}, err
-		}
-		if e.AfterParentPause != nil {
-			if err := e.AfterParentPause(ctx); err != nil {
-				return nil, argocd.App{}, err
-			}
-		}
-		if _, err := e.WaitRefreshed(ctx, pausedParent); err != nil {
-			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.ControllerTimeout()))
-		}
+		known = knownApp(x.App) // the session's write made the plan's copy stale
 	}
 	session.State = StatePaused
 	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app argocd.App) map[string]any {
@@ -465,6 +432,54 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 		return nil, argocd.App{}, err
 	}
 	return warnings, app, nil
+}
+
+// pauseParents opens the child's session (state pausing, parents listed),
+// then pauses each self-healing parent, recording each: an interruption at
+// any point leaves a session that status shows and restore finishes, never
+// a parent paused for nobody. unchanged checks the child before the first
+// write. On failure what it paused is undone and recorded aborted.
+func (e *Engine) pauseParents(ctx context.Context, x *execution, known argocd.App, unchanged func(argocd.App) error) ([]string, error) {
+	session := x.session
+	for _, parent := range x.parents {
+		session.PausedParents = append(session.PausedParents, savedParent(parent))
+	}
+	if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(argocd.App) map[string]any {
+		return sessionPatch(session, nil)
+	}}); err != nil {
+		return nil, e.abortPause(ctx, x, fmt.Errorf("opening the session on %s: %w", x.App.Name, err))
+	}
+	var warnings []string
+	for _, parent := range x.parents {
+		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), x.App.Namespace), Name: parent.GetName()}
+		saved := savedParent(parent)
+		var before any
+		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
+		withParent := func(r *audit.Record) {
+			r.Application = &parentRef
+			r.Target = nil
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, x.disableAutomated)}
+		}
+		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
+			return nil, e.abortPause(ctx, x, err)
+		}
+		pausedParent, err := e.pauseParent(ctx, parent, x.App.Name, session, x.disableAutomated)
+		if err != nil {
+			return nil, e.abortPause(ctx, x, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+		}
+		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
+			return nil, err
+		}
+		if e.AfterParentPause != nil {
+			if err := e.AfterParentPause(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := e.WaitRefreshed(ctx, pausedParent); err != nil {
+			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.ControllerTimeout()))
+		}
+	}
+	return warnings, nil
 }
 
 // abortPause undoes a pause that failed half-way: the parents paused for

@@ -54,29 +54,36 @@ func stateRank(state string) int {
 // hasPlanned is whether a verified planned record opens the session.
 func (ls *loggedSession) hasPlanned() bool { return ls.log != nil && ls.log.Opened != nil }
 
-// sessionFromLog reads session id's records, and the records of app, from
-// the audit log, keeping only records whose hash and actor stamp verify and
+// logReader reads sessions from an audit log: the engine's, or what
+// CaughtUpAll prefetched of it for many sessions at once.
+type logReader struct{ audit.Store }
+
+// log reads sessions from the engine's audit log.
+func (e *Engine) log() logReader { return logReader{e.Audit} }
+
+// session reads session id's records, and the records of app, from the
+// audit log, keeping only records whose hash and actor stamp verify and
 // that the session state machine accepts.
-func (e *Engine) sessionFromLog(ctx context.Context, app audit.AppRef, id string) (*loggedSession, error) {
-	records, err := e.sessionRecords(ctx, id)
+func (l logReader) session(ctx context.Context, app audit.AppRef, id string) (*loggedSession, error) {
+	records, err := l.records(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	// Which session holds the Application comes from every session opened
 	// on it: a session whose annotation names another, or that replays an
 	// older one, is not the one the log has open there.
-	appEntries, err := e.Audit.Entries(ctx, audit.Filter{App: app.Name})
+	appEntries, err := l.Entries(ctx, audit.Filter{App: app.Name})
 	if err != nil {
 		return nil, fmt.Errorf("reading application %s's audit records: %w", app.Name, err)
 	}
 	return foldSession(app, id, records, audit.Trusted(appEntries)), nil
 }
 
-// sessionRecords reads session id's verified records: by session, not by
+// records reads session id's verified records: by session, not by
 // application, since a paused parent's record is labelled with the
 // parent's name.
-func (e *Engine) sessionRecords(ctx context.Context, id string) ([]*audit.Record, error) {
-	entries, err := e.Audit.Entries(ctx, audit.Filter{Session: id})
+func (l logReader) records(ctx context.Context, id string) ([]*audit.Record, error) {
+	entries, err := l.Entries(ctx, audit.Filter{Session: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading session %s's audit records: %w", id, err)
 	}
@@ -385,11 +392,11 @@ type logView struct {
 	log      *loggedSession
 }
 
-// logViewOf is the session to act on for app, whose annotation holds
+// view is the session to act on for app, whose annotation holds
 // annotated. paused is whether app's automated sync is off: a session the
 // log closed is still held there only then.
-func (e *Engine) logViewOf(ctx context.Context, app audit.AppRef, annotated *Session, paused bool) (*logView, error) {
-	ls, err := e.sessionFromLog(ctx, app, annotated.ID)
+func (l logReader) view(ctx context.Context, app audit.AppRef, annotated *Session, paused bool) (*logView, error) {
+	ls, err := l.session(ctx, app, annotated.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +415,7 @@ func (e *Engine) logViewOf(ctx context.Context, app audit.AppRef, annotated *Ses
 			untrusted: fmt.Sprintf("%s: the audit log's %s (record %d, by %s) closed session %s, but the Application still holds it",
 				audit.BreakCloseWithoutRestore, c.Event, c.Seq, c.Actor.Username, annotated.ID)}, nil
 	case ls.holder != "" && ls.holder != annotated.ID:
-		held, err := e.sessionFromLog(ctx, app, ls.holder)
+		held, err := l.session(ctx, app, ls.holder)
 		if err != nil {
 			return nil, err
 		}

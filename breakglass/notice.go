@@ -74,7 +74,7 @@ func NoticesOf(st *SessionStatus) []*Notice {
 // notice) and whether it wrote the record now; warnings are what could not
 // be told (Event, ticket).
 func (e *Engine) RecordNotice(ctx context.Context, app argocd.App, st *SessionStatus, n *Notice) (time.Time, bool, []string, error) {
-	ls, err := e.sessionFromLog(ctx, st.App, st.Session.ID)
+	ls, err := e.log().session(ctx, st.App, st.Session.ID)
 	if err != nil {
 		return time.Time{}, false, nil, err
 	}

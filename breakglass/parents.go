@@ -145,7 +145,7 @@ func (e *Engine) unaccounted(ctx context.Context, app argocd.App, by string) (st
 	if !ok || id == "" {
 		return "which is not open", nil
 	}
-	records, err := e.sessionRecords(ctx, id)
+	records, err := e.log().records(ctx, id)
 	if err != nil {
 		return "", err
 	}

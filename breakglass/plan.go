@@ -265,7 +265,7 @@ func (p *planning) resolveSession(ctx context.Context) error {
 		// Fields of the annotation the log contradicts are named, and the
 		// join writes them back from the log; an annotation naming another
 		// session, or one the log closed, is no session to join.
-		view, err := p.logViewOf(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join, false)
+		view, err := p.log().view(ctx, audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}, join, false)
 		if err != nil {
 			return err
 		}

@@ -76,7 +76,7 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 	if !actor.In(audit.ReviewerGroup) {
 		return nil, nil, fmt.Errorf("%w: %s is not in group %s; ask a member of it to review session %s", ErrNotReviewer, actor.Username, audit.ReviewerGroup, req.Session)
 	}
-	records, err := e.sessionRecords(ctx, req.Session)
+	records, err := e.log().records(ctx, req.Session)
 	if err != nil {
 		return nil, nil, err
 	}
