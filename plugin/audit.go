@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
@@ -24,10 +23,10 @@ import (
 // auditSource opens the store the audit commands read: the cluster's
 // ConfigMaps in --audit-namespace, or a JSONL export given with --file.
 type auditSource struct {
-	configFlags *genericclioptions.ConfigFlags
-	Namespace   string
-	File        string
-	mirror      mirrorFlags
+	*Factory
+	Namespace string
+	File      string
+	mirror    mirrorFlags
 }
 
 func (s *auditSource) addFlags(cmd *cobra.Command) {
@@ -83,7 +82,7 @@ func (s *auditSource) explain(err error) error {
 }
 
 // NewCmdAudit returns the audit command group.
-func NewCmdAudit(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdAudit(factory *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Read and verify the tamper-evident break-glass audit log",
@@ -93,9 +92,9 @@ list, show and verify it, and repair its head.`,
 		Args: positional(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdAuditLog(flags, streams), newCmdAuditShow(flags, streams), newCmdAuditVerify(flags, streams),
-		newCmdAuditReview(flags, streams), newCmdAuditReport(flags, streams), newCmdAuditRepairHead(flags, streams),
-		newCmdAuditRestoreLog(flags, streams))
+	cmd.AddCommand(newCmdAuditLog(factory), newCmdAuditShow(factory), newCmdAuditVerify(factory),
+		newCmdAuditReview(factory), newCmdAuditReport(factory), newCmdAuditRepairHead(factory),
+		newCmdAuditRestoreLog(factory))
 	return cmd
 }
 
@@ -118,8 +117,8 @@ type AuditLogOptions struct {
 
 var auditLogFormats = []string{"table", "wide", "json", "yaml", "csv", "jsonl"}
 
-func newCmdAuditLog(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditLogOptions{source: auditSource{configFlags: flags}, IOStreams: streams, now: time.Now}
+func newCmdAuditLog(factory *Factory) *cobra.Command {
+	o := &AuditLogOptions{source: auditSource{Factory: factory}, IOStreams: factory.streams, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "log",
 		Short: "List audit records, oldest first",
@@ -413,8 +412,8 @@ type AuditShowOptions struct {
 	genericiooptions.IOStreams
 }
 
-func newCmdAuditShow(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditShowOptions{source: auditSource{configFlags: flags}, IOStreams: streams}
+func newCmdAuditShow(factory *Factory) *cobra.Command {
+	o := &AuditShowOptions{source: auditSource{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Print one audit record in full, as stored",
@@ -505,8 +504,8 @@ type AuditVerifyOptions struct {
 	genericiooptions.IOStreams
 }
 
-func newCmdAuditVerify(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditVerifyOptions{source: auditSource{configFlags: flags}, IOStreams: streams}
+func newCmdAuditVerify(factory *Factory) *cobra.Command {
+	o := &AuditVerifyOptions{source: auditSource{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the audit log's hash chain",

@@ -338,11 +338,9 @@ func TestAuditRepairHead(t *testing.T) {
 		if _, err := kube.CoreV1().ConfigMaps("argocd").Update(ctx, head, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		previous := newEngine
-		newEngine = func(flags *engineFlags) (*breakglass.Engine, error) {
+		useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
 			return &breakglass.Engine{Client: argocd.Client{Kube: kube}, Audit: audit.NewConfigMapStore(kube, flags.AuditNamespace)}, nil
-		}
-		t.Cleanup(func() { newEngine = previous })
+		})
 		return kube
 	}
 	headOf := func(t *testing.T, kube *kubefake.Clientset) *audit.HeadState {

@@ -12,7 +12,6 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
@@ -41,8 +40,8 @@ type BreakglassOptions struct {
 }
 
 // NewCmdBreakglass returns the breakglass command.
-func NewCmdBreakglass(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &BreakglassOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdBreakglass(factory *Factory) *cobra.Command {
+	o := &BreakglassOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "breakglass [APP [TARGET]]",
 		Short: "Pause an Application's sync, keeping its policy, and patch a live resource",

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -64,7 +64,7 @@ func TestContextFor(t *testing.T) {
 // TestAuditLogStaysInItsNamespace: with apps in any namespace, the audit
 // log must not follow --app-namespace into a namespace app teams control.
 func TestAuditLogStaysInItsNamespace(t *testing.T) {
-	f := &engineFlags{configFlags: genericclioptions.NewConfigFlags(true)}
+	f := &engineFlags{Factory: NewFactory(genericiooptions.IOStreams{})}
 	cmd := &cobra.Command{}
 	f.addAppNamespace(cmd)
 	f.addEngineFlags(cmd)
@@ -98,7 +98,7 @@ func oneClusterKubeconfig(t *testing.T) *string {
 // 200 ms behind the requests before it. The Argo CD cluster's client and a
 // destination cluster's get kubectl's limit.
 func TestClientsAreNotThrottledToClientGoDefaults(t *testing.T) {
-	f := &engineFlags{configFlags: genericclioptions.NewConfigFlags(true)}
+	f := &engineFlags{Factory: NewFactory(genericiooptions.IOStreams{})}
 	f.configFlags.KubeConfig = oneClusterKubeconfig(t)
 	e, err := f.engine()
 	if err != nil {

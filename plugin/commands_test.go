@@ -1226,7 +1226,7 @@ func TestStatusWatchEndsQuietlyOnCtrlC(t *testing.T) {
 	given([]string{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"})(t, f)
 	for _, after := range []time.Duration{50 * time.Millisecond, 4 * time.Second} { // during the first look, and between looks
 		streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-		cmd := NewCmdRoot(streams)
+		cmd := NewCmdRoot(testFactory(t, streams))
 		cmd.SetArgs([]string{"status", "--watch"})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(after, cancel)
@@ -1260,7 +1260,7 @@ func TestPromptsGoToStderr(t *testing.T) {
 				time.Sleep(500 * time.Millisecond) // once the prompt is drawn
 				_, _ = typing.Write([]byte("web\r"))
 			}()
-			cmd := NewCmdRoot(streams)
+			cmd := NewCmdRoot(testFactory(t, streams))
 			cmd.SetArgs(args)
 			if code := Execute(context.Background(), cmd, streams); code != ExitOK {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)

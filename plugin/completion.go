@@ -12,8 +12,8 @@ import (
 
 // NewCmdCompletion returns the completion command for bash, zsh, fish and
 // powershell.
-func NewCmdCompletion(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &CompletionOptions{IOStreams: streams}
+func NewCmdCompletion(factory *Factory) *cobra.Command {
+	o := &CompletionOptions{IOStreams: factory.streams}
 	return &cobra.Command{
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print a shell completion script",

@@ -8,12 +8,11 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // NewCmdContract returns the contract command and its check.
-func NewCmdContract(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdContract(factory *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "contract",
 		Short: "Check Applications against their namespaces' live-state contracts",
@@ -31,7 +30,7 @@ reports Applications whose self-heal contradicts the contract.`,
 		Args: positional(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdContractCheck(flags, streams))
+	cmd.AddCommand(newCmdContractCheck(factory))
 	return cmd
 }
 
@@ -45,8 +44,8 @@ type ContractCheckOptions struct {
 	genericiooptions.IOStreams
 }
 
-func newCmdContractCheck(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &ContractCheckOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func newCmdContractCheck(factory *Factory) *cobra.Command {
+	o := &ContractCheckOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "check [APP]",
 		Short: "Report Applications whose self-heal contradicts their namespace's contract",

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -47,8 +46,8 @@ type ControllerOptions struct {
 }
 
 // NewCmdController returns the controller command.
-func NewCmdController(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &ControllerOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdController(factory *Factory) *cobra.Command {
+	o := &ControllerOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run in the cluster: restore auto-restore sessions once Git has caught up",

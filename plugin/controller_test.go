@@ -47,7 +47,7 @@ func TestControllerDeploymentRunsACommandTheBinaryTakes(t *testing.T) {
 		args[i] = strings.ReplaceAll(a, "$(POD_NAME)", "pod-0") // as the kubelet expands it
 	}
 	streams, _, _, _ := genericiooptions.NewTestIOStreams()
-	root := NewCmdRoot(streams)
+	root := NewCmdRoot(testFactory(t, streams))
 	cmd, rest, err := root.Find(args)
 	if err != nil || cmd.Name() != "controller" {
 		t.Fatalf("%v: finds %v, %v", args, cmd, err)
@@ -162,7 +162,7 @@ func TestControllerOnFakes(t *testing.T) {
 // and its metrics.
 func runController(t *testing.T, remind time.Duration) (*countingLog, *controller.Metrics) {
 	t.Helper()
-	engine, err := newEngine(&engineFlags{AppNamespace: "argocd"})
+	engine, err := testFactory(t, genericiooptions.IOStreams{}).newEngine(&engineFlags{AppNamespace: "argocd"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -28,8 +27,8 @@ type DebtOptions struct {
 }
 
 // NewCmdDebt returns the debt command and debt record.
-func NewCmdDebt(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DebtOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams, now: time.Now}
+func NewCmdDebt(factory *Factory) *cobra.Command {
+	o := &DebtOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "debt [APP]",
 		Short: "List ignoreDifferences entries as owned debt: owner, reason, review date",
@@ -60,7 +59,7 @@ Record an entry's owner with kubectl gitops debt record.`,
 	cmd.Flags().BoolVar(&o.System, "system", false, "also list argocd-cm's system-level entries")
 	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged, 3 when the entries could not be read")
 	outputFlag(cmd, &o.Output, "table", "json", "yaml")
-	cmd.AddCommand(newCmdDebtRecord(flags, streams))
+	cmd.AddCommand(newCmdDebtRecord(factory))
 	return cmd
 }
 
@@ -190,8 +189,8 @@ type DebtRecordOptions struct {
 	genericiooptions.IOStreams
 }
 
-func newCmdDebtRecord(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DebtRecordOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func newCmdDebtRecord(factory *Factory) *cobra.Command {
+	o := &DebtRecordOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "record APP ID",
 		Short: "Record who owns an ignoreDifferences entry, why, and when to review it",

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -32,8 +31,8 @@ type DriftOptions struct {
 var driftFormats = []string{"table", "wide", "json", "yaml"}
 
 // NewCmdDrift returns the drift command.
-func NewCmdDrift(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DriftOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdDrift(factory *Factory) *cobra.Command {
+	o := &DriftOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "drift [APP]",
 		Short: "Show live fields that differ from Git, who changed them, and what to do",

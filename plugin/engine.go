@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,9 +22,25 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
+// Factory is what every command is built from, as kubectl's
+// cmdutil.Factory is: the kubeconfig flags, the streams, and how a
+// command's engine is built from its flags. Tests build whole commands
+// over fake clients by giving their own newEngine (plugin/fake_test.go).
+type Factory struct {
+	configFlags *genericclioptions.ConfigFlags
+	streams     genericiooptions.IOStreams
+	newEngine   func(*engineFlags) (*breakglass.Engine, error)
+}
+
+// NewFactory builds commands that reach the cluster the kubeconfig flags
+// name.
+func NewFactory(streams genericiooptions.IOStreams) *Factory {
+	return &Factory{configFlags: genericclioptions.NewConfigFlags(true), streams: streams, newEngine: (*engineFlags).clusterEngine}
+}
+
 // engineFlags are the flags every command that drives the engine shares.
 type engineFlags struct {
-	configFlags    *genericclioptions.ConfigFlags
+	*Factory
 	AppNamespace   string
 	AuditNamespace string
 	ArgoNamespace  string
@@ -108,12 +125,8 @@ func withClientRates(config *rest.Config) *rest.Config {
 	return config
 }
 
-// engine builds the engine a command drives, through newEngine.
-func (f *engineFlags) engine() (*breakglass.Engine, error) { return newEngine(f) }
-
-// newEngine is the seam between the commands and the cluster: tests replace
-// it to run whole commands against fake clients (plugin/fake_test.go).
-var newEngine = (*engineFlags).clusterEngine
+// engine builds the engine a command drives, as its Factory builds it.
+func (f *engineFlags) engine() (*breakglass.Engine, error) { return f.newEngine(f) }
 
 // clusterEngine builds the break-glass engine from the kubeconfig flags;
 // the audit log lives in --audit-namespace.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -108,15 +110,43 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); f.controller(ctx) }()
-	previous := newEngine
-	newEngine = func(flags *engineFlags) (*breakglass.Engine, error) {
+	useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
 		return &breakglass.Engine{
 			Client: argocd.Client{Kube: argoSchema{kube}, Dynamic: dryRunAware{dyn}, Mapper: mapper, AppNamespace: flags.AppNamespace, ControllerWait: 2 * time.Second},
 			Audit:  f.audit, Tickets: f.tickets, TicketsOff: ticketsOff(f.tickets),
 		}, nil
-	}
-	t.Cleanup(func() { cancel(); wg.Wait(); newEngine = previous })
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return f
+}
+
+// testEngines are the engines tests build their commands' engines with,
+// by test name (useEngine).
+var testEngines sync.Map
+
+// useEngine makes the commands test t (and its subtests) runs build their
+// engine with build, over fake clients, until t ends.
+func useEngine(t *testing.T, build func(*engineFlags) (*breakglass.Engine, error)) {
+	testEngines.Store(t.Name(), build)
+	t.Cleanup(func() { testEngines.Delete(t.Name()) })
+}
+
+// testFactory is the Factory of the commands test t runs: the engine of
+// t's fake cluster (or its parent test's), else the kubeconfig's.
+func testFactory(t *testing.T, streams genericiooptions.IOStreams) *Factory {
+	factory := NewFactory(streams)
+	for name := t.Name(); name != ""; {
+		if build, ok := testEngines.Load(name); ok {
+			factory.newEngine = build.(func(*engineFlags) (*breakglass.Engine, error))
+			break
+		}
+		i := strings.LastIndex(name, "/")
+		if i < 0 {
+			break
+		}
+		name = name[:i]
+	}
+	return factory
 }
 
 func ticketsOff(t breakglass.Tickets) error {

@@ -54,7 +54,7 @@ func normalise(s string) string {
 func runPlugin(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	cmd := NewCmdRoot(streams)
+	cmd := NewCmdRoot(testFactory(t, streams))
 	cmd.SetArgs(args)
 	code = Execute(context.Background(), cmd, streams)
 	return code, out.String(), errOut.String()

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -98,8 +97,8 @@ type ProposeOptions struct {
 }
 
 // NewCmdPropose returns the propose command.
-func NewCmdPropose(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &ProposeOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdPropose(factory *Factory) *cobra.Command {
+	o := &ProposeOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "propose APP",
 		Short: "Write the open session's live fix into Git as a pull or merge request",

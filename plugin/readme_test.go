@@ -86,5 +86,5 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(NewCmdRoot(streams))
+	walk(NewCmdRoot(testFactory(t, streams)))
 }

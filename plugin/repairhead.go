@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -33,8 +32,8 @@ type HeadRepair struct {
 // finding names it.
 const repairHeadCommand = "kubectl gitops audit repair-head"
 
-func newCmdAuditRepairHead(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditRepairHeadOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func newCmdAuditRepairHead(factory *Factory) *cobra.Command {
+	o := &AuditRepairHeadOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "repair-head",
 		Short: "Point the audit log's head back at the log's end (a cluster admin's repair)",

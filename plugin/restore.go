@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -26,8 +25,8 @@ type RestoreOptions struct {
 }
 
 // NewCmdRestore returns the restore command.
-func NewCmdRestore(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &RestoreOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdRestore(factory *Factory) *cobra.Command {
+	o := &RestoreOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "restore APP",
 		Short: "Re-enable sync with the saved policy once Git has caught up",

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -18,16 +17,16 @@ import (
 
 // AuditRestoreLogOptions holds the flags of `audit restore-log`.
 type AuditRestoreLogOptions struct {
-	configFlags *genericclioptions.ConfigFlags
-	Namespace   string
-	mirror      mirrorFlags
-	Yes         bool
-	Output      string
+	*Factory
+	Namespace string
+	mirror    mirrorFlags
+	Yes       bool
+	Output    string
 	genericiooptions.IOStreams
 }
 
-func newCmdAuditRestoreLog(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditRestoreLogOptions{configFlags: flags, IOStreams: streams}
+func newCmdAuditRestoreLog(factory *Factory) *cobra.Command {
+	o := &AuditRestoreLogOptions{Factory: factory, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "restore-log",
 		Short: "Rebuild a lost audit log from its mirror",

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -25,8 +24,8 @@ type AuditReviewOptions struct {
 	genericiooptions.IOStreams
 }
 
-func newCmdAuditReview(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditReviewOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func newCmdAuditReview(factory *Factory) *cobra.Command {
+	o := &AuditReviewOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "review SESSION (--approve [--overturn] | --reject) --note TEXT",
 		Short: "Review a closed break-glass session, as a reviewer who neither opened nor joined it",
@@ -115,8 +114,8 @@ type AuditReportOptions struct {
 
 var reportFormats = []string{"markdown", "csv", "json"}
 
-func newCmdAuditReport(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &AuditReportOptions{source: auditSource{configFlags: flags}, IOStreams: streams, now: time.Now}
+func newCmdAuditReport(factory *Factory) *cobra.Command {
+	o := &AuditReportOptions{source: auditSource{Factory: factory}, IOStreams: factory.streams, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "The auditor's evidence: one row per emergency change, a summary, and the log it came from",

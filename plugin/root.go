@@ -16,7 +16,6 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -86,7 +85,7 @@ func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	cmd := NewCmdRoot(streams)
+	cmd := NewCmdRoot(NewFactory(streams))
 	cmd.SetArgs(args)
 	return Execute(ctx, cmd, streams)
 }
@@ -153,9 +152,10 @@ func refuseNamespace(cmd *cobra.Command, _ []string) error {
 	return usageErrorf("%s", msg)
 }
 
-// NewCmdRoot returns the kubectl gitops command with every subcommand.
-func NewCmdRoot(streams genericiooptions.IOStreams) *cobra.Command {
-	flags := genericclioptions.NewConfigFlags(true)
+// NewCmdRoot returns the kubectl gitops command with every subcommand,
+// built from factory.
+func NewCmdRoot(factory *Factory) *cobra.Command {
+	streams := factory.streams
 	cmd := &cobra.Command{
 		// The command's name is the binary's: completion scripts are
 		// generated for it, and one generated for "kubectl" would replace
@@ -175,22 +175,22 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
-	flags.AddFlags(cmd.PersistentFlags())
+	factory.configFlags.AddFlags(cmd.PersistentFlags())
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 
-	cmd.AddCommand(NewCmdVersion(flags, streams))
-	cmd.AddCommand(NewCmdBreakglass(flags, streams))
-	cmd.AddCommand(NewCmdStatus(flags, streams))
-	cmd.AddCommand(NewCmdDrift(flags, streams))
-	cmd.AddCommand(NewCmdContract(flags, streams))
-	cmd.AddCommand(NewCmdDebt(flags, streams))
-	cmd.AddCommand(NewCmdRestore(flags, streams))
-	cmd.AddCommand(NewCmdPropose(flags, streams))
-	cmd.AddCommand(NewCmdAudit(flags, streams))
-	cmd.AddCommand(NewCmdTicket(flags, streams))
-	cmd.AddCommand(NewCmdController(flags, streams))
-	cmd.AddCommand(NewCmdCompletion(streams))
+	cmd.AddCommand(NewCmdVersion(factory))
+	cmd.AddCommand(NewCmdBreakglass(factory))
+	cmd.AddCommand(NewCmdStatus(factory))
+	cmd.AddCommand(NewCmdDrift(factory))
+	cmd.AddCommand(NewCmdContract(factory))
+	cmd.AddCommand(NewCmdDebt(factory))
+	cmd.AddCommand(NewCmdRestore(factory))
+	cmd.AddCommand(NewCmdPropose(factory))
+	cmd.AddCommand(NewCmdAudit(factory))
+	cmd.AddCommand(NewCmdTicket(factory))
+	cmd.AddCommand(NewCmdController(factory))
+	cmd.AddCommand(NewCmdCompletion(factory))
 	return cmd
 }

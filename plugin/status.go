@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -38,8 +37,8 @@ type StatusOptions struct {
 var statusFormats = []string{"table", "wide", "json", "yaml"}
 
 // NewCmdStatus returns the status command.
-func NewCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &StatusOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdStatus(factory *Factory) *cobra.Command {
+	o := &StatusOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "status [APP]",
 		Short: "Show open break-glass sessions and whether Git has caught up",

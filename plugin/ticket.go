@@ -6,21 +6,20 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // NewCmdTicket returns the ticket command group.
-func NewCmdTicket(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdTicket(factory *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ticket",
 		Short: "Jira reconcile tickets",
 		Args:  positional(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(NewCmdTicketSync(flags, streams))
+	cmd.AddCommand(NewCmdTicketSync(factory))
 	return cmd
 }
 
@@ -32,8 +31,8 @@ type TicketSyncOptions struct {
 }
 
 // NewCmdTicketSync returns the ticket sync command.
-func NewCmdTicketSync(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &TicketSyncOptions{engineFlags: engineFlags{configFlags: flags}, IOStreams: streams}
+func NewCmdTicketSync(factory *Factory) *cobra.Command {
+	o := &TicketSyncOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
 		Use:   "sync",
 		Short: "File the Jira work queued while Jira was unreachable or not configured",

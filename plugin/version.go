@@ -8,7 +8,6 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -57,7 +56,7 @@ type ServerVersion struct {
 
 // VersionOptions holds the flags of `kubectl gitops version`.
 type VersionOptions struct {
-	configFlags  *genericclioptions.ConfigFlags
+	*Factory
 	ClientOnly   bool
 	Output       string
 	AppNamespace string
@@ -65,13 +64,13 @@ type VersionOptions struct {
 }
 
 // NewVersionOptions returns options writing to streams.
-func NewVersionOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *VersionOptions {
-	return &VersionOptions{configFlags: flags, IOStreams: streams}
+func NewVersionOptions(factory *Factory) *VersionOptions {
+	return &VersionOptions{Factory: factory, IOStreams: factory.streams}
 }
 
 // NewCmdVersion returns the version command.
-func NewCmdVersion(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewVersionOptions(flags, streams)
+func NewCmdVersion(factory *Factory) *cobra.Command {
+	o := NewVersionOptions(factory)
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the client, Kubernetes and Argo CD versions",
