@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/spf13/cobra"
 )
 
@@ -16,17 +17,29 @@ type command interface {
 	Run(ctx context.Context) error
 }
 
-// run is every command's RunE: Complete, Validate, then Run.
+// run is every command's RunE: Complete, Validate, then Run. Whatever
+// error comes out is explained here, once for every command: inputs named
+// as their flags, and the next step for each engine sentinel.
 func run(c command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := c.Complete(cmd, args); err != nil {
-			return err
+		err := c.Complete(cmd, args)
+		if err == nil {
+			err = c.Validate()
 		}
-		if err := c.Validate(); err != nil {
-			return err
+		if err == nil {
+			err = c.Run(cmd.Context())
 		}
-		return c.Run(cmd.Context())
+		return explain(err, cmd.Name(), appOf(c))
 	}
+}
+
+// appOf is the Application a command acts on, which its hints name; none
+// for a command that names no one Application.
+func appOf(c command) audit.AppRef {
+	if named, ok := c.(interface{ appRef() audit.AppRef }); ok {
+		return named.appRef()
+	}
+	return audit.AppRef{}
 }
 
 // positional is every command's Args: the arguments it takes, by name,

@@ -136,7 +136,7 @@ func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	images, err := breakglass.ParseImages(o.Images)
 	if err != nil {
-		return usageError(explain(err, "breakglass", o.appRef()))
+		return usageError(err)
 	}
 	o.Request.Patch.Images = images
 	if cmd.Flags().Changed("replicas") {
@@ -160,7 +160,7 @@ func (o *BreakglassOptions) Validate() error {
 			return usageErrorf("%s", missing)
 		}
 	} else if err := o.Request.Validate(); err != nil {
-		return usageError(explain(err, "breakglass", o.appRef()))
+		return usageError(err)
 	}
 	if !o.DryRun && !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required when stdin is not a terminal (or use --dry-run to see the plan)")
@@ -205,7 +205,6 @@ func (o *BreakglassOptions) interactive() bool {
 
 // Run plans, confirms and executes.
 func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
-	defer func() { err = explain(err, "breakglass", o.appRef()) }()
 	engine, err := o.engine()
 	if err != nil {
 		return err

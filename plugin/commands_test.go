@@ -1316,3 +1316,30 @@ func TestSecretTextIsRefused(t *testing.T) {
 		t.Error("no records")
 	}
 }
+
+// TestEveryCommandExplainsItsErrors: the next step for an engine error is
+// added once, in run(), for every command. Only breakglass, restore,
+// propose and review added hints; drift, debt and the others printed a
+// missing Application's error with no next step.
+func TestEveryCommandExplainsItsErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"breakglass", "nosuch", "deployment/web", "--replicas", "3", "--reason", "load", "-y"},
+		{"debt", "nosuch"},
+		{"drift", "nosuch"},
+		{"restore", "nosuch"},
+		{"propose", "nosuch"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			newFakeCluster(t)
+			streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+			cmd := NewCmdRoot(testFactory(t, streams))
+			cmd.SetArgs(args)
+			if code := Execute(context.Background(), cmd, streams); code == ExitOK {
+				t.Fatalf("exit 0 for a missing Application")
+			}
+			if !strings.Contains(errOut.String(), "set --app-namespace if Applications live elsewhere") {
+				t.Errorf("no next step:\n%s", errOut)
+			}
+		})
+	}
+}

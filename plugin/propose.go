@@ -148,6 +148,10 @@ func (o *ProposeOptions) Complete(_ *cobra.Command, args []string) error {
 	return nil
 }
 
+func (o *ProposeOptions) appRef() audit.AppRef {
+	return audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}
+}
+
 // Validate checks the flags.
 func (o *ProposeOptions) Validate() error {
 	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
@@ -158,7 +162,6 @@ func (o *ProposeOptions) Validate() error {
 
 // Run proposes and reports.
 func (o *ProposeOptions) Run(ctx context.Context) (err error) {
-	defer func() { err = explain(err, "propose", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}) }()
 	engine, err := o.engineFlags.engine()
 	if err != nil {
 		return err

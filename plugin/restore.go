@@ -60,13 +60,17 @@ func (o *RestoreOptions) Complete(_ *cobra.Command, args []string) error {
 	return nil
 }
 
+func (o *RestoreOptions) appRef() audit.AppRef {
+	return audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}
+}
+
 // Validate checks the flags.
 func (o *RestoreOptions) Validate() error {
 	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
 		return err
 	}
 	if err := o.Request.Validate(); err != nil {
-		return usageError(explain(err, "restore", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}))
+		return usageError(err)
 	}
 	if o.Request.Force && !o.Request.DryRun && !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required for --force when stdin is not a terminal")
@@ -76,7 +80,6 @@ func (o *RestoreOptions) Validate() error {
 
 // Run restores and reports.
 func (o *RestoreOptions) Run(ctx context.Context) (err error) {
-	defer func() { err = explain(err, "restore", audit.AppRef{Namespace: o.AppNamespace, Name: o.Request.App}) }()
 	engine, err := o.engineFlags.engine()
 	if err != nil {
 		return err

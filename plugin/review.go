@@ -72,7 +72,7 @@ func (o *AuditReviewOptions) Validate() error {
 		return err
 	}
 	if err := o.Request.Validate(); err != nil {
-		return usageError(explain(err, "audit review", audit.AppRef{}))
+		return usageError(err)
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func (o *AuditReviewOptions) Run(ctx context.Context) error {
 	}
 	rec, warnings, err := engine.Review(ctx, o.Request)
 	if err != nil {
-		return explain(err, "audit review", audit.AppRef{})
+		return err
 	}
 	for _, w := range warnings {
 		warn(o.ErrOut, w)
