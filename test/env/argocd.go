@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -61,6 +62,11 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		"ARGOCD_TLS_DATA_PATH=" + filepath.Join(home, "tls"),
 		"ARGOCD_PLUGINSOCKFILEPATH=" + filepath.Join(home, "plugins"),
 		"ARGOCD_GNUPGHOME=" + filepath.Join(home, "gnupg"),
+		// The repo-server's askpass socket defaults to one path in /tmp
+		// for every repo-server on the host: two environments at once
+		// (make e2e's shards) raced for it and one repo-server died with
+		// "bind: address already in use".
+		"ARGOCD_ASK_PASS_SOCK=" + filepath.Join(home, "askpass.sock"),
 		// Applications in any namespace, as Argo CD calls it: teams keep
 		// theirs in their own namespaces, and the default project lets them.
 		"ARGOCD_APPLICATION_NAMESPACES=" + TeamNamespaces,
@@ -107,13 +113,19 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		// The source hydrator's commit server renders dry sources into
 		// branches of the repository (3.x only).
 		commitAddr := "127.0.0.1:" + strconv.Itoa(ports[6])
-		commit, err := e.start("argocd-commit-server", append(common, "ARGOCD_BINARY_NAME=argocd-commit-server"), bins.ArgoCD,
-			"--address=127.0.0.1", "--port="+strconv.Itoa(ports[6]),
-			"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(ports[7]))
+		// The commit server's askpass socket is a fixed path in /tmp that
+		// no setting moves: it removes the file and binds it, so two
+		// environments starting at once must take turns.
+		err := onePerHost("argocd-commit-server", func() error {
+			commit, err := e.start("argocd-commit-server", append(common, "ARGOCD_BINARY_NAME=argocd-commit-server"), bins.ArgoCD,
+				"--address=127.0.0.1", "--port="+strconv.Itoa(ports[6]),
+				"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(ports[7]))
+			if err != nil {
+				return err
+			}
+			return commit.waitFor(ctx, time.Minute, tcpReady(commitAddr))
+		})
 		if err != nil {
-			return err
-		}
-		if err := commit.waitFor(ctx, time.Minute, tcpReady(commitAddr)); err != nil {
 			return err
 		}
 		hydrator = []string{"--hydrator-enabled", "--commit-server=" + commitAddr}
@@ -145,6 +157,21 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		return err
 	}
 	return server.waitFor(ctx, time.Minute, httpReady(http.DefaultClient, "http://"+e.ArgoServerAddr+"/healthz"))
+}
+
+// onePerHost runs start while holding a lock every environment on this
+// host shares, for a process that takes a host-wide resource as it starts.
+func onePerHost(name string, start func() error) error {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "kubectl-gitops-env-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
+	return start()
 }
 
 // installArgoCD puts in the API server what an install of Argo CD and of
