@@ -247,11 +247,25 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 			s.Tickets[r.Ticket.Key] = true
 		}
 	case EventAborted:
+		opening := s.joins == 0 && !s.patched
+		if r.Outcome.Status == StatusStarted {
+			// The opening run starts undoing its pause: from here another
+			// session may open there, as after a started restore.
+			if opening {
+				ss.release(s)
+			}
+			break
+		}
 		s.takeInFlight(sameRun(r))
 		// A joined patch that fails leaves the session as it was; the
 		// opening break-glass failing before any patch ends it.
-		if s.joins == 0 && !s.patched && !strings.Contains(r.Outcome.Error, PauseNotUndone) {
+		switch {
+		case opening && !strings.Contains(r.Outcome.Error, PauseNotUndone):
 			ss.close(s, r)
+		case opening && s.Phase == PhaseHolding && ss.holders[s.Application] == "":
+			// The undo failed: the pause stands, and the session holds
+			// the Application again until it is restored.
+			ss.holders[s.Application] = s.ID
 		}
 	case EventRestored, EventForced:
 		if r.Ticket != nil && r.Ticket.Key != "" && !s.Tickets[r.Ticket.Key] {

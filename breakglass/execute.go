@@ -490,6 +490,9 @@ func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) erro
 	session := x.session
 	undo, cancel := undoContext(ctx)
 	defer cancel()
+	if recErr := e.startAbort(undo, x, cause.Error(), nil); recErr != nil {
+		return fmt.Errorf("%v, and the undo was not started: %w; run `%s`", cause, recErr, RestoreCommand(x.App))
+	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
 	if undoErr := e.restoreParents(undo, x.App, session); undoErr != nil {
@@ -501,6 +504,17 @@ func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) erro
 	if _, recErr := e.record(undo, x.subject(), session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 		return fmt.Errorf("%v, and %w", err, recErr)
 	}
+	return err
+}
+
+// startAbort records, before an opening run undoes its pause, that the
+// undo starts: from here the log holds the Application for no one, so a
+// run killed between the undo and its outcome leaves the log agreeing
+// with an Application that carries no session. The undo had come first,
+// and such a kill left the log holding the Application for a session it
+// no longer carried: the next break-glass overlapped it.
+func (e *Engine) startAbort(ctx context.Context, x *execution, cause string, with func(*audit.Record)) error {
+	_, err := e.record(ctx, x.subject(), x.session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusStarted, Error: cause}, with)
 	return err
 }
 
@@ -551,6 +565,9 @@ func (e *Engine) abort(ctx context.Context, x *execution, patchErr error) error 
 	ctx = undo
 	var undoErr error
 	if x.Join == nil {
+		if recErr := e.startAbort(ctx, x, "patch rejected: "+patchErr.Error(), x.withPatch); recErr != nil {
+			return fmt.Errorf("patching %s failed (%v), and the pause was left in place because the undo could not be recorded first: %w; run `%s`", x.Target, patchErr, recErr, RestoreCommand(x.App))
+		}
 		undoErr = e.undoPause(ctx, x.App, session, audit.EventAborted, ownSession(x.App.Name, session.ID))
 	} else if x.pendingPatch != "" {
 		_, _, undoErr = e.writeSession(ctx, knownApp(x.App), session.ID, nil, func(s *Session) { s.dropPatch(x.pendingPatch) })

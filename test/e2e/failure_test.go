@@ -52,7 +52,7 @@ func TestPatchFailingAfterPauseUndoesThePause(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(events, ",") != "breakglass.planned/started,breakglass.paused/succeeded,breakglass.aborted/failed" {
+	if strings.Join(events, ",") != "breakglass.planned/started,breakglass.paused/succeeded,breakglass.aborted/started,breakglass.aborted/failed" {
 		t.Errorf("records %v", events)
 	}
 }
