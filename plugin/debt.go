@@ -21,7 +21,7 @@ type DebtOptions struct {
 	MaxPerApp     int
 	System        bool
 	Output        string
-	ExitCode      bool
+	ExitCode      exitCode
 	genericiooptions.IOStreams
 	now func() time.Time
 }
@@ -57,7 +57,7 @@ Record an entry's owner with kubectl gitops debt record.`,
 	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
 	cmd.Flags().IntVar(&o.MaxPerApp, "max-per-app", 5, "flag Applications with more entries than this (0: no cap)")
 	cmd.Flags().BoolVar(&o.System, "system", false, "also list argocd-cm's system-level entries")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 1 when any entry is flagged, 3 when the entries could not be read")
+	o.ExitCode.register(cmd, "exit 1 when any entry is flagged, 3 when the entries could not be read")
 	outputFlag(cmd, &o.Output, "table", "json", "yaml")
 	cmd.AddCommand(newCmdDebtRecord(factory))
 	return cmd
@@ -82,7 +82,7 @@ func (o *DebtOptions) Validate() error {
 
 // Run lists the entries.
 func (o *DebtOptions) Run(ctx context.Context) (err error) {
-	defer cannotTell(&err, o.ExitCode)
+	defer cannotTell(&err, bool(o.ExitCode))
 	engine, err := o.engine()
 	if err != nil {
 		return err
@@ -127,10 +127,7 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if o.ExitCode && flagged > 0 {
-		return &ExitError{Code: ExitFailure}
-	}
-	return nil
+	return o.ExitCode.answer(flagged > 0, nil)
 }
 
 // markHeld names the entries an open session's hold added (held by that

@@ -22,7 +22,7 @@ type DriftOptions struct {
 	Project       string
 	Selector      string
 	Output        string
-	ExitCode      bool
+	ExitCode      exitCode
 	ManagerClass  []string
 	OwnerKey      string
 	genericiooptions.IOStreams
@@ -64,7 +64,7 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
 	cmd.Flags().StringVar(&o.Project, "project", "", "only Applications of this project")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "only Applications with these labels (as kubectl -l)")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
+	o.ExitCode.register(cmd, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
 	cmd.Flags().StringArrayVar(&o.ManagerClass, "manager-class", nil, "class a field manager: PREFIX=CLASS (repeatable; before the built-in table), e.g. my-deployer=pipeline")
 	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", drift.OwnerLabel, "Application label naming whom to page (a label: the break-glass group cannot change it)")
 	outputFlag(cmd, &o.Output, driftFormats...)
@@ -108,7 +108,7 @@ func (o *DriftOptions) managers() ([]drift.ManagerClass, error) {
 
 // Run reads the Applications, their drift, and prints it.
 func (o *DriftOptions) Run(ctx context.Context) (err error) {
-	defer cannotTell(&err, o.ExitCode)
+	defer cannotTell(&err, bool(o.ExitCode))
 	engine, err := o.engine()
 	if err != nil {
 		return err
@@ -139,13 +139,11 @@ func (o *DriftOptions) Run(ctx context.Context) (err error) {
 	for _, r := range reports {
 		incomplete = incomplete || r.Incomplete
 	}
-	switch {
-	case o.ExitCode && drifted > 0:
-		return &ExitError{Code: ExitFailure}
-	case o.ExitCode && incomplete:
-		return &ExitError{Code: ExitCannotTell, Err: errors.New("part of the drift could not be read (see the notes): no drift found is not the whole truth")}
+	var partial error
+	if incomplete {
+		partial = errors.New("part of the drift could not be read (see the notes): no drift found is not the whole truth")
 	}
-	return nil
+	return o.ExitCode.answer(drifted > 0, partial)
 }
 
 // appQuery selects a command's Applications: APP in --app-namespace, or

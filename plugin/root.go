@@ -68,6 +68,30 @@ func cannotTell(err *error, answers bool) {
 	}
 }
 
+// exitCode is --exit-code, of the commands that answer a question (drift,
+// debt, contract check, status): 0 for no, 1 for yes, 3 when the command
+// could not tell (with cannotTell for its own errors).
+type exitCode bool
+
+func (x *exitCode) register(cmd *cobra.Command, usage string) {
+	cmd.Flags().BoolVar((*bool)(x), "exit-code", false, usage)
+}
+
+// answer is the exit for what the command found: ExitFailure when found;
+// else ExitCannotTell with partial, why the answer is not whole. Without
+// --exit-code it is always nil (exit 0).
+func (x exitCode) answer(found bool, partial error) error {
+	switch {
+	case !bool(x):
+		return nil
+	case found:
+		return &ExitError{Code: ExitFailure}
+	case partial != nil:
+		return &ExitError{Code: ExitCannotTell, Err: partial}
+	}
+	return nil
+}
+
 // usageErrorf returns an error that exits 2: the user asked for something the
 // command cannot take as written.
 func usageErrorf(format string, args ...any) error {

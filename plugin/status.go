@@ -23,7 +23,7 @@ type StatusOptions struct {
 	AllNamespaces bool
 	Output        string
 	Watch         bool
-	ExitCode      bool
+	ExitCode      exitCode
 	Wait          bool
 	Timeout       time.Duration
 	// RefreshTimeout bounds the wait for Argo CD's refresh; refreshSet says
@@ -70,7 +70,7 @@ Argo CD to refresh, so the next look is fresh. --refresh-timeout sets either.`,
 	o.addEngineFlags(cmd)
 	addAllNamespaces(cmd, &o.AllNamespaces, "sessions")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "refresh the view every few seconds until Ctrl-C (which exits 0)")
-	cmd.Flags().BoolVar(&o.ExitCode, "exit-code", false, "exit 0 when every listed session is caught up, 1 when not, 3 when it could not tell")
+	o.ExitCode.register(cmd, "exit 0 when every listed session is caught up, 1 when not, 3 when it could not tell")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every listed session is caught up (exit 1 on --timeout, 3 when it could not tell)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	cmd.Flags().DurationVar(&o.RefreshTimeout, "refresh-timeout", 0, "how long to wait for Argo CD's controller to refresh before reporting as of its last reconcile; 0 does not wait (default 30s with APP, --wait, --watch or --exit-code; 0 for a listing)")
@@ -113,7 +113,7 @@ func (o *StatusOptions) refresh() breakglass.Refresh {
 	wait := o.RefreshTimeout
 	if !o.refreshSet {
 		wait = 0
-		if o.App != "" || o.Wait || o.Watch || o.ExitCode {
+		if o.App != "" || o.Wait || o.Watch || bool(o.ExitCode) {
 			wait = defaultRefreshWait
 		}
 	}
@@ -122,7 +122,7 @@ func (o *StatusOptions) refresh() breakglass.Refresh {
 
 // Run evaluates and prints the sessions.
 func (o *StatusOptions) Run(ctx context.Context) (err error) {
-	defer cannotTell(&err, o.ExitCode || o.Wait)
+	defer cannotTell(&err, bool(o.ExitCode) || o.Wait)
 	engine, err := o.engine()
 	if err != nil {
 		return err
@@ -162,10 +162,7 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 			}
 			o.noteAwaitingReview(ctx, engine)
 			o.noteMirror(ctx, engine)
-			if (o.ExitCode || o.Wait) && !ready {
-				return &ExitError{Code: ExitFailure}
-			}
-			return nil
+			return exitCode(bool(o.ExitCode) || o.Wait).answer(!ready, nil)
 		}
 		select {
 		case <-ctx.Done():
