@@ -17,12 +17,16 @@ type command interface {
 	Run(ctx context.Context) error
 }
 
-// run is every command's RunE: Complete, Validate, then Run. Whatever
+// run is every command's RunE: the output format checked, Complete,
+// Validate, then Run. Whatever
 // error comes out is explained here, once for every command: inputs named
 // as their flags, and the next step for each engine sentinel.
 func run(c command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		err := c.Complete(cmd, args)
+		err := validateOutput(cmd)
+		if err == nil {
+			err = c.Complete(cmd, args)
+		}
 		if err == nil {
 			err = c.Validate()
 		}

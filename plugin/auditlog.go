@@ -76,9 +76,6 @@ func (o *AuditLogOptions) Validate() error {
 	if err := o.source.validate(); err != nil {
 		return err
 	}
-	if err := validateOutput(o.Output, auditLogFormats...); err != nil {
-		return err
-	}
 	if o.Event != "" && !knownEvent(o.Event) {
 		names := make([]string, len(audit.Events))
 		for i, e := range audit.Events {

@@ -51,7 +51,7 @@ func (o *AuditShowOptions) Validate() error {
 	if err := o.source.validate(); err != nil {
 		return err
 	}
-	return validateOutput(o.Output, "yaml", "json")
+	return nil
 }
 
 // Run finds the record and prints it.

@@ -152,9 +152,6 @@ func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate rejects incomplete or malformed input before contacting anything.
 func (o *BreakglassOptions) Validate() error {
-	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	if missing := o.missingInput(); missing != "" {
 		if !o.interactive() {
 			return usageErrorf("%s", missing)

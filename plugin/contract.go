@@ -74,7 +74,7 @@ func (o *ContractCheckOptions) Validate() error {
 	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "check"); err != nil {
 		return err
 	}
-	return validateOutput(o.Output, "table", "json", "yaml")
+	return nil
 }
 
 // Run checks and prints the findings.

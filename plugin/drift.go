@@ -79,9 +79,6 @@ func (o *DriftOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the flags.
 func (o *DriftOptions) Validate() error {
-	if err := validateOutput(o.Output, driftFormats...); err != nil {
-		return err
-	}
 	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "list"); err != nil {
 		return err
 	}

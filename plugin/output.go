@@ -15,22 +15,52 @@ import (
 )
 
 // outputFlag registers -o/--output with the formats a command accepts; the
-// first is the default.
+// first is the default. run() checks the value once for every command
+// (validateOutput), so no command spells its formats twice.
 func outputFlag(cmd *cobra.Command, target *string, formats ...string) {
 	*target = formats[0]
-	cmd.Flags().StringVarP(target, "output", "o", formats[0], fmt.Sprintf("output format, one of: %s", joinFormats(formats)))
+	cmd.Flags().VarP(&outputValue{target: target, formats: formats}, "output", "o", fmt.Sprintf("output format, one of: %s", joinFormats(formats)))
 }
 
 func joinFormats(formats []string) string { return strings.Join(formats, "|") }
 
-// validateOutput reports a usage error when format is not one of formats.
-func validateOutput(format string, formats ...string) error {
-	for _, f := range formats {
-		if format == f {
+// outputValue is -o/--output and the formats its command prints.
+type outputValue struct {
+	target  *string
+	formats []string
+}
+
+func (v *outputValue) String() string {
+	if v.target == nil {
+		return ""
+	}
+	return *v.target
+}
+
+func (v *outputValue) Type() string { return "string" }
+
+func (v *outputValue) Set(format string) error {
+	*v.target = format
+	return nil
+}
+
+// validateOutput reports a usage error when cmd's --output is not one of
+// the formats it registered.
+func validateOutput(cmd *cobra.Command) error {
+	flag := cmd.Flags().Lookup("output")
+	if flag == nil {
+		return nil
+	}
+	v, ok := flag.Value.(*outputValue)
+	if !ok {
+		return nil
+	}
+	for _, f := range v.formats {
+		if *v.target == f {
 			return nil
 		}
 	}
-	return usageErrorf("--output %q is not supported: use one of %s", format, joinFormats(formats))
+	return usageErrorf("--output %q is not supported: use one of %s", *v.target, joinFormats(v.formats))
 }
 
 // printStructured writes v as indented JSON or as YAML. A nil slice is an

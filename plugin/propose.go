@@ -154,9 +154,6 @@ func (o *ProposeOptions) appRef() audit.AppRef {
 
 // Validate checks the flags.
 func (o *ProposeOptions) Validate() error {
-	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	return o.proposeFlags.validate()
 }
 

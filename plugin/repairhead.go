@@ -70,9 +70,6 @@ func (o *AuditRepairHeadOptions) Complete(*cobra.Command, []string) error { retu
 
 // Validate checks the flags.
 func (o *AuditRepairHeadOptions) Validate() error {
-	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	if !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required when stdin is not a terminal")
 	}

@@ -72,7 +72,7 @@ func (o *AuditReportOptions) Validate() error {
 	if err := o.source.validate(); err != nil {
 		return err
 	}
-	return validateOutput(o.Output, reportFormats...)
+	return nil
 }
 
 // Evidence is the report as -o json prints it.

@@ -66,9 +66,6 @@ func (o *RestoreOptions) appRef() audit.AppRef {
 
 // Validate checks the flags.
 func (o *RestoreOptions) Validate() error {
-	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	if err := o.Request.Validate(); err != nil {
 		return usageError(err)
 	}

@@ -65,7 +65,7 @@ func (o *AuditRestoreLogOptions) Validate() error {
 	if !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required when stdin is not a terminal")
 	}
-	return validateOutput(o.Output, "text", "json", "yaml")
+	return nil
 }
 
 // Run verifies the mirror, confirms, and writes back what is missing.

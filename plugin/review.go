@@ -61,9 +61,6 @@ func (o *AuditReviewOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the flags.
 func (o *AuditReviewOptions) Validate() error {
-	if err := validateOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	if err := o.Request.Validate(); err != nil {
 		return usageError(err)
 	}

@@ -13,11 +13,13 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"github.com/spf13/cobra"
 )
 
 func TestExitCodesAndErrorLine(t *testing.T) {
@@ -240,5 +242,42 @@ func TestReachSaysWhatToCheck(t *testing.T) {
 		if !strings.HasPrefix(got.Error(), tt.want) || !errors.Is(got, tt.err) {
 			t.Errorf("reach(%v) = %v; want it to start %q and keep the error", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestEveryOutputFlagIsChecked: every command with -o refuses a format it
+// does not print, as a usage error naming its own formats, before it
+// touches anything (run() checks it, so no command can forget to).
+func TestEveryOutputFlagIsChecked(t *testing.T) {
+	kubeconfigFor(t, "http://127.0.0.1:1")
+	var walk func(*cobra.Command)
+	checked := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		flag := c.Flags().Lookup("output")
+		if flag == nil {
+			return
+		}
+		checked++
+		path := strings.Fields(strings.TrimPrefix(c.CommandPath(), c.Root().CommandPath()))
+		var last string
+		for extra := 0; extra <= 2; extra++ {
+			args := append(append([]string{}, path...), "-o", "bogus")
+			for i := 0; i < extra; i++ {
+				args = append(args, "x")
+			}
+			code, _, errOut := runPlugin(t, args...)
+			last = errOut
+			if code == ExitUsage && strings.HasPrefix(errOut, `error: --output "bogus" is not supported: use one of `) {
+				return
+			}
+		}
+		t.Errorf("%s -o bogus: not refused as an unsupported format: %q", c.CommandPath(), last)
+	}
+	walk(NewCmdRoot(NewFactory(genericiooptions.NewTestIOStreamsDiscard())))
+	if checked < 10 {
+		t.Errorf("only %d commands have -o", checked)
 	}
 }

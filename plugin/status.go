@@ -87,9 +87,6 @@ func (o *StatusOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the flags.
 func (o *StatusOptions) Validate() error {
-	if err := validateOutput(o.Output, statusFormats...); err != nil {
-		return err
-	}
 	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "list"); err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func (o *VersionOptions) Complete(*cobra.Command, []string) error { return nil }
 
 // Validate checks the flags.
 func (o *VersionOptions) Validate() error {
-	return validateOutput(o.Output, "text", "json", "yaml")
+	return nil
 }
 
 // Run collects the versions and prints them. It fails when a server that was
