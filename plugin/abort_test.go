@@ -38,9 +38,8 @@ func (k *killSwitch) dead() bool {
 func (k *killSwitch) Append(ctx context.Context, r *audit.Record) error {
 	k.mu.Lock()
 	k.appends++
-	dead := k.at > 0 && k.appends >= k.at
 	k.mu.Unlock()
-	if dead {
+	if k.dead() {
 		return errKilled
 	}
 	return k.Store.Append(ctx, r)

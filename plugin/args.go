@@ -18,9 +18,9 @@ type command interface {
 }
 
 // run is every command's RunE: the output format checked, Complete,
-// Validate, then Run. Whatever
-// error comes out is explained here, once for every command: inputs named
-// as their flags, and the next step for each engine sentinel.
+// Validate, then Run. Whatever error comes out is explained here, once for
+// every command: inputs named as their flags, and the next step for each
+// engine sentinel.
 func run(c command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		err := validateOutput(cmd)
