@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // FileStore keeps a chain as JSON Lines: one stored record document per line,
@@ -35,7 +37,7 @@ func (s *FileStore) Append(_ context.Context, r *Record) error {
 	if last != nil {
 		rec, err := Parse(last.Doc)
 		if err != nil {
-			return fmt.Errorf("%s line %d is unreadable, run `kubectl gitops audit verify --file`: %w", s.Path, last.Slot, err)
+			return fmt.Errorf("%s line %d is unreadable, run `%s`: %w", s.Path, last.Slot, next.AuditVerifyFile(s.Path), err)
 		}
 		tip = HeadState{Seq: last.Slot, Hash: rec.Hash}
 	}

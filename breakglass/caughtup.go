@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
@@ -320,7 +321,7 @@ func (e *Engine) noteHold(ctx context.Context, app argocd.App, st *SessionStatus
 	if !pausing && session.pauses() && app.SyncsAutomatically() {
 		st.SyncReenabled = true
 		st.Notes = append(st.Notes, "automated sync is on again behind the session (Argo CD's toggle-auto-sync action, `argocd app set`, or an edit): Argo CD may have reverted the live fix; check the target, then close the session with `"+
-			RestoreCommand(ref)+" --force --reason …` and break-glass again if the fix is gone")
+			next.ForceRestore(ref.Namespace, ref.Name)+"` and break-glass again if the fix is gone")
 	}
 	// A parent paused with the session that syncs by itself again (its
 	// mark removed and self-heal turned back on, by hand or through Argo
@@ -332,7 +333,7 @@ func (e *Engine) noteHold(ctx context.Context, app argocd.App, st *SessionStatus
 			if err == nil && parent.SyncsAutomatically() {
 				st.SyncReenabled = true
 				st.Notes = append(st.Notes, fmt.Sprintf("automated sync of parent application %s, paused with the session, is on again: it may sync %s back from Git over the live fix; check the target, then close the session with `%s --force --reason …`",
-					p.Name, ref.Name, RestoreCommand(ref)))
+					p.Name, ref.Name, next.Restore(ref.Namespace, ref.Name)))
 			}
 		}
 	}
@@ -344,7 +345,7 @@ func (e *Engine) noteHold(ctx context.Context, app argocd.App, st *SessionStatus
 	}
 	if len(st.Retargeted) > 0 {
 		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s --force --reason …`",
-			ErrRetargeted, strings.Join(st.Retargeted, "; "), RestoreCommand(ref)))
+			ErrRetargeted, strings.Join(st.Retargeted, "; "), next.Restore(ref.Namespace, ref.Name)))
 	}
 }
 
@@ -358,7 +359,7 @@ func (e *Engine) noteLive(ctx context.Context, app argocd.App, st *SessionStatus
 			st.Notes = append(st.Notes, "could not check that the live fix still holds ("+argocd.Brief(err)+")")
 		case len(reverted) > 0:
 			st.Reverted = reverted
-			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`kubectl gitops breakglass %s … --join`)", describeReverted(reverted), st.App.Name))
+			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`%s`)", describeReverted(reverted), next.Join(st.App.Name)))
 		}
 	}
 	if pending := session.pending(); pending != nil {

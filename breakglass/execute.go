@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
@@ -318,7 +319,7 @@ func (e *Engine) emitExecuted(ctx context.Context, x *execution) []string {
 	if s.Expires != nil {
 		expiry = "expires " + s.Expires.Format(time.RFC3339)
 	}
-	warn(e.emit(ctx, x.app, EventOpened, false, "%s paused automated sync in break-glass session %s (%s; %s): %s; restore with `%s`", x.Actor.Username, s.ID, x.PauseMechanism, expiry, s.Reason, RestoreCommand(x.App)))
+	warn(e.emit(ctx, x.app, EventOpened, false, "%s paused automated sync in break-glass session %s (%s; %s): %s; restore with `%s`", x.Actor.Username, s.ID, x.PauseMechanism, expiry, s.Reason, next.Restore(x.App.Namespace, x.App.Name)))
 	warn(e.emit(ctx, x.app, EventPatched, false, "%s patched %s in break-glass session %s: %s", x.Actor.Username, x.Target, s.ID, strings.Join(changed, ", ")))
 	return warnings
 }
@@ -491,13 +492,13 @@ func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) erro
 	undo, cancel := undoContext(ctx)
 	defer cancel()
 	if recErr := e.startAbort(undo, x, cause.Error(), nil); recErr != nil {
-		return fmt.Errorf("%v, and the undo was not started: %w; run `%s`", cause, recErr, RestoreCommand(x.App))
+		return fmt.Errorf("%v, and the undo was not started: %w; run `%s`", cause, recErr, next.Restore(x.App.Namespace, x.App.Name))
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
 	if undoErr := e.restoreParents(undo, x.App, session); undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
-		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, RestoreCommand(x.App))
+		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, next.Restore(x.App.Namespace, x.App.Name))
 	} else if len(session.PausedParents) > 0 {
 		_ = e.dropSession(undo, x.App, session.ID)
 	}
@@ -566,7 +567,7 @@ func (e *Engine) abort(ctx context.Context, x *execution, patchErr error) error 
 	var undoErr error
 	if x.Join == nil {
 		if recErr := e.startAbort(ctx, x, "patch rejected: "+patchErr.Error(), x.withPatch); recErr != nil {
-			return fmt.Errorf("patching %s failed (%v), and the pause was left in place because the undo could not be recorded first: %w; run `%s`", x.Target, patchErr, recErr, RestoreCommand(x.App))
+			return fmt.Errorf("patching %s failed (%v), and the pause was left in place because the undo could not be recorded first: %w; run `%s`", x.Target, patchErr, recErr, next.Restore(x.App.Namespace, x.App.Name))
 		}
 		undoErr = e.undoPause(ctx, x.App, session, audit.EventAborted, ownSession(x.App.Name, session.ID))
 	} else if x.pendingPatch != "" {
@@ -581,7 +582,7 @@ func (e *Engine) abort(ctx context.Context, x *execution, patchErr error) error 
 	}
 	switch {
 	case undoErr != nil:
-		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `%s`", x.Target, patchErr, undoErr, RestoreCommand(x.App))
+		return fmt.Errorf("patching %s failed: %v; the pause could not be undone (%v): run `%s`", x.Target, patchErr, undoErr, next.Restore(x.App.Namespace, x.App.Name))
 	case x.Join != nil:
 		return fmt.Errorf("patching %s failed; session %s is as it was: %w", x.Target, session.ID, patchErr)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -42,7 +43,7 @@ type Notice struct {
 // NoticesOf is what st, evaluated as of now, has to be noticed, each a
 // notice of its own: nothing when all is well.
 func NoticesOf(st *SessionStatus) []*Notice {
-	restore := RestoreCommand(st.App)
+	restore := next.Restore(st.App.Namespace, st.App.Name)
 	var out []*Notice
 	if len(st.Retargeted) > 0 {
 		out = append(out, &Notice{Event: audit.EventRetargeted, Reason: EventRetargeted,
@@ -52,7 +53,7 @@ func NoticesOf(st *SessionStatus) []*Notice {
 	if len(st.Reverted) > 0 {
 		out = append(out, &Notice{Event: audit.EventReverted, Reason: EventReverted,
 			What: fmt.Sprintf("The live fix of break-glass session %s on %s was reverted: %s.", st.Session.ID, st.App.Name, describeReverted(st.Reverted)),
-			Todo: fmt.Sprintf("Patch it again within the session (`kubectl gitops breakglass %s … --join`), and find out why it was reverted (a manual Sync applies Git over the fix).", st.App.Name)})
+			Todo: fmt.Sprintf("Patch it again within the session (`%s`), and find out why it was reverted (a manual Sync applies Git over the fix).", next.Join(st.App.Name))})
 	}
 	if st.SyncReenabled {
 		out = append(out, &Notice{Event: audit.EventReenabled, Reason: EventReenabled,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // PausedByAnnotation marks a parent Application paused on behalf of a
@@ -109,8 +110,8 @@ func (e *Engine) OrphanedPauses(ctx context.Context, apps []argocd.App) ([]strin
 		if why == "" {
 			continue
 		}
-		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, %s: its automated sync may stay off for nobody; find its saved policy with `kubectl gitops audit log --app %s --event breakglass.paused -o yaml`",
-			a.GetNamespace(), a.GetName(), by, why, a.GetName()))
+		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, %s: its automated sync may stay off for nobody; find its saved policy with `%s`",
+			a.GetNamespace(), a.GetName(), by, why, next.AuditLog(a.GetName(), string(audit.EventPaused), true)))
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // Plan is a checked break-glass, ready to execute: nothing has changed yet.
@@ -279,7 +280,7 @@ func (p *planning) resolveSession(ctx context.Context) error {
 		if trusted.State != StatePatched {
 			// As the log has it: an annotation that says otherwise is named
 			// above, and cannot turn joins away by itself.
-			return fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
+			return fmt.Errorf("%w on %s: session %s by %s is still %s: finish or undo it with `%s`", ErrSessionOpen, req.App, trusted.ID, trusted.OpenedBy, trusted.State, next.Restore(app.GetNamespace(), req.App))
 		}
 		join = trusted
 		if join.pauses() && app.SyncsAutomatically() {
@@ -558,7 +559,7 @@ func joinable(app argocd.App, req Request) (*Session, error) {
 	holder := fmt.Sprintf("session %s by %s since %s (state %s)", session.ID, session.OpenedBy, session.OpenedAt.Format(time.RFC3339), session.State)
 	switch {
 	case !req.Join && session.State != StatePatched:
-		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `%s`", ErrSessionOpen, req.App, holder, RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: req.App}))
+		return nil, fmt.Errorf("%w on %s: %s: finish or undo it with `%s`", ErrSessionOpen, req.App, holder, next.Restore(app.GetNamespace(), req.App))
 	case !req.Join:
 		return nil, fmt.Errorf("%w on %s: %s", ErrJoinable, req.App, holder)
 	}

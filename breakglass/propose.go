@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/proposal"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
@@ -116,7 +117,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 		return nil, err
 	}
 	if len(change.Files) == 0 {
-		return nil, fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `kubectl gitops status %s` says whether Argo CD has caught up", ErrNothingToDo, repo.Base, redact.Text(src.RepoURL), req.App)
+		return nil, fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, repo.Base, redact.Text(src.RepoURL), next.Status(req.App))
 	}
 	if err := holdsFix(change.After, dest, st.Session); err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if exists, err := repo.BranchExists(ctx, branch); err != nil {
 		return nil, err
 	} else if exists {
-		return nil, fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`kubectl gitops audit log --app %s --event %s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, st.Session.ID, req.App, audit.EventProposed)
+		return nil, fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`%s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, st.Session.ID, next.AuditLog(req.App, string(audit.EventProposed), false))
 	}
 	if req.DryRun {
 		return out, nil
@@ -314,7 +315,7 @@ func requestBody(st *SessionStatus, p *Proposed) string {
 	b.WriteString("- every value is the live one, matched against the digest the session's audit record keeps\n")
 	fmt.Fprintf(&b, "- the edited source, rendered as Argo CD renders a %s source, yields those values at those paths, and every other object and field exactly as before\n", p.Source)
 	b.WriteString("- comments, key order and formatting of the edited files are kept: only the values change\n\n")
-	fmt.Fprintf(&b, "Once this is merged and Argo CD reports the application caught up, `kubectl gitops restore %s` (or the controller, for an auto-restore session) turns sync back on.\n", st.App.Name)
+	fmt.Fprintf(&b, "Once this is merged and Argo CD reports the application caught up, `%s` (or the controller, for an auto-restore session) turns sync back on.\n", next.Restore(st.App.Namespace, st.App.Name))
 	return b.String()
 }
 

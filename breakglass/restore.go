@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -209,7 +210,7 @@ func (e *Engine) restoreSession(ctx context.Context, req RestoreRequest, actor a
 	case ticketErr != nil:
 		st.Warnings = append(st.Warnings, e.recordTicketTrouble(ctx, p, st.Session.ID, ref, ticketErr))
 	case ref == nil && st.Session.TicketPending != "":
-		st.Warnings = append(st.Warnings, "the session's ticket was never filed: `kubectl gitops ticket sync` files and closes it")
+		st.Warnings = append(st.Warnings, "the session's ticket was never filed: `"+next.TicketSync()+"` files and closes it")
 	}
 	var w string
 	if event == audit.EventForced {
@@ -221,15 +222,6 @@ func (e *Engine) restoreSession(ctx context.Context, req RestoreRequest, actor a
 		st.Warnings = append(st.Warnings, w)
 	}
 	return nil
-}
-
-// RestoreCommand is the command that closes app's session.
-func RestoreCommand(app audit.AppRef) string {
-	cmd := "kubectl gitops restore " + app.Name
-	if app.Namespace != "" && app.Namespace != "argocd" {
-		cmd += " --app-namespace " + app.Namespace
-	}
-	return cmd
 }
 
 // withSession reads Application name, which must carry a session; why

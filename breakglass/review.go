@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -47,7 +48,7 @@ type ReviewRequest struct {
 func (r ReviewRequest) Validate() error {
 	switch {
 	case strings.TrimSpace(r.Session) == "":
-		return inputError(InputSession, "", "required: the session id, as `kubectl gitops audit log --unreviewed` lists them")
+		return inputError(InputSession, "", "required: the session id, as `%s` lists them", next.AuditLogUnreviewed())
 	case r.Approve == r.Reject:
 		return inputError(InputVerdict, "", "give exactly one: approve or reject")
 	case r.Overturn && !r.Approve:

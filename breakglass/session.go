@@ -10,6 +10,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // SessionAnnotation holds the open break-glass session on an Application.
@@ -166,7 +167,7 @@ func PatchedBy(app argocd.App) drift.Patched {
 	if err != nil {
 		return drift.Patched{}
 	}
-	out := drift.Patched{Session: s.ID, Restore: RestoreCommand(audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}), Held: s.holdsFields()}
+	out := drift.Patched{Session: s.ID, Restore: next.Restore(app.GetNamespace(), app.GetName()), Held: s.holdsFields()}
 	for _, p := range s.Patches {
 		fields := drift.PatchedFields{Target: p.Target}
 		for _, f := range p.Fields {

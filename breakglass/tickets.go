@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -76,7 +77,7 @@ func (e *Engine) recordTicketTrouble(ctx context.Context, s subject, session str
 		return warning + "; and " + err.Error()
 	}
 	if status == audit.StatusFailed {
-		warning += "; fix it, then run `kubectl gitops ticket sync`"
+		warning += "; fix it, then run `" + next.TicketSync() + "`"
 	}
 	return warning
 }
@@ -86,13 +87,13 @@ func (e *Engine) recordTicketTrouble(ctx context.Context, s subject, session str
 // break-glass: the work is recorded as queued (or failed) for `ticket sync`.
 func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, patched *audit.Record) string {
 	if p.Join != nil && session.Ticket == "" && session.TicketPending != "" {
-		return "the session's ticket is still queued: `kubectl gitops ticket sync` files it with this patch"
+		return "the session's ticket is still queued: `" + next.TicketSync() + "` files it with this patch"
 	}
 	ref := &audit.Ticket{Key: session.Ticket, URL: session.TicketURL}
 	if ref.Key == "" && p.Ticket != nil {
 		ref = p.Ticket
 	}
-	rc := ticket.Reconcile{Patches: []*audit.Record{patched}, Source: p.Source, Restore: RestoreCommand(p.App)}
+	rc := ticket.Reconcile{Patches: []*audit.Record{patched}, Source: p.Source, Restore: next.Restore(p.App.Namespace, p.App.Name)}
 	err := e.ticketsOff()
 	if e.Tickets != nil {
 		started, recErr := e.record(ctx, p.subject(), session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))

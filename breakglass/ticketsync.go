@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -175,7 +176,7 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 		return res, nil
 	}
 
-	rc := ticket.Reconcile{Patches: pt.Patches, Source: e.appSource(ctx, pt.App), Restore: RestoreCommand(pt.App), Witness: witness(claim)}
+	rc := ticket.Reconcile{Patches: pt.Patches, Source: e.appSource(ctx, pt.App), Restore: next.Restore(pt.App.Namespace, pt.App.Name), Witness: witness(claim)}
 	err = func() error {
 		switch {
 		case ref.Key == "":

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // Argo CD (3.5 and newer) shows an Application's notice annotations as a
@@ -71,9 +72,9 @@ func uiNotice(s *Session) map[string]any {
 		text += " Expires " + s.Expires.UTC().Format(time.RFC3339) + "."
 	}
 	if s.pauses() {
-		text += " Sync stays paused until Git has the fix: kubectl gitops status."
+		text += " Sync stays paused until Git has the fix: " + next.Status("") + "."
 	} else {
-		text += " Automated sync stays on; only these fields are held until Git has the fix: kubectl gitops status."
+		text += " Automated sync stays on; only these fields are held until Git has the fix: " + next.Status("") + "."
 	}
 	if s.holdsFields() {
 		text += " A Sync keeps the held fields only with " + RespectIgnoreDifferences + " ticked."

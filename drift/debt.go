@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // DebtAnnotation records, on an Application (or on argocd-cm for the
@@ -206,7 +207,7 @@ func RecordDebt(ctx context.Context, c *argocd.Client, app, id string, note Debt
 				return nil
 			}
 		}
-		return fmt.Errorf("%w: application %s has no ignoreDifferences entry %s (kubectl gitops debt %s lists them)", argocd.ErrNotFound, app, id, app)
+		return fmt.Errorf("%w: application %s has no ignoreDifferences entry %s (%s lists them)", argocd.ErrNotFound, app, id, next.Debt(app))
 	}, Patch: func(argocd.App) map[string]any {
 		notes[id] = &note
 		value, _ := json.Marshal(notes)

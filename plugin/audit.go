@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // auditSource opens the store the audit commands read: the cluster's
@@ -55,7 +56,7 @@ func (s *auditSource) empty(rep audit.Report) error {
 		return nil
 	}
 	if s.File != "" {
-		return fmt.Errorf("no audit records found in file %s (is it an export from `kubectl gitops audit log -o jsonl`?)", s.File)
+		return fmt.Errorf("no audit records found in file %s (is it an export from `%s`?)", s.File, next.AuditExport())
 	}
 	if s.mirror.URL != "" {
 		return fmt.Errorf("no audit records found in mirror %s (is --mirror right, with the controller's prefix?)", s.mirror.URL)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // AuditShowOptions holds the flags of `audit show`.
@@ -75,7 +76,7 @@ func (o *AuditShowOptions) Run(ctx context.Context) error {
 	}
 	switch {
 	case len(matches) == 0:
-		return fmt.Errorf("no audit record has an id starting %q: list them with `kubectl gitops audit log`", o.ID)
+		return fmt.Errorf("no audit record has an id starting %q: list them with `%s`", o.ID, next.AuditLogAll())
 	case len(matches) > 1:
 		if len(ids) > 5 {
 			ids = append(ids[:5], "…")

@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // BreakglassOptions holds the flags of `kubectl gitops breakglass`.
@@ -276,17 +277,17 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 	case s.Ticket != "" && s.TicketPending == "":
 		fmt.Fprintf(o.Out, "ticket %s: %s\n", printable(s.Ticket), printable(s.TicketURL))
 	case s.TicketPending != "":
-		fmt.Fprintln(o.Out, "ticket queued: `kubectl gitops ticket sync` files it once Jira is configured and reachable")
+		fmt.Fprintln(o.Out, "ticket queued: `"+next.TicketSync()+"` files it once Jira is configured and reachable")
 	}
 	if o.Propose {
 		err := propose(ctx, engine, o.proposeFlags, breakglass.ProposeRequest{App: plan.App.Name}, "text", o.IOStreams)
 		o.proposalTrouble(nil, err)
 		if err == nil {
-			fmt.Fprintf(o.Out, "next: merge the proposal; `%s` (or the controller, with --auto-restore) restores once Argo CD has caught up\n", breakglass.RestoreCommand(plan.App))
+			fmt.Fprintf(o.Out, "next: merge the proposal; `%s` (or the controller, with --auto-restore) restores once Argo CD has caught up\n", next.Restore(plan.App.Namespace, plan.App.Name))
 			return nil
 		}
 	}
-	fmt.Fprintf(o.Out, "next: fix Git, then `%s`\n", breakglass.RestoreCommand(plan.App))
+	fmt.Fprintf(o.Out, "next: fix Git, then `%s`\n", next.Restore(plan.App.Namespace, plan.App.Name))
 	return nil
 }
 
@@ -300,7 +301,7 @@ func (o *BreakglassOptions) proposalTrouble(p *breakglass.Proposed, err error) {
 		}
 	}
 	if err != nil {
-		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; run `kubectl gitops propose %s` once that is fixed", explain(err, "propose", o.appRef()), o.Request.App))
+		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; run `%s` once that is fixed", explain(err, "propose", o.appRef()), next.Propose(o.Request.App)))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // inputFlags spells each engine input as the flag (or argument) that sets it.
@@ -68,7 +69,7 @@ func explain(err error, command string, app audit.AppRef) error {
 	if spelt := spellInput(err); spelt != err {
 		return spelt
 	}
-	restore := breakglass.RestoreCommand(app)
+	restore, force := next.Restore(app.Namespace, app.Name), next.ForceRestore(app.Namespace, app.Name)
 	var hint string
 	switch {
 	case errors.Is(err, argocd.ErrAppNotFound):
@@ -78,15 +79,15 @@ func explain(err error, command string, app audit.AppRef) error {
 	case errors.Is(err, breakglass.ErrJoinable):
 		hint = "add --join to patch within it, or finish it with `" + restore + "`"
 	case errors.Is(err, breakglass.ErrSessionMismatch) && command == "restore":
-		hint = "compare with `kubectl gitops audit log --app " + app.Name + "`, then `" + restore + " --force --reason …` restores what the audit log says"
+		hint = "compare with `" + next.AuditLog(app.Name, "", false) + "`, then `" + force + "` restores what the audit log says"
 	case errors.Is(err, breakglass.ErrSessionMismatch):
-		hint = "finish the session with `" + restore + " --force --reason …`, which restores what the audit log says"
+		hint = "finish the session with `" + force + "`, which restores what the audit log says"
 	case errors.Is(err, breakglass.ErrSyncOff):
 		hint = "Argo CD does not sync it, so it does not revert a live patch; find who turned sync off with `kubectl get application " + app.Name + " -n " + app.Namespace + " -o yaml` before patching"
 	case errors.Is(err, breakglass.ErrSyncReenabled):
-		hint = "check that the fix is still live, then close the session with `" + restore + " --force --reason …`, and break-glass again if it is gone"
+		hint = "check that the fix is still live, then close the session with `" + force + "`, and break-glass again if it is gone"
 	case errors.Is(err, breakglass.ErrRetargeted):
-		hint = "point the Application back at the sources the session was opened against (`kubectl gitops audit show` of its breakglass.planned record names them), or `" + restore + " --force --reason …`"
+		hint = "point the Application back at the sources the session was opened against (`" + next.AuditLog(app.Name, string(audit.EventPlanned), true) + "` names them in its breakglass.planned record), or `" + force + "`"
 	case errors.Is(err, breakglass.ErrSyncRunning):
 		hint = "wait for it, or drop --no-terminate to terminate it before patching"
 	case errors.Is(err, breakglass.ErrNotCaughtUp):

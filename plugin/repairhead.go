@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // AuditRepairHeadOptions holds the flags of `audit repair-head`.
@@ -27,10 +28,6 @@ type HeadRepair struct {
 	Findings []audit.Break `json:"findings"`
 	Record   *audit.Record `json:"record,omitempty"`
 }
-
-// repairHeadCommand is the command that puts the head right, as a
-// finding names it.
-const repairHeadCommand = "kubectl gitops audit repair-head"
 
 func newCmdAuditRepairHead(factory *Factory) *cobra.Command {
 	o := &AuditRepairHeadOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
@@ -88,7 +85,7 @@ func (o *AuditRepairHeadOptions) Run(ctx context.Context) error {
 	}
 	result := HeadRepair{Findings: withFixes(rep.Warnings)}
 	if !rep.Intact() {
-		warn(o.ErrOut, fmt.Sprintf("the chain itself has %d break(s), which repair-head leaves as they are: `kubectl gitops audit verify --audit-namespace %s` names them", len(rep.Breaks), o.AuditNamespace))
+		warn(o.ErrOut, fmt.Sprintf("the chain itself has %d break(s), which repair-head leaves as they are: `%s` names them", len(rep.Breaks), next.AuditVerify(o.AuditNamespace)))
 	}
 	if len(result.Findings) == 0 {
 		if rep.Records == 0 {
@@ -134,8 +131,8 @@ func (o *AuditRepairHeadOptions) refused(err error, rec *audit.Record) error {
 		changed = fmt.Sprintf("the repair was recorded as audit record %d", rec.Seq)
 	}
 	if apierrors.IsForbidden(err) {
-		return withHint(err, fmt.Errorf("%w: only a cluster admin (a user outside the on-call, auditor and reviewer groups) may repair the audit head, and %s: ask one to run `%s --audit-namespace %s`",
-			err, changed, repairHeadCommand, o.AuditNamespace))
+		return withHint(err, fmt.Errorf("%w: only a cluster admin (a user outside the on-call, auditor and reviewer groups) may repair the audit head, and %s: ask one to run `%s`",
+			err, changed, next.AuditRepairHead(o.AuditNamespace)))
 	}
 	return withHint(err, fmt.Errorf("%w (%s)", err, changed))
 }
@@ -145,7 +142,7 @@ func (o *AuditRepairHeadOptions) refused(err error, rec *audit.Record) error {
 func withFixes(findings []audit.Break) []audit.Break {
 	out := make([]audit.Break, len(findings))
 	for i, f := range findings {
-		f.Fix = repairHeadCommand + " (a cluster admin)"
+		f.Fix = next.AuditRepairHead("") + " (a cluster admin)"
 		out[i] = f
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // AuditReportOptions holds the flags of `audit report`.
@@ -143,7 +144,7 @@ func (o *AuditReportOptions) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if !ev.Log.Intact {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("the audit log has %d break(s): the report says so; `kubectl gitops audit verify` names them", len(rep.Breaks))}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("the audit log has %d break(s): the report says so; `%s` names them", len(rep.Breaks), next.AuditVerify(""))}
 	}
 	return nil
 }
@@ -227,10 +228,10 @@ func writeReportMarkdown(w io.Writer, ev Evidence) {
 	}
 	state := "chain intact"
 	if !ev.Log.Intact {
-		state = fmt.Sprintf("**%d break(s) found** (`kubectl gitops audit verify` names them)", len(ev.Log.Breaks))
+		state = fmt.Sprintf("**%d break(s) found** (`%s` names them)", len(ev.Log.Breaks), next.AuditVerify(""))
 	}
 	if n := len(ev.Log.Warnings); n > 0 {
-		state += fmt.Sprintf(", %d warning(s) about the head (`kubectl gitops audit verify` names them)", n)
+		state += fmt.Sprintf(", %d warning(s) about the head (`%s` names them)", n, next.AuditVerify(""))
 	}
 	fmt.Fprintf(w, "- Generated: %s, covering %s\n", ev.Generated.Format(time.RFC3339), period)
 	fmt.Fprintf(w, "- Audit log: %s, %d records, %s; Jira witnesses %s\n", mdCell(ev.Log.Source), ev.Log.Records, state, ev.Log.Witnesses)

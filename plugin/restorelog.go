@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // AuditRestoreLogOptions holds the flags of `audit restore-log`.
@@ -79,7 +80,7 @@ func (o *AuditRestoreLogOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !rep.Intact() {
-		return fmt.Errorf("the mirror's chain has %d break(s), so nothing was written: `kubectl gitops audit verify --mirror %s --mirror-only` names them", len(rep.Breaks), o.mirror.URL)
+		return fmt.Errorf("the mirror's chain has %d break(s), so nothing was written: `%s` names them", len(rep.Breaks), next.AuditVerifyMirror(o.mirror.URL, "", true))
 	}
 	if rep.Records == 0 {
 		return fmt.Errorf("no audit records found in mirror %s (is --mirror right, with the controller's prefix?)", o.mirror.URL)
@@ -109,7 +110,7 @@ func (o *AuditRestoreLogOptions) Run(ctx context.Context) error {
 	done, err := audit.NewConfigMapStore(client, o.Namespace).Restore(ctx, entries, me.Username)
 	switch {
 	case errors.Is(err, audit.ErrRestoreConflict):
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%v: `kubectl gitops audit verify --mirror %s --audit-namespace %s` names what differs", err, o.mirror.URL, o.Namespace)}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%v: `%s` names what differs", err, next.AuditVerifyMirror(o.mirror.URL, o.Namespace, false))}
 	case apierrors.IsForbidden(err):
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("only a cluster admin (group system:masters) may write audit records back from the mirror (deploy/policy): %d record(s) were written before the API server refused: %w", len(done.Written), err)}
 	case err != nil:

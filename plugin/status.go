@@ -14,6 +14,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // StatusOptions holds the flags of `kubectl gitops status`.
@@ -379,8 +380,8 @@ func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakgla
 		return
 	}
 	oldest := waiting[0]
-	note(o.ErrOut, "%d closed session(s) await review (never reviewed, or rejected); the oldest is %s on %s, %s at %s: kubectl gitops audit log --unreviewed",
-		len(waiting), oldest.Session, appName(oldest), strings.TrimPrefix(string(oldest.Event), "breakglass."), oldest.Time.UTC().Format(time.RFC3339))
+	note(o.ErrOut, "%d closed session(s) await review (never reviewed, or rejected); the oldest is %s on %s, %s at %s: %s",
+		len(waiting), oldest.Session, appName(oldest), strings.TrimPrefix(string(oldest.Event), "breakglass."), oldest.Time.UTC().Format(time.RFC3339), next.AuditLogUnreviewed())
 }
 
 // mirrorStale is how old a published mirror state may be before status

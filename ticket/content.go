@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
@@ -79,7 +80,7 @@ func Description(rc Reconcile) string {
 		b.WriteString(changesSection(p))
 		b.WriteString(patchSection(p))
 	}
-	fmt.Fprintf(&b, "h3. Once Git has the fix\n{noformat}\nkubectl gitops status %s\n%s\n{noformat}\n", noformat(appName(r)), noformat(rc.Restore))
+	fmt.Fprintf(&b, "h3. Once Git has the fix\n{noformat}\n%s\n%s\n{noformat}\n", noformat(next.Status(appName(r))), noformat(rc.Restore))
 	return fitField(b.String(), r.ID)
 }
 
@@ -178,7 +179,7 @@ func details(r *audit.Record) string {
 		row("Resource", fmt.Sprintf("%s %s/%s (%s)", r.Target.Kind, r.Target.Namespace, r.Target.Name, strings.TrimPrefix(r.Target.Group+"/"+r.Target.Version, "/")))
 	}
 	row("Session", r.Session)
-	row("Audit record", r.ID+" (kubectl gitops audit show "+r.ID+")")
+	row("Audit record", r.ID+" ("+next.AuditShow(r.ID)+")")
 	b.WriteString("\n")
 	return b.String()
 }
@@ -348,7 +349,7 @@ func fitField(s, recordID string) string {
 	if utf8.RuneCountInString(s) <= MaxFieldLength {
 		return s
 	}
-	note := fmt.Sprintf("\n\n_(Truncated to fit Jira's %d-character limit: the whole change is in the audit log, kubectl gitops audit show %s)_\n", MaxFieldLength, Escape(recordID))
+	note := fmt.Sprintf("\n\n_(Truncated to fit Jira's %d-character limit: the whole change is in the audit log, %s)_\n", MaxFieldLength, Escape(next.AuditShow(recordID)))
 	cut := truncate(s, MaxFieldLength-utf8.RuneCountInString(note)-len("\n{noformat}"), "")
 	if strings.Count(cut, "{noformat}")%2 == 1 {
 		cut += "\n{noformat}"

@@ -16,6 +16,7 @@ import (
 	jira "github.com/andygrunwald/go-jira"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // Errors of a Jira call, for callers to decide between queueing, failing
@@ -224,7 +225,7 @@ func (j *Jira) LinkTo(ctx context.Context, key, url, title string) error {
 // line that says what to do. It never includes request headers.
 func (j *Jira) explain(doing string, resp *jira.Response, err error) error {
 	if resp == nil || resp.Response == nil {
-		return fmt.Errorf("%w (%s at %s: %v): the ticket is queued; run `kubectl gitops ticket sync` once Jira answers", ErrUnreachable, doing, j.base, err)
+		return fmt.Errorf("%w (%s at %s: %v): the ticket is queued; run `%s` once Jira answers", ErrUnreachable, doing, j.base, err, next.TicketSync())
 	}
 	status := resp.StatusCode
 	messages := jiraMessages(resp, err)
@@ -240,8 +241,8 @@ func (j *Jira) explain(doing string, resp *jira.Response, err error) error {
 	case status == http.StatusBadRequest:
 		return fmt.Errorf("%w while %s%s", ErrRejected, doing, messages)
 	case status == http.StatusTooManyRequests || status >= 500:
-		return fmt.Errorf("%w (%s answered %d %s while %s, after %d attempts)%s: the ticket is queued; run `kubectl gitops ticket sync` later",
-			ErrUnreachable, j.base, status, http.StatusText(status), doing, maxAttempts, messages)
+		return fmt.Errorf("%w (%s answered %d %s while %s, after %d attempts)%s: the ticket is queued; run `%s` later",
+			ErrUnreachable, j.base, status, http.StatusText(status), doing, maxAttempts, messages, next.TicketSync())
 	}
 	return fmt.Errorf("jira answered %d %s while %s%s", status, http.StatusText(status), doing, messages)
 }

@@ -17,15 +17,16 @@ const module = "github.com/kubectl-gitops/kubectl-gitops/"
 // may import. A package missing here may import nothing of ours.
 var allowed = map[string][]string{
 	"cmd/kubectl-gitops": {"plugin"},
-	"plugin":             {"controller", "breakglass", "proposal", "drift", "argocd", "ticket", "audit", "redact"},
-	"controller":         {"breakglass", "argocd", "audit"},
-	"breakglass":         {"proposal", "drift", "argocd", "ticket", "audit", "redact"},
-	"proposal":           {"audit", "redact"},
-	"drift":              {"argocd", "audit", "redact"},
-	"ticket":             {"argocd", "audit", "redact"},
-	"argocd":             {"audit"},
-	"audit":              {"redact"},
-	"redact":             {},
+	"plugin":             {"controller", "breakglass", "proposal", "drift", "argocd", "ticket", "audit", "redact", "next"},
+	"controller":         {"breakglass", "argocd", "audit", "next"},
+	"breakglass":         {"proposal", "drift", "argocd", "ticket", "audit", "redact", "next"},
+	"proposal":           {"audit", "redact", "next"},
+	"drift":              {"argocd", "audit", "redact", "next"},
+	"ticket":             {"argocd", "audit", "redact", "next"},
+	"argocd":             {"audit", "next"},
+	"audit":              {"redact", "next"},
+	"redact":             {"next"},
+	"next":               {},
 }
 
 func TestImportsPointOneWay(t *testing.T) {

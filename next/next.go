@@ -1,0 +1,111 @@
+// Package next spells, in one place, every kubectl gitops command line the
+// tool writes for a person to run next: in errors, warnings, notices,
+// tickets and the Argo CD UI. plugin's tests parse each one through the
+// real command tree, so a renamed command or flag breaks a test rather than
+// an on-call engineer's next step.
+//
+// It imports nothing of ours and must never: every package may use it.
+package next
+
+// Elided stands for a value the person supplies (a reason, a target).
+const Elided = "…"
+
+const (
+	gitops      = "kubectl gitops "
+	defaultHome = "argocd"
+)
+
+// Restore closes the session of the Application name in namespace. An
+// empty namespace, or Argo CD's own, needs no --app-namespace.
+func Restore(namespace, name string) string {
+	s := gitops + "restore " + name
+	if namespace != "" && namespace != defaultHome {
+		s += " --app-namespace " + namespace
+	}
+	return s
+}
+
+// ForceRestore closes the session without Git's fix.
+func ForceRestore(namespace, name string) string {
+	return Restore(namespace, name) + " --force --reason " + Elided
+}
+
+// Join patches again within the session open on the Application name.
+func Join(name string) string { return gitops + "breakglass " + name + " " + Elided + " --join" }
+
+// Status says whether Git has caught up with the Application name's fix;
+// every open session when name is empty.
+func Status(name string) string {
+	if name == "" {
+		return gitops + "status"
+	}
+	return gitops + "status " + name
+}
+
+// Propose proposes the Application name's live fix in Git.
+func Propose(name string) string { return gitops + "propose " + name }
+
+// TicketSync does the Jira work the audit log has queued.
+func TicketSync() string { return gitops + "ticket sync" }
+
+// Debt lists the Application name's ignoreDifferences entries.
+func Debt(name string) string { return gitops + "debt " + name }
+
+// AuditLog lists the records of the Application name, of one event when
+// event is not empty, as YAML when yaml is set.
+func AuditLog(name, event string, yaml bool) string {
+	s := gitops + "audit log --app " + name
+	if event != "" {
+		s += " --event " + event
+	}
+	if yaml {
+		s += " -o yaml"
+	}
+	return s
+}
+
+// AuditLogUnreviewed lists the closed sessions that await review.
+func AuditLogUnreviewed() string { return gitops + "audit log --unreviewed" }
+
+// AuditLogAll lists every record.
+func AuditLogAll() string { return gitops + "audit log" }
+
+// AuditShow shows the record id.
+func AuditShow(id string) string { return gitops + "audit show " + id }
+
+// AuditVerify checks the chain of the audit log in namespace (the
+// default's when empty).
+func AuditVerify(namespace string) string {
+	if namespace == "" {
+		return gitops + "audit verify"
+	}
+	return gitops + "audit verify --audit-namespace " + namespace
+}
+
+// AuditVerifyFile checks the chain of the audit log kept in file path.
+func AuditVerifyFile(path string) string { return gitops + "audit verify --file " + path }
+
+// AuditVerifyMirror checks the mirror at url: alone when only is set, else
+// against the audit log in namespace (the default's when empty).
+func AuditVerifyMirror(url, namespace string, only bool) string {
+	s := gitops + "audit verify --mirror " + url
+	if only {
+		s += " --mirror-only"
+	}
+	if namespace != "" {
+		s += " --audit-namespace " + namespace
+	}
+	return s
+}
+
+// AuditExport writes the audit log as the JSON lines --file reads.
+func AuditExport() string { return gitops + "audit log -o jsonl" }
+
+// AuditRepairHead puts right the head of the audit log in namespace (the
+// default's when empty).
+func AuditRepairHead(namespace string) string {
+	if namespace == "" {
+		return gitops + "audit repair-head"
+	}
+	return gitops + "audit repair-head --audit-namespace " + namespace
+}

@@ -1,0 +1,96 @@
+package plugin
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/next"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// nextSteps is every command line package next spells, as the tool would
+// write it, keyed by the function that wrote it.
+var nextSteps = map[string][]string{
+	"Restore":            {next.Restore("argocd", "web"), next.Restore("team-a", "web")},
+	"ForceRestore":       {next.ForceRestore("team-a", "web")},
+	"Join":               {next.Join("web")},
+	"Status":             {next.Status("web"), next.Status("")},
+	"Propose":            {next.Propose("web")},
+	"TicketSync":         {next.TicketSync()},
+	"Debt":               {next.Debt("web")},
+	"AuditLog":           {next.AuditLog("web", "breakglass.paused", true), next.AuditLog("web", "", false)},
+	"AuditLogUnreviewed": {next.AuditLogUnreviewed()},
+	"AuditLogAll":        {next.AuditLogAll()},
+	"AuditShow":          {next.AuditShow("20261203-031000-ab12c")},
+	"AuditVerify":        {next.AuditVerify(""), next.AuditVerify("gitops-audit")},
+	"AuditVerifyFile":    {next.AuditVerifyFile("/var/audit.jsonl")},
+	"AuditVerifyMirror":  {next.AuditVerifyMirror("s3://audit/prod", "", true), next.AuditVerifyMirror("s3://audit/prod", "gitops-audit", false)},
+	"AuditExport":        {next.AuditExport()},
+	"AuditRepairHead":    {next.AuditRepairHead(""), next.AuditRepairHead("gitops-audit")},
+}
+
+// TestEveryNextStepParses runs every command line the tool tells people to
+// run through the real command tree: the command exists, its flags are
+// flags it has, with values where they take one, and its arguments are as
+// many as it accepts. A renamed command or flag fails here.
+func TestEveryNextStepParses(t *testing.T) {
+	root := NewCmdRoot(NewFactory(genericiooptions.NewTestIOStreamsDiscard()))
+	for fn, lines := range nextSteps {
+		for _, line := range lines {
+			rest, ok := strings.CutPrefix(line, "kubectl gitops ")
+			if !ok {
+				t.Errorf("%s: %q is not a kubectl gitops command", fn, line)
+				continue
+			}
+			args := strings.Fields(strings.ReplaceAll(rest, next.Elided, "x"))
+			cmd, flags, err := root.Find(args)
+			if err != nil || cmd == root {
+				t.Errorf("%s: %q names no command (%v)", fn, line, err)
+				continue
+			}
+			if !cmd.Runnable() {
+				t.Errorf("%s: %q names a command group, not a command", fn, line)
+				continue
+			}
+			cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Changed = false })
+			if err := cmd.ParseFlags(flags); err != nil {
+				t.Errorf("%s: %q: %v", fn, line, err)
+				continue
+			}
+			if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
+				t.Errorf("%s: %q: %v", fn, line, err)
+			}
+		}
+	}
+}
+
+// TestEveryNextStepIsParsed keeps nextSteps whole: a function added to
+// package next without a line here would never be parsed.
+func TestEveryNextStepIsParsed(t *testing.T) {
+	files, err := parser.ParseDir(token.NewFileSet(), "../next", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, pkg := range files {
+		for name, file := range pkg.Files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			for _, d := range file.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.IsExported() && nextSteps[fd.Name.Name] == nil {
+					missing = append(missing, fd.Name.Name)
+				}
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("package next spells command lines no test parses: %s", strings.Join(missing, ", "))
+	}
+}
