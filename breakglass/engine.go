@@ -24,10 +24,9 @@ import (
 type Engine struct {
 	argocd.Client
 	Audit audit.Store
-	// Tickets files reconcile tickets in Jira; nil queues them, and
-	// TicketsOff says why (not configured, or configured wrongly).
-	Tickets    Tickets
-	TicketsOff error
+	// Tickets files reconcile tickets in Jira; ticket.Off (or nil, Off
+	// because not configured) queues them for `ticket sync`.
+	Tickets Tickets
 	// ArgoUI is the Argo CD web UI's base URL that tickets link to; "" for
 	// no link.
 	ArgoUI string

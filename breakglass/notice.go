@@ -110,8 +110,8 @@ func (e *Engine) Remind(ctx context.Context, app argocd.App, st *SessionStatus, 
 	if w := e.emit(ctx, app, n.Reason, true, "%s %s", n.What, n.Todo); w != "" {
 		warnings = append(warnings, w)
 	}
-	if key := st.Session.Ticket; key != "" && e.Tickets != nil {
-		if err := e.Tickets.Comment(ctx, key, ticket.NoticeComment(n.What, n.Todo, at)); err != nil {
+	if key := st.Session.Ticket; key != "" && e.tickets().Ready() == nil {
+		if err := e.tickets().Comment(ctx, key, ticket.NoticeComment(n.What, n.Todo, at)); err != nil {
 			warnings = append(warnings, fmt.Sprintf("could not comment on %s: %v", key, err))
 		}
 	}

@@ -322,7 +322,7 @@ func requestBody(st *SessionStatus, p *Proposed) string {
 // ticketProposal links the pull request from the session's ticket and
 // comments there; it returns a warning when Jira could not be told.
 func (e *Engine) ticketProposal(ctx context.Context, s *Session, p *Proposed, rec *audit.Record) string {
-	if s.Ticket == "" || e.Tickets == nil || p.Proposal.URL == "" {
+	if s.Ticket == "" || e.tickets().Ready() != nil || p.Proposal.URL == "" {
 		return ""
 	}
 	kind := "Pull request"
@@ -331,10 +331,10 @@ func (e *Engine) ticketProposal(ctx context.Context, s *Session, p *Proposed, re
 	}
 	title := fmt.Sprintf("%s #%d: %s", kind, p.Proposal.Number, p.Proposal.Branch)
 	var errs []error
-	if err := e.Tickets.LinkTo(ctx, s.Ticket, p.Proposal.URL, title); err != nil {
+	if err := e.tickets().LinkTo(ctx, s.Ticket, p.Proposal.URL, title); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.Tickets.Comment(ctx, s.Ticket, ticket.ProposalComment(rec.Actor.Username, p.Proposal, witness(rec))); err != nil {
+	if err := e.tickets().Comment(ctx, s.Ticket, ticket.ProposalComment(rec.Actor.Username, p.Proposal, witness(rec))); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

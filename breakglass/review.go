@@ -113,11 +113,11 @@ func (e *Engine) Review(ctx context.Context, req ReviewRequest) (*audit.Record, 
 	}
 	var warnings []string
 	for _, key := range sortedKeys(s.Tickets) {
-		if e.Tickets == nil {
-			warnings = append(warnings, fmt.Sprintf("ticket %s not told of the review: %v", key, e.ticketsOff()))
+		if err := e.tickets().Ready(); err != nil {
+			warnings = append(warnings, fmt.Sprintf("ticket %s not told of the review: %v", key, err))
 			break
 		}
-		if err := e.Tickets.Comment(ctx, key, ticket.ReviewComment(actor.Username, told, rec.Review.Note, witness(rec))); err != nil {
+		if err := e.tickets().Comment(ctx, key, ticket.ReviewComment(actor.Username, told, rec.Review.Note, witness(rec))); err != nil {
 			warnings = append(warnings, fmt.Sprintf("ticket %s not told of the review: %v", key, err))
 		}
 	}

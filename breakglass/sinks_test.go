@@ -58,7 +58,7 @@ func TestEverySinkGoesThroughRedaction(t *testing.T) {
 					if fn.Name.Name != "emit" {
 						t.Errorf("%s: an Event created outside emit", where)
 					}
-				case on == "Tickets" && (sel.Sel.Name == "Comment" || sel.Sel.Name == "Close"):
+				case (on == "Tickets" || on == "tickets") && (sel.Sel.Name == "Comment" || sel.Sel.Name == "Close"):
 					sinks++
 					if text := call.Args[len(call.Args)-1]; !builtByTicket(text) && !(fn.Name.Name == "closeTicket" && isIdent(text, "comment")) {
 						t.Errorf("%s: Jira text not built by package ticket", where)
@@ -78,7 +78,7 @@ func TestEverySinkGoesThroughRedaction(t *testing.T) {
 }
 
 // selectorName is the last name of x: Tickets for e.Tickets, Events for
-// e.Kube.CoreV1().Events(ns).
+// e.Kube.CoreV1().Events(ns), tickets for e.tickets().
 func selectorName(x ast.Expr) string {
 	switch t := x.(type) {
 	case *ast.Ident:

@@ -13,8 +13,11 @@ import (
 )
 
 // Tickets files, finds, comments on and closes reconcile tickets;
-// *ticket.Jira implements it.
+// *ticket.Jira implements it, and ticket.Off when there is no Jira to use.
+// Ready says whether the other calls can work; when it answers an error
+// they all answer it, and the engine queues the work for `ticket sync`.
 type Tickets interface {
+	Ready() error
 	Create(ctx context.Context, rc ticket.Reconcile) (ticket.Issue, error)
 	FindSession(ctx context.Context, session string) (ticket.Issue, bool, error)
 	Get(ctx context.Context, key string) (ticket.Issue, error)
@@ -26,11 +29,12 @@ type Tickets interface {
 // TicketKey matches a Jira issue key such as OPS-42.
 var TicketKey = regexp.MustCompile(`^[A-Z][A-Z0-9_]*-[1-9][0-9]*$`)
 
-func (e *Engine) ticketsOff() error {
-	if e.TicketsOff != nil {
-		return e.TicketsOff
+// tickets is the engine's ticket system: Jira is off when none was given.
+func (e *Engine) tickets() Tickets {
+	if e.Tickets == nil {
+		return ticket.Off{}
 	}
-	return ticket.ErrNotConfigured
+	return e.Tickets
 }
 
 // checkTicket checks the existing ticket a request names (its key's shape
@@ -42,10 +46,10 @@ func (e *Engine) checkTicket(ctx context.Context, req Request, join *Session) (*
 		return nil, "", nil
 	case join != nil && join.Ticket != "" && join.Ticket != req.Ticket:
 		return nil, "", inputError(InputTicket, req.Ticket, "session %s is tracked by %s already, where this patch is commented: give no ticket", join.ID, join.Ticket)
-	case e.Tickets == nil:
+	case e.tickets().Ready() != nil:
 		return &audit.Ticket{Key: req.Ticket}, "", nil
 	}
-	issue, err := e.Tickets.Get(ctx, req.Ticket)
+	issue, err := e.tickets().Get(ctx, req.Ticket)
 	switch {
 	case errors.Is(err, ticket.ErrNotFound):
 		return nil, "", fmt.Errorf("%w: %s: %v", ErrTicketNotFound, req.Ticket, err)
@@ -69,7 +73,7 @@ func withTicket(t *audit.Ticket) func(*audit.Record) {
 // Either way `ticket sync` retries it. It returns the warning to show.
 func (e *Engine) recordTicketTrouble(ctx context.Context, s subject, session string, ref *audit.Ticket, cause error) string {
 	event, status := audit.EventQueued, audit.StatusQueued
-	if e.Tickets != nil && !errors.Is(cause, ticket.ErrUnreachable) {
+	if e.tickets().Ready() == nil && !errors.Is(cause, ticket.ErrUnreachable) {
 		event, status = audit.EventFailed, audit.StatusFailed
 	}
 	warning := "ticket " + status + ": " + cause.Error()
@@ -94,8 +98,9 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 		ref = p.Ticket
 	}
 	rc := ticket.Reconcile{Patches: []*audit.Record{patched}, Source: p.Source, Restore: next.Restore(p.App.Namespace, p.App.Name)}
-	err := e.ticketsOff()
-	if e.Tickets != nil {
+	tickets := e.tickets()
+	err := tickets.Ready()
+	if err == nil {
 		started, recErr := e.record(ctx, p.subject(), session.ID, audit.EventTicketed, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))
 		if recErr != nil {
 			return "the ticket was not filed: " + recErr.Error()
@@ -104,14 +109,14 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 		switch {
 		case ref.Key == "":
 			var issue ticket.Issue
-			if issue, err = e.Tickets.Create(ctx, rc); err == nil {
+			if issue, err = tickets.Create(ctx, rc); err == nil {
 				ref = &audit.Ticket{Key: issue.Key, URL: issue.URL}
 			}
 		case p.Join != nil:
-			err = e.Tickets.Comment(ctx, ref.Key, ticket.PatchComment(rc))
+			err = tickets.Comment(ctx, ref.Key, ticket.PatchComment(rc))
 		default:
 			// An existing issue learns the whole story.
-			err = e.Tickets.Comment(ctx, ref.Key, ticket.Description(rc))
+			err = tickets.Comment(ctx, ref.Key, ticket.Description(rc))
 		}
 	}
 	var warnings []string
@@ -124,7 +129,7 @@ func (e *Engine) ticketPatch(ctx context.Context, p *Plan, session *Session, pat
 			warnings = append(warnings, err.Error())
 		}
 		if e.ArgoUI != "" && p.Join == nil {
-			if err := e.Tickets.LinkTo(ctx, ref.Key, e.ArgoUI+"/applications/"+p.App.Namespace+"/"+p.App.Name, "Argo CD: "+p.App.Name); err != nil {
+			if err := tickets.LinkTo(ctx, ref.Key, e.ArgoUI+"/applications/"+p.App.Namespace+"/"+p.App.Name, "Argo CD: "+p.App.Name); err != nil {
 				warnings = append(warnings, "could not link "+ref.Key+" to Argo CD: "+err.Error())
 			}
 		}
@@ -144,10 +149,7 @@ func (e *Engine) closeTicket(ctx context.Context, s *Session, comment string) (*
 		return nil, nil
 	}
 	ref := &audit.Ticket{Key: s.Ticket, URL: s.TicketURL}
-	if e.Tickets == nil {
-		return ref, e.ticketsOff()
-	}
-	return ref, e.Tickets.Close(ctx, s.Ticket, comment)
+	return ref, e.tickets().Close(ctx, s.Ticket, comment)
 }
 
 // witness is r's place in the chain, for Jira to keep.

@@ -108,8 +108,8 @@ type SyncedTicket struct {
 // the session with a ticket.filed record, the earliest live claim does the
 // work, and a ticket already in Jira is found by its session label first.
 func (e *Engine) SyncTickets(ctx context.Context) ([]SyncedTicket, error) {
-	if e.Tickets == nil {
-		return nil, e.ticketsOff()
+	if err := e.tickets().Ready(); err != nil {
+		return nil, err
 	}
 	entries, err := e.Audit.Entries(ctx, audit.Filter{})
 	if err != nil {
@@ -146,17 +146,7 @@ func (e *Engine) SyncTickets(ctx context.Context) ([]SyncedTicket, error) {
 // syncTicket does one session's queued work; the error is Jira's, for the
 // caller to tell an outage from a refusal.
 func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingTicket) (SyncedTicket, error) {
-	first := pt.Patches[0]
-	p := subject{actor: actor, app: pt.App, reason: first.Reason, incident: first.Incident}
-	if first.Target != nil {
-		p.target = *first.Target
-	}
-	if first.Git != nil {
-		p.git = *first.Git
-	}
-	if first.Cluster != nil {
-		p.cluster = first.Cluster.Server
-	}
+	p := pt.subject(actor)
 	res := SyncedTicket{Session: pt.Session, App: pt.App}
 	ref := &audit.Ticket{Key: pt.Key}
 	claim, err := e.record(ctx, p, pt.Session, audit.EventFiled, audit.Outcome{Status: audit.StatusStarted}, withTicket(ref))
@@ -175,42 +165,8 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 		}
 		return res, nil
 	}
-
 	rc := ticket.Reconcile{Patches: pt.Patches, Source: e.appSource(ctx, pt.App), Restore: next.Restore(pt.App.Namespace, pt.App.Name), Witness: witness(claim)}
-	err = func() error {
-		switch {
-		case ref.Key == "":
-			issue, found, err := e.Tickets.FindSession(ctx, pt.Session)
-			if err != nil {
-				return err
-			}
-			if found {
-				res.Done = append(res.Done, "found")
-			} else {
-				if issue, err = e.Tickets.Create(ctx, rc); err != nil {
-					return err
-				}
-				res.Done = append(res.Done, "filed")
-			}
-			ref = &audit.Ticket{Key: issue.Key, URL: issue.URL}
-		case pt.NeedsContent:
-			if err := e.Tickets.Comment(ctx, ref.Key, ticket.Description(rc)); err != nil {
-				return err
-			}
-			res.Done = append(res.Done, "commented")
-		}
-		if c := pt.Closed; c != nil {
-			revision := ""
-			if c.Git != nil {
-				revision = c.Git.Revision
-			}
-			if err := e.Tickets.Close(ctx, ref.Key, ticket.RestoreComment(revision, c.Actor.Username, c.Event == audit.EventForced, c.Reason, rc.Witness)); err != nil {
-				return err
-			}
-			res.Done = append(res.Done, "closed")
-		}
-		return nil
-	}()
+	ref, res.Done, err = e.tellJira(ctx, pt, rc, ref)
 	res.Ticket = ref
 	if err != nil {
 		res.Error = err.Error()
@@ -226,6 +182,60 @@ func (e *Engine) syncTicket(ctx context.Context, actor audit.Actor, pt *PendingT
 		}
 	}
 	return res, nil
+}
+
+// subject is what the session's first patch says, as actor syncs it.
+func (pt *PendingTicket) subject(actor audit.Actor) subject {
+	first := pt.Patches[0]
+	p := subject{actor: actor, app: pt.App, reason: first.Reason, incident: first.Incident}
+	if first.Target != nil {
+		p.target = *first.Target
+	}
+	if first.Git != nil {
+		p.git = *first.Git
+	}
+	if first.Cluster != nil {
+		p.cluster = first.Cluster.Server
+	}
+	return p
+}
+
+// tellJira does pt's Jira work on ref (found or filed when it has no key):
+// it returns the ticket and what was done, up to the first error.
+func (e *Engine) tellJira(ctx context.Context, pt *PendingTicket, rc ticket.Reconcile, ref *audit.Ticket) (*audit.Ticket, []string, error) {
+	var done []string
+	switch {
+	case ref.Key == "":
+		issue, found, err := e.tickets().FindSession(ctx, pt.Session)
+		if err != nil {
+			return ref, done, err
+		}
+		if found {
+			done = append(done, "found")
+		} else {
+			if issue, err = e.tickets().Create(ctx, rc); err != nil {
+				return ref, done, err
+			}
+			done = append(done, "filed")
+		}
+		ref = &audit.Ticket{Key: issue.Key, URL: issue.URL}
+	case pt.NeedsContent:
+		if err := e.tickets().Comment(ctx, ref.Key, ticket.Description(rc)); err != nil {
+			return ref, done, err
+		}
+		done = append(done, "commented")
+	}
+	if c := pt.Closed; c != nil {
+		revision := ""
+		if c.Git != nil {
+			revision = c.Git.Revision
+		}
+		if err := e.tickets().Close(ctx, ref.Key, ticket.RestoreComment(revision, c.Actor.Username, c.Event == audit.EventForced, c.Reason, rc.Witness)); err != nil {
+			return ref, done, err
+		}
+		done = append(done, "closed")
+	}
+	return ref, done, nil
 }
 
 // claimHolder returns the claim that does pt's work: the earliest

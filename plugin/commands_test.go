@@ -879,6 +879,7 @@ func (j *fakeTickets) Close(_ context.Context, key, comment string) error {
 	return nil
 }
 func (j *fakeTickets) LinkTo(context.Context, string, string, string) error { return nil }
+func (j *fakeTickets) Ready() error                                         { return nil }
 
 var _ breakglass.Tickets = (*fakeTickets)(nil)
 

@@ -145,7 +145,7 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	}
 	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
-	e.Tickets, e.TicketsOff = jira()
+	e.Tickets = jira()
 	argo, err := f.argoServer()
 	if err != nil {
 		return nil, err
@@ -157,13 +157,13 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 }
 
 // jira is the Jira client from the environment and the config file, or
-// why there is none (then tickets are queued).
-func jira() (breakglass.Tickets, error) {
+// Jira off, saying why (then tickets are queued).
+func jira() breakglass.Tickets {
 	j, err := jiraClient()
 	if err != nil {
-		return nil, err
+		return ticket.Off{Why: err}
 	}
-	return j, nil
+	return j
 }
 
 // jiraClient is the Jira client of the environment and the config file;

@@ -33,7 +33,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
-	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
 // fakeCluster is an API server and an Argo CD controller in memory, for
@@ -113,7 +112,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
 		return &breakglass.Engine{
 			Client: argocd.Client{Kube: argoSchema{kube}, Dynamic: dryRunAware{dyn}, Mapper: mapper, AppNamespace: flags.AppNamespace, ControllerWait: 2 * time.Second},
-			Audit:  f.audit, Tickets: f.tickets, TicketsOff: ticketsOff(f.tickets),
+			Audit:  f.audit, Tickets: f.tickets,
 		}, nil
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -147,13 +146,6 @@ func testFactory(t *testing.T, streams genericiooptions.IOStreams) *Factory {
 		name = name[:i]
 	}
 	return factory
-}
-
-func ticketsOff(t breakglass.Tickets) error {
-	if t == nil {
-		return ticket.ErrNotConfigured
-	}
-	return nil
 }
 
 // controller reconciles every Application that asks for a refresh, as

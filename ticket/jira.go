@@ -151,6 +151,9 @@ func (j *Jira) FindSession(ctx context.Context, session string) (Issue, bool, er
 	return j.issue(issues[0].Key), true, nil
 }
 
+// Ready says the client can be used: New checked its configuration.
+func (j *Jira) Ready() error { return nil }
+
 // Get checks that key exists and is visible.
 func (j *Jira) Get(ctx context.Context, key string) (Issue, error) {
 	got, resp, err := j.client.Issue.GetWithContext(ctx, key, &jira.GetQueryOptions{Fields: "summary,status"})
