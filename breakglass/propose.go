@@ -71,33 +71,7 @@ func ProposalBranch(session string) string { return "kubectl-gitops/" + session 
 // user's own Git credentials, opens a pull or merge request, records
 // breakglass.proposed and links it from the ticket.
 func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, error) {
-	actor, err := e.Whoami(ctx)
-	if err != nil {
-		return nil, err
-	}
-	app, err := e.withSession(ctx, e.Ref(req.App), "there is no live fix to propose")
-	if err != nil {
-		return nil, err
-	}
-	st, err := e.CaughtUp(ctx, app, nil, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := proposable(st); err != nil {
-		return nil, err
-	}
-	spec := app.Spec()
-	if why := proposal.Refusal(spec); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
-	}
-	src := proposal.SourceOf(spec)
-	var provider proposal.Provider
-	if req.ProviderFor != nil && !req.DryRun {
-		if provider, err = req.ProviderFor(src.RepoURL); err != nil {
-			return nil, err
-		}
-	}
-	edits, err := e.liveEdits(ctx, app, st.Session)
+	p, err := e.startProposing(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -106,57 +80,118 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	repo, err := proposal.Clone(ctx, src, dir+"/repo", actor.Username)
-	if err != nil {
-		return nil, fmt.Errorf("checking out %s: %w", redact.Text(src.RepoURL), err)
-	}
-	dest := app.Destination().Namespace
-	kind := proposal.KindOf(spec, repo.Dir, src.Path)
-	change, err := proposal.Make(ctx, repo.Dir, kind, src, proposal.App{Name: app.GetName(), Namespace: dest}, edits, st.Session.ID)
-	if err != nil {
+	if err := p.makeChange(ctx, dir); err != nil {
 		return nil, err
-	}
-	if len(change.Files) == 0 {
-		return nil, fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, repo.Base, redact.Text(src.RepoURL), next.Status(req.App))
-	}
-	if err := holdsFix(change.After, dest, st.Session); err != nil {
-		return nil, err
-	}
-	branch := ProposalBranch(st.Session.ID)
-	out := &Proposed{App: st.App, Session: st.Session.ID, Source: kind, DryRun: req.DryRun, Diff: diff(change.Old, change.Files)}
-	out.Proposal = audit.Proposal{RepoURL: redact.Text(src.RepoURL), Base: repo.Base, Branch: branch, Provider: "none"}
-	for _, f := range change.Files {
-		out.Proposal.Files = append(out.Proposal.Files, f.Path)
-	}
-	for i, ed := range edits {
-		out.Changes = append(out.Changes, ProposedChange{Target: ed.Target, Path: ed.Path, Value: redact.At(ed.Target.GroupKind(), ed.Path, ed.Value), File: change.Placed[i]})
-	}
-	if provider != nil {
-		out.Proposal.Provider = provider.Name()
-	}
-	if exists, err := repo.BranchExists(ctx, branch); err != nil {
-		return nil, err
-	} else if exists {
-		return nil, fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`%s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, st.Session.ID, next.AuditLog(req.App, string(audit.EventProposed), false))
 	}
 	if req.DryRun {
-		return out, nil
+		return p.out, nil
 	}
+	return p.publish(ctx)
+}
+
+// proposing is one run of Propose: what it read, then what it made.
+type proposing struct {
+	*Engine
+	req      ProposeRequest
+	actor    audit.Actor
+	app      argocd.App
+	st       *SessionStatus
+	src      proposal.Source
+	provider proposal.Provider
+	edits    []proposal.Edit
+	repo     *proposal.Repo
+	change   *proposal.Change
+	out      *Proposed
+}
+
+// startProposing reads who asks, the session's status (refusing a fix
+// that is not the session's to propose), the source and the live values.
+func (e *Engine) startProposing(ctx context.Context, req ProposeRequest) (*proposing, error) {
+	p := &proposing{Engine: e, req: req}
+	var err error
+	if p.actor, err = e.Whoami(ctx); err != nil {
+		return nil, err
+	}
+	if p.app, err = e.withSession(ctx, e.Ref(req.App), "there is no live fix to propose"); err != nil {
+		return nil, err
+	}
+	if p.st, err = e.CaughtUp(ctx, p.app, nil, false); err != nil {
+		return nil, err
+	}
+	if err := proposable(p.st); err != nil {
+		return nil, err
+	}
+	if why := proposal.Refusal(p.app.Spec()); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
+	}
+	p.src = proposal.SourceOf(p.app.Spec())
+	if req.ProviderFor != nil && !req.DryRun {
+		if p.provider, err = req.ProviderFor(p.src.RepoURL); err != nil {
+			return nil, err
+		}
+	}
+	if p.edits, err = e.liveEdits(ctx, p.app, p.st.Session); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeChange checks the source out under dir, edits it, verifies the
+// edit renders the live fix and nothing else, and says what it would push.
+func (p *proposing) makeChange(ctx context.Context, dir string) error {
+	var err error
+	if p.repo, err = proposal.Clone(ctx, p.src, dir+"/repo", p.actor.Username); err != nil {
+		return fmt.Errorf("checking out %s: %w", redact.Text(p.src.RepoURL), err)
+	}
+	dest := p.app.Destination().Namespace
+	kind := proposal.KindOf(p.app.Spec(), p.repo.Dir, p.src.Path)
+	if p.change, err = proposal.Make(ctx, p.repo.Dir, kind, p.src, proposal.App{Name: p.app.GetName(), Namespace: dest}, p.edits, p.st.Session.ID); err != nil {
+		return err
+	}
+	if len(p.change.Files) == 0 {
+		return fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, p.repo.Base, redact.Text(p.src.RepoURL), next.Status(p.req.App))
+	}
+	if err := holdsFix(p.change.After, dest, p.st.Session); err != nil {
+		return err
+	}
+	branch := ProposalBranch(p.st.Session.ID)
+	out := &Proposed{App: p.st.App, Session: p.st.Session.ID, Source: kind, DryRun: p.req.DryRun, Diff: diff(p.change.Old, p.change.Files)}
+	out.Proposal = audit.Proposal{RepoURL: redact.Text(p.src.RepoURL), Base: p.repo.Base, Branch: branch, Provider: "none"}
+	for _, f := range p.change.Files {
+		out.Proposal.Files = append(out.Proposal.Files, f.Path)
+	}
+	for i, ed := range p.edits {
+		out.Changes = append(out.Changes, ProposedChange{Target: ed.Target, Path: ed.Path, Value: redact.At(ed.Target.GroupKind(), ed.Path, ed.Value), File: p.change.Placed[i]})
+	}
+	if p.provider != nil {
+		out.Proposal.Provider = p.provider.Name()
+	}
+	p.out = out
+	if exists, err := p.repo.BranchExists(ctx, branch); err != nil {
+		return err
+	} else if exists {
+		return fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`%s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, p.st.Session.ID, next.AuditLog(p.req.App, string(audit.EventProposed), false))
+	}
+	return nil
+}
+
+// publish commits and pushes the branch with the user's own credentials,
+// opens the pull or merge request, records breakglass.proposed and links
+// it from the ticket. What it returns is nil until the branch is pushed.
+func (p *proposing) publish(ctx context.Context) (*Proposed, error) {
+	st, out, branch := p.st, p.out, p.out.Proposal.Branch
 	message := commitMessage(st, out)
-	if out.Proposal.Commit, err = repo.Commit(ctx, branch, message, change.Files); err != nil {
+	var err error
+	if out.Proposal.Commit, err = p.repo.Commit(ctx, branch, message, p.change.Files); err != nil {
 		return nil, fmt.Errorf("committing the proposal: %w", err)
 	}
-	plan := subject{actor: actor, app: st.App, cluster: app.Destination().Server, git: st.GitAt(), reason: st.Session.Reason, incident: st.Session.Incident}
-	if len(st.Targets) > 0 {
-		plan.target = st.Targets[0].Target
-	}
-	if err := repo.Push(ctx, branch); err != nil {
+	if err := p.repo.Push(ctx, branch); err != nil {
 		return nil, fmt.Errorf("pushing %s (with your own Git credentials): %w", branch, err)
 	}
 	var openErr error
-	if provider != nil {
+	if p.provider != nil {
 		var opened *proposal.Opened
-		if opened, openErr = provider.Open(ctx, proposal.Request{Branch: branch, Base: repo.Base, Title: firstLine(message), Body: requestBody(st, out)}); openErr == nil {
+		if opened, openErr = p.provider.Open(ctx, proposal.Request{Branch: branch, Base: p.repo.Base, Title: firstLine(message), Body: requestBody(st, out)}); openErr == nil {
 			out.Proposal.Number, out.Proposal.URL, out.State = opened.Number, opened.URL, opened.State
 		}
 	}
@@ -164,7 +199,11 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if openErr != nil {
 		outcome = audit.Outcome{Status: audit.StatusFailed, Error: "the branch is pushed; opening the request failed: " + openErr.Error()}
 	}
-	recorded, err := e.record(ctx, plan, st.Session.ID, audit.EventProposed, outcome, func(r *audit.Record) {
+	subj := subject{actor: p.actor, app: st.App, cluster: p.app.Destination().Server, git: st.GitAt(), reason: st.Session.Reason, incident: st.Session.Incident}
+	if len(st.Targets) > 0 {
+		subj.target = st.Targets[0].Target
+	}
+	recorded, err := p.record(ctx, subj, st.Session.ID, audit.EventProposed, outcome, func(r *audit.Record) {
 		proposed := out.Proposal
 		r.Proposal = &proposed
 	})
@@ -174,7 +213,7 @@ func (e *Engine) Propose(ctx context.Context, req ProposeRequest) (*Proposed, er
 	if openErr != nil {
 		return out, fmt.Errorf("branch %s is pushed, but opening the %s request failed: %w", branch, out.Proposal.Provider, openErr)
 	}
-	if w := e.ticketProposal(ctx, st.Session, out, recorded); w != "" {
+	if w := p.ticketProposal(ctx, st.Session, out, recorded); w != "" {
 		out.Warnings = append(out.Warnings, w)
 	}
 	return out, nil
