@@ -2,9 +2,7 @@ package breakglass
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -536,20 +534,6 @@ func findManifest(manifests []map[string]any, t audit.Target, defaultNamespace s
 		}
 	}
 	return nil
-}
-
-func equalJSON(a, b any) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	var na, nb any
-	_ = json.Unmarshal(ja, &na)
-	_ = json.Unmarshal(jb, &nb)
-	return reflect.DeepEqual(na, nb)
-}
-
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // Interrupted is whether a run of the session in flight has been

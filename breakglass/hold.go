@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
-	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
 // ErrHoldNeedsAPI is a hold whose catch-up only the Argo CD API can judge,
@@ -99,50 +97,6 @@ func heldEntry(target audit.Target, fields []PatchedField, obj map[string]any) m
 }
 
 var jqIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// jqPath spells path (as audit.Diff spells it: /-separated, list items by
-// name where every item has one) as a jq path expression on obj.
-func jqPath(path string, obj any) string {
-	var b strings.Builder
-	node := obj
-	for _, seg := range redact.Segments(path) {
-		switch t := node.(type) {
-		case []any:
-			if audit.Named(t) {
-				name, _ := json.Marshal(seg)
-				fmt.Fprintf(&b, "[] | select(.name == %s) | .", name)
-				node = audit.ByName(t)[seg]
-				continue
-			}
-			if i, err := strconv.Atoi(seg); err == nil {
-				fmt.Fprintf(&b, "[%d]", i)
-				node = nil
-				if i >= 0 && i < len(t) {
-					node = t[i]
-				}
-				continue
-			}
-		case map[string]any:
-			node = t[seg]
-		default:
-			node = nil
-		}
-		dot := strings.HasSuffix(b.String(), ".")
-		switch {
-		case jqIdent.MatchString(seg) && dot:
-			b.WriteString(seg)
-		case jqIdent.MatchString(seg):
-			b.WriteString("." + seg)
-		default:
-			if b.Len() == 0 {
-				b.WriteString(".")
-			}
-			key, _ := json.Marshal(seg)
-			fmt.Fprintf(&b, "[%s]", key)
-		}
-	}
-	return b.String()
-}
 
 // holdPatch is the spec part of the write that holds a patch of target
 // (fields, obj the target after the patch) in app: its ignoreDifferences

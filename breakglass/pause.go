@@ -3,10 +3,14 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // PauseMechanism is how a break-glass pauses automated sync.
@@ -72,26 +76,6 @@ func policyPatch(app argocd.App, desired any) any {
 	return mergePatchFor(current, desired)
 }
 
-func mergePatchFor(current, desired any) any {
-	cm, cok := current.(map[string]any)
-	dm, dok := desired.(map[string]any)
-	if !cok || !dok {
-		return desired
-	}
-	patch := map[string]any{}
-	for k := range cm {
-		if _, keep := dm[k]; !keep {
-			patch[k] = nil
-		}
-	}
-	for k, v := range dm {
-		if !equalJSON(cm[k], v) {
-			patch[k] = mergePatchFor(cm[k], v)
-		}
-	}
-	return patch
-}
-
 // undoPause writes the saved policies back, the parents' first, and removes
 // the session last (as long as check accepts it), so that an interruption
 // leaves a session that says what is still paused; closing is the event
@@ -151,3 +135,411 @@ func (e *Engine) restorePolicy(ctx context.Context, ref audit.AppRef, s *Session
 	}
 	return err
 }
+
+// pause pauses the self-healing parents, then the Application, recording
+// each. With parents, the child's session (state pausing, parents listed) is
+// written first, so that an interruption at any point leaves a session that
+// status shows and restore finishes: never a parent paused for nobody. On
+// failure everything it paused is undone and recorded aborted.
+func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App, error) {
+	session := x.session
+	samePolicy := func(app argocd.App) error {
+		if !equalJSON(app.SyncPolicy(), x.SyncPolicyBefore) {
+			return fmt.Errorf("%w: the sync policy of %s changed since the plan; run the command again", argocd.ErrConflict, x.App.Name)
+		}
+		return nil
+	}
+	unchanged := func(app argocd.App) error {
+		if _, open := app.GetAnnotations()[SessionAnnotation]; open {
+			return e.explainConflict(ctx, x.App, fmt.Errorf("%w: a session was opened on %s meanwhile", ErrSessionOpen, x.App.Name))
+		}
+		return samePolicy(app)
+	}
+	var warnings []string
+	// The first write starts from the plan's copy of the Application.
+	known := x.app
+	if known.Unstructured == nil {
+		known = knownApp(x.App)
+	}
+	if len(x.parents) > 0 {
+		var err error
+		if warnings, err = e.pauseParents(ctx, x, known, unchanged); err != nil {
+			return nil, argocd.App{}, err
+		}
+		unchanged = func(app argocd.App) error {
+			if err := ownSession(x.App.Name, session.ID)(app); err != nil {
+				return err
+			}
+			return samePolicy(app)
+		}
+		known = knownApp(x.App) // the session's write made the plan's copy stale
+	}
+	session.State = StatePaused
+	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app argocd.App) map[string]any {
+		return sessionPatch(session, policyPatch(app, x.SyncPolicyAfter))
+	}})
+	if err != nil {
+		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: %w", x.App.Name, err))
+	}
+	// The pause's record is written while Argo CD's controller takes the
+	// pause up: both must be done before anything is patched, neither
+	// waits for the other.
+	recorded := start(func() (*audit.Record, error) {
+		return e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+			r.SyncPolicy = &audit.SyncPolicy{Before: x.SyncPolicyBefore, After: x.SyncPolicyAfter}
+		})
+	})
+	if e.AfterPause != nil { // a test's hook, which runs once the pause is recorded
+		if _, err := recorded.wait(); err != nil {
+			return nil, argocd.App{}, err
+		}
+		if err := e.AfterPause(ctx); err != nil {
+			return nil, argocd.App{}, err
+		}
+	}
+	app, err := e.WaitRefreshed(ctx, paused)
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.ControllerTimeout(), err))
+	}
+	if _, err := recorded.wait(); err != nil {
+		return nil, argocd.App{}, err
+	}
+	return warnings, app, nil
+}
+
+// pauseParents opens the child's session (state pausing, parents listed),
+// then pauses each self-healing parent, recording each: an interruption at
+// any point leaves a session that status shows and restore finishes, never
+// a parent paused for nobody. unchanged checks the child before the first
+// write. On failure what it paused is undone and recorded aborted.
+func (e *Engine) pauseParents(ctx context.Context, x *execution, known argocd.App, unchanged func(argocd.App) error) ([]string, error) {
+	session := x.session
+	for _, parent := range x.parents {
+		session.PausedParents = append(session.PausedParents, savedParent(parent))
+	}
+	if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(argocd.App) map[string]any {
+		return sessionPatch(session, nil)
+	}}); err != nil {
+		return nil, e.abortPause(ctx, x, fmt.Errorf("opening the session on %s: %w", x.App.Name, err))
+	}
+	var warnings []string
+	for _, parent := range x.parents {
+		parentRef := audit.AppRef{Namespace: argocd.NamespaceOr(parent.GetNamespace(), x.App.Namespace), Name: parent.GetName()}
+		saved := savedParent(parent)
+		var before any
+		_ = json.Unmarshal(saved.SavedSyncPolicy, &before)
+		withParent := func(r *audit.Record) {
+			r.Application = &parentRef
+			r.Target = nil
+			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, x.disableAutomated)}
+		}
+		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
+			return nil, e.abortPause(ctx, x, err)
+		}
+		pausedParent, err := e.pauseParent(ctx, parent, x.App.Name, session, x.disableAutomated)
+		if err != nil {
+			return nil, e.abortPause(ctx, x, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+		}
+		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
+			return nil, err
+		}
+		if e.AfterParentPause != nil {
+			if err := e.AfterParentPause(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := e.WaitRefreshed(ctx, pausedParent); err != nil {
+			warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause of parent %s within %s", parent.GetName(), e.ControllerTimeout()))
+		}
+	}
+	return warnings, nil
+}
+
+// abortPause undoes a pause that failed half-way: the parents paused for
+// this session get their policy back and the child's session (if it was
+// written) is removed, under a context Ctrl-C does not cancel; then
+// breakglass.aborted says why.
+func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) error {
+	session := x.session
+	undo, cancel := undoContext(ctx)
+	defer cancel()
+	if recErr := e.startAbort(undo, x, cause.Error(), nil); recErr != nil {
+		return fmt.Errorf("%v, and the undo was not started: %w; run `%s`", cause, recErr, next.Restore(x.App.Namespace, x.App.Name))
+	}
+	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
+	err := cause
+	if undoErr := e.restoreParents(undo, x.App, session); undoErr != nil {
+		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
+		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, next.Restore(x.App.Namespace, x.App.Name))
+	} else if len(session.PausedParents) > 0 {
+		_ = e.dropSession(undo, x.App, session.ID)
+	}
+	if _, recErr := e.record(undo, x.subject(), session.ID, audit.EventAborted, outcome, nil); recErr != nil {
+		return fmt.Errorf("%v, and %w", err, recErr)
+	}
+	return err
+}
+
+// startAbort records, before an opening run undoes its pause, that the
+// undo starts: from here the log holds the Application for no one, so a
+// run killed between the undo and its outcome leaves the log agreeing
+// with an Application that carries no session. The undo had come first,
+// and such a kill left the log holding the Application for a session it
+// no longer carried: the next break-glass overlapped it.
+func (e *Engine) startAbort(ctx context.Context, x *execution, cause string, with func(*audit.Record)) error {
+	_, err := e.record(ctx, x.subject(), x.session.ID, audit.EventAborted, audit.Outcome{Status: audit.StatusStarted, Error: cause}, with)
+	return err
+}
+
+// undoContext is for steps that put things back: they must finish even when
+// the user pressed Ctrl-C, within a bound of their own.
+func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// PausedParent is an app-of-apps parent paused with the session, with the
+// policy restore writes back.
+type PausedParent struct {
+	Name string `json:"name"`
+	// Namespace is the parent's, when it is not the child's (apps in any
+	// namespace).
+	Namespace       string          `json:"namespace,omitempty"`
+	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`
+}
+
+// savedParent is parent's policy as the session keeps it.
+func savedParent(parent argocd.App) PausedParent {
+	policy := parent.SyncPolicy()
+	saved, _ := json.Marshal(policy)
+	return PausedParent{Name: parent.GetName(), Namespace: parent.GetNamespace(), SavedSyncPolicy: saved}
+}
+
+// pauseParent pauses parent for session, keeping its policy.
+// It returns the parent as written.
+func (e *Engine) pauseParent(ctx context.Context, parent argocd.App, child string, session *Session, disable bool) (argocd.App, error) {
+	policy := parent.SyncPolicy()
+	name := parent.GetName()
+	return e.Write(ctx, argocd.Known(parent.Ref()), argocd.Write{Check: func(app argocd.App) error {
+		if by, ok := app.GetAnnotations()[PausedByAnnotation]; ok {
+			return fmt.Errorf("%w: parent application %s is already paused for %s", ErrSessionOpen, name, by)
+		}
+		if !equalJSON(app.SyncPolicy(), policy) {
+			return fmt.Errorf("%w: the sync policy of parent %s changed meanwhile; run the command again", argocd.ErrConflict, name)
+		}
+		return nil
+	}, Patch: func(app argocd.App) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{PausedByAnnotation: child + "/" + session.ID}, false)},
+			"spec":     map[string]any{"syncPolicy": policyPatch(app, pausedPolicy(policy, disable))},
+		}
+	}})
+}
+
+// restoreParents writes back the saved policy of every parent paused for
+// session, newest first.
+func (e *Engine) restoreParents(ctx context.Context, child audit.AppRef, session *Session) error {
+	for i := len(session.PausedParents) - 1; i >= 0; i-- {
+		p := session.PausedParents[i]
+		var saved any
+		if err := json.Unmarshal(p.SavedSyncPolicy, &saved); err != nil {
+			return fmt.Errorf("the saved policy of parent %s is unreadable: %w", p.Name, err)
+		}
+		_, err := e.Write(ctx, argocd.Known(argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, child.Namespace), Name: p.Name}), argocd.Write{Check: func(app argocd.App) error {
+			switch by, marked := app.GetAnnotations()[PausedByAnnotation]; {
+			case !marked:
+				// Never paused (interrupted before) or already restored.
+				return errNotPausedHere
+			case by != child.Name+"/"+session.ID:
+				return fmt.Errorf("%w: parent %s is paused for another session (%q)", argocd.ErrConflict, p.Name, by)
+			}
+			return nil
+		}, Patch: func(app argocd.App) map[string]any {
+			return map[string]any{
+				"metadata": map[string]any{"annotations": argocd.RefreshRequest(map[string]any{PausedByAnnotation: nil}, false)},
+				"spec":     map[string]any{"syncPolicy": policyPatch(app, saved)},
+			}
+		}})
+		if err != nil && !errors.Is(err, errNotPausedHere) {
+			return fmt.Errorf("restoring parent %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// OrphanedPauses describes the Applications among apps that carry this
+// project's paused-by mark (CHILD/SESSION) that the audit log does not
+// account for: the session is not open, was opened on another child, or
+// never recorded pausing this Application. Their sync stays off for
+// nobody (the mark is set by hand with a pause the admission policy cannot
+// tell from a parent's), exactly what a break-glass must never leave
+// behind. What the annotations say is not trusted: only the log is.
+func (e *Engine) OrphanedPauses(ctx context.Context, apps []argocd.App) ([]string, error) {
+	var out []string
+	for _, a := range apps {
+		by, marked := a.GetAnnotations()[PausedByAnnotation]
+		if !marked {
+			continue
+		}
+		why, err := e.unaccounted(ctx, a, by)
+		if err != nil {
+			return nil, err
+		}
+		if why == "" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("application %s/%s is marked paused for session %q, %s: its automated sync may stay off for nobody; find its saved policy with `%s`",
+			a.GetNamespace(), a.GetName(), by, why, next.AuditLog(a.GetName(), string(audit.EventPaused), true)))
+	}
+	return out, nil
+}
+
+// RecordOrphan records app's orphaned pause (why, as OrphanedPauses says
+// it) as a breakglass.orphaned notice outside any session, and emits a
+// Warning Event on app; warnings are what could not be told.
+func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, why string) ([]string, error) {
+	actor, err := e.Whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+	ref.Project = app.Project()
+	p := subject{actor: actor, app: ref, cluster: app.Destination().Server, reason: why}
+	if _, err := e.record(ctx, p, "", audit.EventOrphaned, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) { r.Target = nil }); err != nil {
+		return nil, err
+	}
+	if w := e.emit(ctx, app, EventOrphanedReason, true, "%s", why); w != "" {
+		return []string{w}, nil
+	}
+	return nil, nil
+}
+
+// unaccounted says why the log does not account for app's paused-by mark
+// by ("" when it does: an open session of the child it names paused app).
+func (e *Engine) unaccounted(ctx context.Context, app argocd.App, by string) (string, error) {
+	child, id, ok := strings.Cut(by, "/")
+	if !ok || id == "" {
+		return "which is not open", nil
+	}
+	records, err := e.log().records(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	legal, log := ownLog(records, id)
+	switch {
+	case log == nil || log.Opened == nil || !log.Open():
+		return "which is not open", nil
+	case log.Application.Name != child:
+		return fmt.Sprintf("which was opened on %s, not %s", log.Application.Name, child), nil
+	}
+	for _, r := range legal {
+		if r.Event == audit.EventPaused && r.Application != nil && r.Application.Name == app.GetName() && r.Application.Namespace == app.GetNamespace() {
+			return "", nil
+		}
+	}
+	return "which never recorded pausing it", nil
+}
+
+// savedNotice is app's own notice annotations, which the session's banner
+// replaces until it closes.
+func savedNotice(app argocd.App) map[string]string {
+	var saved map[string]string
+	for _, k := range NoticeKeys {
+		if v, ok := app.GetAnnotations()[k]; ok {
+			if saved == nil {
+				saved = map[string]string{}
+			}
+			saved[k] = v
+		}
+	}
+	return saved
+}
+
+// uiNotice is the banner of open session s: critical, permanent, linking
+// the ticket. It holds what the session holds (redacted reason and
+// incident, paths, never values).
+func uiNotice(s *Session) map[string]any {
+	var held []string
+	for _, p := range latestPatches(s) {
+		paths := make([]string, len(p.Fields))
+		for i, f := range p.Fields {
+			paths[i] = f.Path
+		}
+		held = append(held, fmt.Sprintf("%s (%s)", p.Target, strings.Join(paths, ", ")))
+	}
+	what := "a live fix being applied"
+	if len(held) > 0 {
+		what = "the live fix of " + strings.Join(held, "; ")
+	}
+	text := fmt.Sprintf(noticePrefix+" Session %s by %s holds %s. Reason: %s.", s.ID, s.OpenedBy, what, s.Reason)
+	if s.Incident != "" {
+		text += " Incident " + s.Incident + "."
+	}
+	if s.Ticket != "" {
+		text += " Ticket " + s.Ticket + "."
+	}
+	if s.Expires != nil {
+		text += " Expires " + s.Expires.UTC().Format(time.RFC3339) + "."
+	}
+	if s.pauses() {
+		text += " Sync stays paused until Git has the fix: " + next.Status("") + "."
+	} else {
+		text += " Automated sync stays on; only these fields are held until Git has the fix: " + next.Status("") + "."
+	}
+	if s.holdsFields() {
+		text += " A Sync keeps the held fields only with " + RespectIgnoreDifferences + " ticked."
+	}
+	if r := []rune(text); len(r) > noticeMax {
+		text = string(r[:noticeMax-1]) + "…"
+	}
+	notice := map[string]any{NoticeContent: text, NoticeSeverity: "critical", NoticePermanent: "true", NoticeURL: nil}
+	if strings.HasPrefix(s.TicketURL, "https://") || strings.HasPrefix(s.TicketURL, "http://") {
+		notice[NoticeURL] = s.TicketURL
+	}
+	return notice
+}
+
+// restoredNotice is the patch of the notice annotations that puts back
+// what s saved when it opened.
+func restoredNotice(s *Session) map[string]any {
+	out := map[string]any{}
+	for _, k := range NoticeKeys {
+		if v, ok := s.SavedNotice[k]; ok {
+			out[k] = v
+		} else {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
+// PausedByAnnotation marks a parent Application paused on behalf of a
+// child's session: CHILD/SESSION.
+const PausedByAnnotation = audit.KeyPrefix + "paused-by"
+
+// errNotPausedHere is a parent the session lists but never paused (or
+// already restored): there is nothing to put back.
+var errNotPausedHere = errors.New("not paused by this session")
+
+// EventOrphanedReason is the Warning Event of an orphaned pause.
+const EventOrphanedReason = "OrphanedPause"
+
+// Argo CD (3.5 and newer) shows an Application's notice annotations as a
+// banner on its page and an icon in its lists (the Argo CD module's
+// docs/user-guide/application-notice.md). While a session is open they
+// tell whoever is about to press Sync that a break-glass holds the live
+// fix; older versions ignore them.
+const (
+	NoticeContent   = "notice.argocd.argoproj.io/content"
+	NoticeSeverity  = "notice.argocd.argoproj.io/severity"
+	NoticeURL       = "notice.argocd.argoproj.io/url"
+	NoticePermanent = "notice.argocd.argoproj.io/permanent"
+)
+
+// NoticeKeys are the notice annotations a session sets and puts back.
+var NoticeKeys = []string{NoticeContent, NoticeSeverity, NoticeURL, NoticePermanent}
+
+// noticePrefix starts every session's banner.
+const noticePrefix = "BREAK-GLASS: do not sync."
+
+// noticeMax is where Argo CD truncates a notice.
+const noticeMax = 500

@@ -66,19 +66,3 @@ func (e *Engine) ManagedResources(ctx context.Context, app string) ([]ManagedRes
 	}
 	return out, nil
 }
-
-// cleanForDiff is the object as a reader compares it: no managedFields,
-// status or bookkeeping that every write changes, and secrets redacted.
-func cleanForDiff(t audit.Target, obj map[string]any) map[string]any {
-	c := audit.RedactObject(t, obj)
-	delete(c, "status")
-	if meta, ok := c["metadata"].(map[string]any); ok {
-		for _, k := range []string{"managedFields", "resourceVersion", "generation", "uid", "creationTimestamp"} {
-			delete(meta, k)
-		}
-		if ann, ok := meta["annotations"].(map[string]any); ok {
-			delete(ann, "kubectl.kubernetes.io/last-applied-configuration")
-		}
-	}
-	return c
-}

@@ -1,11 +1,8 @@
 package breakglass
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -72,17 +69,6 @@ func patchedFields(t audit.Target, changes []audit.Change, objs ...map[string]an
 	return out
 }
 
-// digest is the SHA-256 of v's canonical JSON (keys sorted, numbers as
-// float64 as any JSON reader sees them); an absent field digests as null.
-func digest(v any) string {
-	b, _ := json.Marshal(v)
-	var n any
-	_ = json.Unmarshal(b, &n)
-	b, _ = json.Marshal(n)
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // rawPatch is the patch exactly as the user gave it (the --patch text or
 // the --patch-file bytes), or the JSON built from the --image/--replicas
 // shortcuts: what the record's keyed digest covers.
@@ -119,16 +105,6 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.err }
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // RecordedPatch is the patch as its records keep it.
 func (p *Plan) RecordedPatch() *audit.Patch {

@@ -223,17 +223,3 @@ func (e *Engine) restoreSession(ctx context.Context, req RestoreRequest, actor a
 	}
 	return nil
 }
-
-// withSession reads Application name, which must carry a session; why
-// says what its absence means to the caller.
-func (e *Engine) withSession(ctx context.Context, ref argocd.AppRef, why string) (argocd.App, error) {
-	name := ref.Name
-	app, err := e.App(ctx, ref)
-	if err != nil {
-		return argocd.App{}, err
-	}
-	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
-		return argocd.App{}, fmt.Errorf("%w on %s, so %s", ErrNoSession, name, why)
-	}
-	return app, nil
-}

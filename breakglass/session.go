@@ -306,3 +306,48 @@ func (e *Engine) writeSessionWith(ctx context.Context, known argocd.App, id stri
 func knownApp(app audit.AppRef) argocd.App {
 	return argocd.Known(appRef(app))
 }
+
+// dropSession removes the session annotation of an aborted session if it
+// is still session id's, leaving the sync policy alone.
+func (e *Engine) dropSession(ctx context.Context, app audit.AppRef, id string) error {
+	name := app.Name
+	_, err := e.Write(ctx, knownApp(app), argocd.Write{Check: ownSession(name, id), Patch: func(app argocd.App) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, audit.EventAborted)}}
+	}})
+	return err
+}
+
+// closeSession is the annotations of a close of app's session: the
+// session goes, and the LastSessionAnnotation says how it ended, naming
+// the session the annotation named (which the admission policy reads; a
+// forced restore of a repointed annotation closes the log's session).
+func closeSession(app argocd.App, closing audit.Event) map[string]any {
+	annotations := map[string]any{SessionAnnotation: nil}
+	s, err := SessionOf(app)
+	switch {
+	case err == nil:
+		annotations[LastSessionAnnotation] = lastSession(s.ID, closing)
+	case strings.HasPrefix(app.GetAnnotations()[NoticeContent], noticePrefix):
+		s = &Session{} // the banner is a session's; what it replaced is not known
+	default:
+		return annotations // the notice, if any, is not a session's
+	}
+	for k, v := range restoredNotice(s) {
+		annotations[k] = v
+	}
+	return annotations
+}
+
+// withSession reads Application name, which must carry a session; why
+// says what its absence means to the caller.
+func (e *Engine) withSession(ctx context.Context, ref argocd.AppRef, why string) (argocd.App, error) {
+	name := ref.Name
+	app, err := e.App(ctx, ref)
+	if err != nil {
+		return argocd.App{}, err
+	}
+	if _, ok := app.GetAnnotations()[SessionAnnotation]; !ok {
+		return argocd.App{}, fmt.Errorf("%w on %s, so %s", ErrNoSession, name, why)
+	}
+	return app, nil
+}

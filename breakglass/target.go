@@ -2,7 +2,6 @@ package breakglass
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
@@ -62,33 +61,4 @@ func (x *execution) recordAnswer(live map[string]any, patched *unstructured.Unst
 		changes: x.redaction.changes(x.Target, diff, live, patched.Object),
 		fields:  patchedFields(x.Target, diff, live, patched.Object),
 	}
-}
-
-// withResourceVersion adds a resourceVersion precondition to a patch body:
-// metadata.resourceVersion in a merge or strategic patch, a replace of it in
-// a JSON patch. The API server then refuses the patch with Conflict if the
-// object is no longer at that version.
-func withResourceVersion(patchType string, body []byte, version string) ([]byte, error) {
-	if version == "" {
-		return body, nil
-	}
-	if patchType == "json" {
-		var ops []any
-		if err := json.Unmarshal(body, &ops); err != nil {
-			return nil, err
-		}
-		ops = append([]any{map[string]any{"op": "replace", "path": "/metadata/resourceVersion", "value": version}}, ops...)
-		return json.Marshal(ops)
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, err
-	}
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		obj["metadata"] = meta
-	}
-	meta["resourceVersion"] = version
-	return json.Marshal(obj)
 }
