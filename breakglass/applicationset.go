@@ -7,8 +7,6 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // What an ApplicationSet's spec needs so that a paused child stays paused
@@ -24,11 +22,8 @@ const (
 // ApplicationSet that would rewrite its spec.syncPolicy or, when held
 // (the session holds fields), its spec.ignoreDifferences.
 func (e *Engine) checkApplicationSetOwner(ctx context.Context, app argocd.App, held bool) error {
-	for _, ref := range app.GetOwnerReferences() {
-		if ref.Kind != "ApplicationSet" || !strings.HasPrefix(ref.APIVersion, "argoproj.io/") {
-			continue
-		}
-		set, err := e.Dynamic.Resource(argocd.ApplicationSetGVR).Namespace(app.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
+	for _, ref := range argocd.AppSetOwners(app) {
+		set, err := e.AppSet(ctx, app.GetNamespace(), ref.Name)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // an orphaned owner reference rewrites nothing
@@ -44,12 +39,12 @@ func (e *Engine) checkApplicationSetOwner(ctx context.Context, app argocd.App, h
 
 // undoesPause says why set, which generates app, would undo a pause (or,
 // held, the hold) or drop the session; nil when it leaves them alone.
-func undoesPause(set *unstructured.Unstructured, app string, held bool) error {
-	if strategy, _, _ := unstructured.NestedString(set.Object, "spec", "strategy", "type"); strategy == "RollingSync" {
+func undoesPause(set argocd.AppSet, app string, held bool) error {
+	if set.Strategy() == "RollingSync" {
 		return fmt.Errorf("%w: ApplicationSet %s/%s generates %s with the RollingSync strategy, which starts sync operations itself even while automated sync is off, so a pause cannot hold: for the incident, remove spec.strategy from it (kubectl edit applicationset %s -n %s), then run this again",
 			ErrOwnedByApplicationSet, set.GetNamespace(), set.GetName(), app, set.GetName(), set.GetNamespace())
 	}
-	if neverUpdates(set) {
+	if set.NeverUpdates() {
 		return nil
 	}
 	var missing []string
@@ -69,29 +64,21 @@ func undoesPause(set *unstructured.Unstructured, app string, held bool) error {
 	return nil
 }
 
-// neverUpdates is whether set's applicationsSync policy leaves existing
-// Applications alone (create-only, create-delete).
-func neverUpdates(set *unstructured.Unstructured) bool {
-	policy, _, _ := unstructured.NestedString(set.Object, "spec", "syncPolicy", "applicationsSync")
-	return policy == "create-only" || policy == "create-delete"
-}
-
 // ignoresSyncPolicy is whether set leaves app's spec.syncPolicy alone: its
 // policy never updates, or an ignoreApplicationDifferences rule for app (or
 // for every app) covers /spec/syncPolicy.
-func ignoresSyncPolicy(set *unstructured.Unstructured, app string) bool {
-	return neverUpdates(set) || ignores(set, app, argocd.CoversSyncPolicy)
+func ignoresSyncPolicy(set argocd.AppSet, app string) bool {
+	return set.NeverUpdates() || ignores(set, app, argocd.CoversSyncPolicy)
 }
 
 // preservesSession is whether set keeps the session annotation on app:
 // preservedFields names it, or an ignoreApplicationDifferences rule covers
 // it (or all annotations).
-func preservesSession(set *unstructured.Unstructured, app string) bool {
-	if neverUpdates(set) {
+func preservesSession(set argocd.AppSet, app string) bool {
+	if set.NeverUpdates() {
 		return true
 	}
-	keys, _, _ := unstructured.NestedStringSlice(set.Object, "spec", "preservedFields", "annotations")
-	for _, k := range keys {
+	for _, k := range set.PreservedAnnotations() {
 		if k == SessionAnnotation {
 			return true
 		}
@@ -104,13 +91,8 @@ func preservesSession(set *unstructured.Unstructured, app string) bool {
 
 // ignores is whether one of set's ignoreApplicationDifferences rules for
 // app (or for every app) matches.
-func ignores(set *unstructured.Unstructured, app string, match func(map[string]any) bool) bool {
-	rules, _, _ := unstructured.NestedSlice(set.Object, "spec", "ignoreApplicationDifferences")
-	for _, r := range rules {
-		rule, _ := r.(map[string]any)
-		if name, _ := rule["name"].(string); name != "" && name != app {
-			continue
-		}
+func ignores(set argocd.AppSet, app string, match func(map[string]any) bool) bool {
+	for _, rule := range set.IgnoreRules(app) {
 		if match(rule) {
 			return true
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/internal/jsontest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -26,7 +27,7 @@ func TestIgnoresSyncPolicy(t *testing.T) {
 		{`{"ignoreApplicationDifferences":[{"name":"other","jsonPointers":["/spec/syncPolicy"]}]}`, false},
 	}
 	for _, tt := range tests {
-		if got := ignoresSyncPolicy(set(tt.spec), "web"); got != tt.want {
+		if got := ignoresSyncPolicy(argocd.AppSet{Unstructured: set(tt.spec)}, "web"); got != tt.want {
 			t.Errorf("ignoresSyncPolicy(%s) = %v, want %v", tt.spec, got, tt.want)
 		}
 	}
@@ -41,10 +42,10 @@ func TestApplicationSetsThatUndoTheHold(t *testing.T) {
 		return u
 	}
 	keep := `"preservedFields":{"annotations":["kubectl-gitops.io/session"]}`
-	if err := undoesPause(set(`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}],`+keep+`}`), "web", true); err == nil || !strings.Contains(err.Error(), ignoreHoldSnippet) {
+	if err := undoesPause(argocd.AppSet{Unstructured: set(`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"]}],` + keep + `}`)}, "web", true); err == nil || !strings.Contains(err.Error(), ignoreHoldSnippet) {
 		t.Errorf("an ApplicationSet rewriting ignoreDifferences: %v", err)
 	}
-	if err := undoesPause(set(`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy","/spec/ignoreDifferences"]}],`+keep+`}`), "web", true); err != nil {
+	if err := undoesPause(argocd.AppSet{Unstructured: set(`{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy","/spec/ignoreDifferences"]}],` + keep + `}`)}, "web", true); err != nil {
 		t.Errorf("an ApplicationSet leaving both alone: %v", err)
 	}
 }
@@ -70,7 +71,7 @@ func TestApplicationSetsThatUndoThePause(t *testing.T) {
 		{"create-update", `{"syncPolicy":{"applicationsSync":"create-update"}}`, ignoreSyncPolicySnippet},
 		{"RollingSync, whatever it ignores", `{"strategy":{"type":"RollingSync"},` + both + `}`, "RollingSync strategy, which starts sync operations itself"},
 	} {
-		err := undoesPause(set(tc.spec), "web", false)
+		err := undoesPause(argocd.AppSet{Unstructured: set(tc.spec)}, "web", false)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
