@@ -433,6 +433,15 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	if !st.Session.AutoRestore || st.Untrusted != "" || st.SyncReenabled {
 		return next, nil
 	}
+	return c.autoRestore(ctx, app, st, key, next)
+}
+
+// autoRestore restores st's auto-restore session once Git has caught up,
+// asking Argo CD to look at Git again at most every RefreshEvery until
+// then. next is when the session is due anyway; it returns when to look
+// again (zero once restored).
+func (c *Controller) autoRestore(ctx context.Context, app argocd.App, st *breakglass.SessionStatus, key string, next time.Time) (time.Time, error) {
+	engine := c.Engine
 	every := c.RefreshEvery
 	if every == 0 {
 		every = time.Minute
@@ -446,6 +455,7 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 		// look at Git again now, at most every RefreshEvery (the refresh
 		// is itself a change of the Application, which comes back here).
 		c.refreshed[key] = time.Now()
+		var err error
 		if st, err = engine.CaughtUp(ctx, app, c.Argo, true); err != nil {
 			return time.Time{}, err
 		}
