@@ -125,12 +125,6 @@ func (a App) Hydrated() bool {
 	return hydrated
 }
 
-// Spec is a deep copy of a's spec.
-func (a App) Spec() map[string]any {
-	spec, _, _ := unstructured.NestedMap(a.Object, "spec")
-	return spec
-}
-
 func (a App) str(path ...string) string {
 	s, _, _ := unstructured.NestedString(a.Object, path...)
 	return s

@@ -121,10 +121,10 @@ func (e *Engine) startProposing(ctx context.Context, req ProposeRequest) (*propo
 	if err := proposable(p.st); err != nil {
 		return nil, err
 	}
-	if why := proposal.Refusal(p.app.Spec()); why != "" {
+	p.src = p.app.SourceSpec()
+	if why := proposal.Refusal(p.src); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
 	}
-	p.src = proposal.SourceOf(p.app.Spec())
 	if req.ProviderFor != nil && !req.DryRun {
 		if p.provider, err = req.ProviderFor(p.src.RepoURL); err != nil {
 			return nil, err
@@ -144,7 +144,7 @@ func (p *proposing) makeChange(ctx context.Context, dir string) error {
 		return fmt.Errorf("checking out %s: %w", redact.Text(p.src.RepoURL), err)
 	}
 	dest := p.app.Destination().Namespace
-	kind := proposal.KindOf(p.app.Spec(), p.repo.Dir, p.src.Path)
+	kind := proposal.KindOf(p.src, p.repo.Dir)
 	if p.change, err = proposal.Make(ctx, p.repo.Dir, kind, p.src, proposal.App{Name: p.app.GetName(), Namespace: dest}, p.edits, p.st.Session.ID); err != nil {
 		return err
 	}

@@ -140,7 +140,7 @@ func TestSourceOfHelm(t *testing.T) {
 		"kubeVersion":             "1.35.0",
 		"apiVersions":             []any{"monitoring.coreos.com/v1"},
 	}
-	s := SourceOf(map[string]any{"source": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "chart", "helm": helm}})
+	s := specSource(map[string]any{"source": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "chart", "helm": helm}})
 	want := HelmOptions{ReleaseName: "web-prod", Namespace: "shop", ValueFiles: []string{"values-prod.yaml", "values-eu.yaml"}, IgnoreMissing: true,
 		Values: "b: 2\n", Parameters: []HelmParameter{{Name: "image.tag", Value: "2.0"}, {Name: "port", Value: "80", ForceString: true}},
 		SkipCRDs: true, SkipTests: true, SkipSchemaValidation: true, KubeVersion: "1.35.0", APIVersions: []string{"monitoring.coreos.com/v1"}}

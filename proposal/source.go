@@ -7,51 +7,19 @@ import (
 	"sort"
 	"strings"
 
-	yaml "go.yaml.in/yaml/v3"
-
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
-// Source is the one Git source of an Application a proposal edits, as its
-// spec says (Argo CD's spec.source).
-type Source struct {
-	RepoURL        string
-	Path           string
-	TargetRevision string
-	// Recurse is directory.recurse: subdirectories are read too.
-	Recurse bool
-	// Helm is spec.source.helm: how Argo CD runs helm template on the
-	// chart at Path, when it is one.
-	Helm HelmOptions
-}
+// Source is the one Git source of an Application a proposal edits, as
+// its spec declares it (argocd.App.SourceSpec).
+type Source = argocd.SourceSpec
 
-// HelmOptions are the parts of spec.source.helm that decide what helm
-// template renders.
-type HelmOptions struct {
-	ReleaseName, Namespace string
-	// ValueFiles are the chart's value files in the order helm reads them
-	// (a later one wins), relative to the chart.
-	ValueFiles []string
-	// IgnoreMissing is ignoreMissingValueFiles.
-	IgnoreMissing bool
-	// Values is spec.source.helm.values or valuesObject, as YAML: it wins
-	// over every file.
-	Values     string
-	Parameters []HelmParameter
-	SkipCRDs   bool
-	SkipTests  bool
-	// SkipSchemaValidation is skipSchemaValidation.
-	SkipSchemaValidation bool
-	// KubeVersion and APIVersions are the capabilities the chart sees.
-	KubeVersion string
-	APIVersions []string
-}
-
-// HelmParameter is a --set (or --set-string) of spec.source.helm.parameters.
-type HelmParameter struct {
-	Name, Value string
-	ForceString bool
-}
+// HelmOptions and HelmParameter are spec.source.helm's, as Source has them.
+type (
+	HelmOptions   = argocd.HelmOptions
+	HelmParameter = argocd.HelmParameter
+)
 
 // The kinds of source Argo CD renders, as it tells them apart.
 const (
@@ -64,119 +32,40 @@ const (
 // its spec, "" when they can: one Git source of plain manifests, a
 // kustomization or a Helm chart, with nothing in the spec that Argo CD
 // renders over Git.
-func Refusal(spec map[string]any) string {
+func Refusal(s Source) string {
 	switch {
-	case spec["sourceHydrator"] != nil:
+	case s.Hydrator:
 		return "the Application uses the source hydrator: its dry source renders through Argo CD's commit server, which this proposal does not verify yet; make the change in the dry source by hand"
-	case spec["sources"] != nil:
+	case s.Several:
 		return "the Application has several sources: which one renders the resource is not proven here; make the change by hand in the source that renders it"
-	}
-	src, _ := spec["source"].(map[string]any)
-	switch {
-	case src == nil:
+	case s.Sources == 0:
 		return "the Application has no source"
-	case src["chart"] != nil:
+	case s.Chart != "":
 		return "the Application renders a chart from a Helm repository, not from Git: set the value in the Application or bump the chart by hand (the ticket says which field)"
-	case src["plugin"] != nil:
+	case s.Declared == "Plugin":
 		return "the Application renders through a config management plugin, whose output cannot be traced back to a file"
+	case len(s.KustomizeSettings) > 0:
+		return "the Application's spec.source.kustomize sets " + strings.Join(s.KustomizeSettings, ", ") + ", which Argo CD applies over the overlay in Git: a change there could be overridden, so make it by hand (in the overlay or in the Application)"
+	case s.HelmFileParameters:
+		return "the Application's spec.source.helm sets fileParameters, which this proposal does not render: set the chart's value by hand (the ticket says which field)"
 	}
-	if k, _ := src["kustomize"].(map[string]any); len(k) > 0 {
-		var keys []string
-		for key := range k {
-			if key != "version" {
-				keys = append(keys, key)
-			}
-		}
-		if len(keys) > 0 {
-			sort.Strings(keys)
-			return "the Application's spec.source.kustomize sets " + strings.Join(keys, ", ") + ", which Argo CD applies over the overlay in Git: a change there could be overridden, so make it by hand (in the overlay or in the Application)"
-		}
-	}
-	if h, _ := src["helm"].(map[string]any); h != nil {
-		if h["fileParameters"] != nil {
-			return "the Application's spec.source.helm sets fileParameters, which this proposal does not render: set the chart's value by hand (the ticket says which field)"
-		}
-		for _, f := range stringsOf(h["valueFiles"]) {
-			if strings.Contains(f, "://") || strings.HasPrefix(f, "$") || filepath.IsAbs(f) {
-				return "the value file " + f + " is not a file of the chart's repository: set the chart's value by hand (the ticket says which field)"
-			}
+	for _, f := range s.Helm.ValueFiles {
+		if strings.Contains(f, "://") || strings.HasPrefix(f, "$") || filepath.IsAbs(f) {
+			return "the value file " + f + " is not a file of the chart's repository: set the chart's value by hand (the ticket says which field)"
 		}
 	}
 	return ""
 }
 
-// SourceOf is spec's single source.
-func SourceOf(spec map[string]any) Source {
-	src, _ := spec["source"].(map[string]any)
-	s := Source{}
-	s.RepoURL, _ = src["repoURL"].(string)
-	s.Path, _ = src["path"].(string)
-	s.TargetRevision, _ = src["targetRevision"].(string)
-	if dir, ok := src["directory"].(map[string]any); ok {
-		s.Recurse, _ = dir["recurse"].(bool)
-		if dir["include"] != nil || dir["exclude"] != nil || dir["jsonnet"] != nil {
-			s.Recurse = false
-		}
-	}
-	if h, ok := src["helm"].(map[string]any); ok {
-		o := &s.Helm
-		o.ReleaseName, _ = h["releaseName"].(string)
-		o.Namespace, _ = h["namespace"].(string)
-		o.ValueFiles = stringsOf(h["valueFiles"])
-		o.IgnoreMissing, _ = h["ignoreMissingValueFiles"].(bool)
-		o.Values, _ = h["values"].(string)
-		if obj, ok := h["valuesObject"].(map[string]any); ok && len(obj) > 0 {
-			// valuesObject wins over values, as Argo CD reads them.
-			if b, err := yaml.Marshal(obj); err == nil {
-				o.Values = string(b)
-			}
-		}
-		for _, p := range listOf(h["parameters"]) {
-			m, _ := p.(map[string]any)
-			var hp HelmParameter
-			hp.Name, _ = m["name"].(string)
-			hp.Value, _ = m["value"].(string)
-			hp.ForceString, _ = m["forceString"].(bool)
-			o.Parameters = append(o.Parameters, hp)
-		}
-		o.SkipCRDs, _ = h["skipCrds"].(bool)
-		o.SkipTests, _ = h["skipTests"].(bool)
-		o.SkipSchemaValidation, _ = h["skipSchemaValidation"].(bool)
-		o.KubeVersion, _ = h["kubeVersion"].(string)
-		o.APIVersions = stringsOf(h["apiVersions"])
-	}
-	return s
-}
-
-func listOf(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func stringsOf(v any) []string {
-	var out []string
-	for _, x := range listOf(v) {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// KindOf is how Argo CD renders source in the checkout at root: as its
-// spec says (helm, kustomize), else by what the path holds (a
+// KindOf is how Argo CD renders source s in the checkout at root: as its
+// spec says (helm, kustomize, directory), else by what the path holds (a
 // kustomization, a Chart.yaml), else as a directory of manifests.
-func KindOf(spec map[string]any, root, path string) string {
-	src, _ := spec["source"].(map[string]any)
-	switch {
-	case src["helm"] != nil:
-		return KindHelm
-	case src["kustomize"] != nil:
-		return KindKustomize
-	case src["directory"] != nil:
-		return KindDirectory
+func KindOf(s Source, root string) string {
+	switch s.Declared {
+	case KindHelm, KindKustomize, KindDirectory:
+		return s.Declared
 	}
-	dir := filepath.Join(root, filepath.FromSlash(path))
+	dir := filepath.Join(root, filepath.FromSlash(s.Path))
 	if kustomizationFile(dir) != "" {
 		return KindKustomize
 	}

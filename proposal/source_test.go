@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestVerifyRefusesAnyOtherChange: the edited source must render the
@@ -44,7 +47,7 @@ func TestRefusedSources(t *testing.T) {
 		"a Helm chart in Git":    {"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"values-prod.yaml"}, "parameters": []any{}}}},
 		"a chart, no helm: spec": {"source": map[string]any{"path": "chart"}},
 	} {
-		if why := Refusal(spec); why != "" {
+		if why := Refusal(specSource(spec)); why != "" {
 			t.Errorf("%s refused: %s", name, why)
 		}
 	}
@@ -61,7 +64,7 @@ func TestRefusedSources(t *testing.T) {
 		"a plugin":                    {map[string]any{"source": map[string]any{"path": "x", "plugin": map[string]any{}}}, "plugin"},
 		"no source at all":            {map[string]any{}, "no source"},
 	} {
-		if why := Refusal(tc.spec); !strings.Contains(why, tc.want) {
+		if why := Refusal(specSource(tc.spec)); !strings.Contains(why, tc.want) {
 			t.Errorf("%s: %q, want it to say %q", name, why, tc.want)
 		}
 	}
@@ -87,7 +90,7 @@ func TestKindOf(t *testing.T) {
 		{map[string]any{"path": "d", "helm": map[string]any{}}, KindHelm},
 		{map[string]any{"path": "k", "directory": map[string]any{"recurse": true}}, KindDirectory},
 	} {
-		if got := KindOf(map[string]any{"source": tc.source}, root, tc.source["path"].(string)); got != tc.want {
+		if got := KindOf(specSource(map[string]any{"source": tc.source}), root); got != tc.want {
 			t.Errorf("%v: %s, want %s", tc.source, got, tc.want)
 		}
 	}
@@ -118,4 +121,9 @@ func TestReadDirectoryReadsWhatArgoCDReads(t *testing.T) {
 			t.Errorf("recurse %v: %v, want %s", recurse, got, want)
 		}
 	}
+}
+
+// specSource is the source of an Application with spec, as argocd reads it.
+func specSource(spec map[string]any) Source {
+	return argocd.AppOf(&unstructured.Unstructured{Object: map[string]any{"spec": spec}}).SourceSpec()
 }

@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"plugin":             {"controller", "breakglass", "proposal", "drift", "argocd", "ticket", "audit", "redact", "next"},
 	"controller":         {"breakglass", "argocd", "audit", "next"},
 	"breakglass":         {"proposal", "drift", "argocd", "ticket", "audit", "redact", "next"},
-	"proposal":           {"audit", "redact", "next"},
+	"proposal":           {"argocd", "audit", "redact", "next"},
 	"drift":              {"argocd", "audit", "redact", "next"},
 	"ticket":             {"argocd", "audit", "redact", "next"},
 	"argocd":             {"audit", "next"},
