@@ -91,6 +91,10 @@ type SessionStatus struct {
 	// Proposal is the newest Git change proposed for the session's fix
 	// (breakglass.proposed), as the audit log has it; nil when none.
 	Proposal *audit.Proposal `json:"proposal,omitempty"`
+	// ProposalState is the state of its pull or merge request as the
+	// provider answered the caller (open, merged, closed); "" when not
+	// asked or not known. The engine never asks: it is the reader's.
+	ProposalState string `json:"proposalState,omitempty"`
 	// annotated is the session as the annotation had it, which restore's
 	// write is conditional on.
 	annotated *Session

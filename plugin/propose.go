@@ -16,9 +16,19 @@ import (
 
 // The environment variables that hold the providers' API tokens: read
 // here, sent only in the API's own header, never logged or recorded.
+// Each provider's token, and its REST API when it is not the public one
+// (GitHub Enterprise, a self-managed GitLab), as the environment names
+// them for propose and status alike.
 const (
 	githubTokenEnv = "GITHUB_TOKEN"
 	gitlabTokenEnv = "GITLAB_TOKEN"
+	githubAPIEnv   = "GITHUB_API_URL"
+	gitlabAPIEnv   = "GITLAB_API_URL"
+)
+
+var (
+	tokenEnv = map[string]string{"github": githubTokenEnv, "gitlab": gitlabTokenEnv}
+	apiEnv   = map[string]string{"github": githubAPIEnv, "gitlab": gitlabAPIEnv}
 )
 
 // proposeFlags are the flags that say where a proposal goes; breakglass
@@ -31,7 +41,7 @@ type proposeFlags struct {
 
 func (f *proposeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.Provider, "provider", "", "where to open the request: github, gitlab, or none (push the branch only); default: from the repository URL (github.com, gitlab.com), else none")
-	cmd.Flags().StringVar(&f.APIURL, "api-url", "", "the provider's REST API (default https://api.github.com or https://gitlab.com/api/v4; set it for GitHub Enterprise or a self-managed GitLab)")
+	cmd.Flags().StringVar(&f.APIURL, "api-url", "", "the provider's REST API (default $GITHUB_API_URL or $GITLAB_API_URL, else https://api.github.com or https://gitlab.com/api/v4; set it for GitHub Enterprise or a self-managed GitLab)")
 	cmd.Flags().StringVar(&f.Project, "project", "", "the repository on the provider: OWNER/REPO on GitHub, the project path or id on GitLab (default: from the repository URL)")
 }
 
@@ -61,6 +71,9 @@ func (f *proposeFlags) provider(repoURL string) (proposal.Provider, error) {
 		project = f.Project
 	}
 	api := f.APIURL
+	if api == "" {
+		api = os.Getenv(apiEnv[name])
+	}
 	if api == "" {
 		api = proposal.DefaultAPI(name)
 	}
@@ -188,7 +201,7 @@ func propose(ctx context.Context, engine *breakglass.Engine, flags proposeFlags,
 		fmt.Fprintf(streams.Out, "would push branch %s onto %s of %s and propose %d change(s); verified: the edited source renders the live values and nothing else changes (dry run: nothing was pushed)\n",
 			p.Proposal.Branch, p.Proposal.Base, p.Proposal.RepoURL, len(p.Changes))
 	case p.Proposal.URL != "":
-		fmt.Fprintf(streams.Out, "pushed %s (%s) and opened %s: %s\n", p.Proposal.Branch, shortCommit(p.Proposal.Commit), proposalColumn(&p.Proposal), p.Proposal.URL)
+		fmt.Fprintf(streams.Out, "pushed %s (%s) and opened %s: %s\n", p.Proposal.Branch, shortCommit(p.Proposal.Commit), proposalColumn(&p.Proposal, ""), p.Proposal.URL)
 	default:
 		fmt.Fprintf(streams.Out, "pushed %s (%s) to %s: open a request to merge it into %s\n", p.Proposal.Branch, shortCommit(p.Proposal.Commit), p.Proposal.RepoURL, p.Proposal.Base)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -152,11 +153,16 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 				}
 			}
 		case o.Watch:
+			proposalStates(ctx, statuses, os.Getenv)
 			o.print(statuses)
 			fmt.Fprintln(o.Out)
 		default:
+			notes := proposalStates(ctx, statuses, os.Getenv)
 			if err := o.print(statuses); err != nil {
 				return err
+			}
+			for _, n := range notes {
+				note(o.ErrOut, "note: %s", n)
 			}
 			o.noteAwaitingReview(ctx, engine)
 			o.noteMirror(ctx, engine)
@@ -258,7 +264,7 @@ func (o *StatusOptions) print(statuses []*breakglass.SessionStatus) error {
 		if len(s.Reverted) > 0 {
 			git += ",REVERTED" // the live fix is gone: the note names the writer
 		}
-		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), git, ready, expiresColumn(s), proposalColumn(s.Proposal)}
+		row := []string{s.App.Name, age(s.Session.OpenedAt), s.Session.OpenedBy, ticketColumn(s.Session), strings.Join(targets, ","), git, ready, expiresColumn(s), proposalColumn(s.Proposal, s.ProposalState)}
 		if o.Output == "wide" {
 			row = append(row, s.Session.ID, argocd.ShortRevisions(s.GitAt()), strings.Join(strings.Fields(summary(s)), " "))
 		}
@@ -302,17 +308,24 @@ func printNotes(out io.Writer, statuses []*breakglass.SessionStatus) {
 }
 
 // proposalColumn names the session's Git proposal: "PR #12" on GitHub,
-// "MR !3" on GitLab, the branch when only that was pushed, "-" for none.
-func proposalColumn(p *audit.Proposal) string {
+// "MR !3" on GitLab, the branch when only that was pushed, "-" for none;
+// with the request's state when it is known ("PR #12 merged").
+func proposalColumn(p *audit.Proposal, state string) string {
+	var s string
 	switch {
 	case p == nil:
 		return "-"
 	case p.Number == 0:
 		return "branch " + p.Branch
 	case p.Provider == "gitlab":
-		return fmt.Sprintf("MR !%d", p.Number)
+		s = fmt.Sprintf("MR !%d", p.Number)
+	default:
+		s = fmt.Sprintf("PR #%d", p.Number)
 	}
-	return fmt.Sprintf("PR #%d", p.Number)
+	if state != "" {
+		s += " " + state
+	}
+	return s
 }
 
 // expiresColumn says when the session's pause expires: "in 7h", "expired"

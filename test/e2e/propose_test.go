@@ -65,7 +65,7 @@ func TestProposeClosesTheLoop(t *testing.T) {
 	})
 	waitSynced(t, "pr-loop", head)
 
-	oncall := newUser(t, env.Oncall.Name, append(jiraEnv(jira.URL, jiraToken), "GITHUB_TOKEN="+githubToken)...)
+	oncall := newUser(t, env.Oncall.Name, append(jiraEnv(jira.URL, jiraToken), "GITHUB_TOKEN="+githubToken, "GITHUB_API_URL="+github.API())...)
 	out, errOut := mustRun(t, oncall, 0, "breakglass", "pr-loop", "deployment/web", "--image", "web=registry.example/web:hotfix",
 		"--reason", "5xx after 1.0.0", "--auto-restore", "--propose", "--provider", "github", "--api-url", github.API(), "--project", "acme/deploy", "-y")
 	if !strings.Contains(out, "opened PR #4: "+github.URL+"/acme/deploy/pull/4") || strings.Contains(out+errOut, githubToken) {
@@ -103,7 +103,7 @@ func TestProposeClosesTheLoop(t *testing.T) {
 		t.Errorf("the ticket does not link the pull request: %+v", issues)
 	}
 	out, _ = mustRun(t, oncall, 0, "status", "pr-loop")
-	if !strings.Contains(out, "PR #4") || !strings.Contains(out, "waiting") {
+	if !strings.Contains(out, "PR #4 open") || !strings.Contains(out, "waiting") {
 		t.Errorf("status before the merge:\n%s", out)
 	}
 	// Proposing again finds the branch there: nothing is pushed twice.

@@ -1,0 +1,58 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/proposal"
+)
+
+// proposalStates asks each session's pull or merge request for its state
+// (open, merged, closed) with the reader's own token (GITHUB_TOKEN,
+// GITLAB_TOKEN), all at once and each within a bound, and sets it on the
+// session. What could not be asked is said, once, in the returned notes;
+// the session then shows the request without a state.
+func proposalStates(ctx context.Context, statuses []*breakglass.SessionStatus, getenv func(string) string) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		notes   []string
+		noToken = map[string]bool{}
+		wg      sync.WaitGroup
+	)
+	for _, s := range statuses {
+		p := s.Proposal
+		if p == nil || p.Number == 0 || tokenEnv[p.Provider] == "" {
+			continue
+		}
+		token := getenv(tokenEnv[p.Provider])
+		if token == "" {
+			noToken[p.Provider] = true
+			continue
+		}
+		wg.Add(1)
+		go func(s *breakglass.SessionStatus, p audit.Proposal) {
+			defer wg.Done()
+			state, err := proposal.StateOf(ctx, p, getenv(apiEnv[p.Provider]), token)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("%s: the state of %s is not known: %v", s.App.Name, proposalColumn(&p, ""), err))
+				return
+			}
+			s.ProposalState = state
+		}(s, *p)
+	}
+	wg.Wait()
+	for _, provider := range []string{"github", "gitlab"} {
+		if noToken[provider] {
+			notes = append(notes, fmt.Sprintf("set %s to show whether the %s requests are open, merged or closed", tokenEnv[provider], provider))
+		}
+	}
+	return notes
+}
