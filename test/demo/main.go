@@ -1,8 +1,10 @@
 // Command demo runs the break-glass story on a real test environment for a
 // newcomer (`make demo`): a self-healing Application, a live fix and its
-// Jira ticket (filed in a local Jira test double), Git catching up, sync
-// restored and the ticket closed, narrating each step. It leaves the
-// environment running, with a KUBECONFIG to explore, until Ctrl-C.
+// Jira ticket (filed in a local Jira test double), the fix proposed to Git
+// as a pull request (in a local GitHub test double), the request merged
+// and the controller restoring sync by itself, the ticket closed,
+// narrating each step. No one edits Git by hand. It leaves the environment
+// running, with a KUBECONFIG to explore, until Ctrl-C.
 package main
 
 import (
@@ -24,15 +26,16 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
+	"github.com/kubectl-gitops/kubectl-gitops/test/gitdouble"
 	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
 )
 
-// demoJira reports a request the Jira double does not implement.
-type demoJira struct{}
+// demoDouble reports a request a vendor's double does not implement.
+type demoDouble string
 
-func (demoJira) Helper() {}
-func (demoJira) Errorf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "jira double: "+format+"\n", args...)
+func (demoDouble) Helper() {}
+func (d demoDouble) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, string(d)+" double: "+format+"\n", args...)
 }
 
 // showTicket prints what the Jira double holds for the demo's ticket.
@@ -115,8 +118,11 @@ func run(ctx context.Context) error {
 	}
 	if err := waitUntil(ctx, func() bool {
 		a, err := apps.Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
 		s, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-		return err == nil && s == "Synced"
+		return s == "Synced"
 	}); err != nil {
 		return err
 	}
@@ -124,7 +130,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	jira := jiradouble.Start(demoJira{}, jiradouble.Options{Project: "OPS", User: "oncall@example.com", Token: "demo-token"})
+	jira := jiradouble.Start(demoDouble("jira"), jiradouble.Options{Project: "OPS", User: "oncall@example.com", Token: "demo-token"})
 	defer jira.Close()
 	jiraVars := []string{"JIRA_URL=" + jira.URL, "JIRA_PROJECT=OPS", "JIRA_USER=oncall@example.com", "JIRA_API_TOKEN=demo-token"}
 	bin, _ := filepath.Abs("bin")
@@ -144,36 +150,35 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("…back to the image in Git: the fix silently never happened.")
 
-	step(3, "The break-glass: pause sync keeping the policy, patch, audit, file a Jira ticket")
+	github := gitdouble.Start(demoDouble("github"), gitdouble.Options{Kind: gitdouble.GitHub, Project: "acme/deploy", Token: "demo-github-token", HasBranch: e.Git.HasBranch})
+	defer github.Close()
+	argoVars := []string{"ARGOCD_SERVER=" + e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN=" + token, "ARGOCD_OPTS=--plaintext"}
+	stopController, err := startController(ctx, e, dir, append(argoVars, jiraVars...))
+	if err != nil {
+		return err
+	}
+	defer stopController()
+	sh.env = append(sh.env, "GITHUB_TOKEN=demo-github-token", "GITHUB_API_URL="+github.API())
+
+	step(3, "The break-glass: pause sync keeping the policy, patch, audit, file a Jira ticket, propose the fix to Git")
 	if err := sh.run("kubectl", "gitops", "breakglass", "web", "deployment/web", "--image", "web=registry.example/web:1.0.1-hotfix",
-		"--reason", "5xx spike after 1.0.0", "--incident", "INC-1", "--yes"); err != nil {
+		"--reason", "5xx spike after 1.0.0", "--incident", "INC-1", "--auto-restore", "--propose", "--project", "acme/deploy", "--provider", "github", "--yes"); err != nil {
 		return err
 	}
 	time.Sleep(4 * time.Second)
 	if err := sh.showImage(); err != nil {
 		return err
 	}
-	fmt.Println("…the fix stays. The ticket says how to bring Git up to the live state (shown as stored, in Jira wiki markup):")
+	fmt.Println("…the fix stays. The ticket links the pull request (shown as stored, in Jira wiki markup):")
 	showTicket(jira)
 
-	step(4, "Has Git caught up? Not yet")
+	step(4, "Has Git caught up? Not yet: the pull request waits for review")
 	if err := sh.run("kubectl", "gitops", "status"); err != nil {
 		return err
 	}
 	if err := sh.run("kubectl", "gitops", "restore", "web"); err != nil {
 		return err
 	}
-
-	step(5, "Someone commits the fix to Git")
-	rev, err := e.Git.Commit("web: roll forward to 1.0.1-hotfix", env.FixtureFiles("registry.example/web:1.0.1-hotfix"))
-	if err != nil {
-		return err
-	}
-	fmt.Printf("committed %.12s\n", rev)
-	if err := sh.run("kubectl", "gitops", "status", "web", "--wait", "--timeout", "2m"); err != nil {
-		return err
-	}
-
 	live, err := apps.Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -182,13 +187,42 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	branch := breakglass.ProposalBranch(session.ID)
+	if err := sh.run("git", "-C", e.Git.Dir, "diff", "main..."+branch); err != nil {
+		return err
+	}
 
-	step(6, "Restore: the exact saved policy comes back, self-heal included, and the ticket is closed")
-	if err := sh.run("kubectl", "gitops", "restore", "web", "--wait"); err != nil {
+	step(5, "A teammate reviews and merges the pull request: no one edits Git by hand")
+	rev, err := e.Git.Merge(branch)
+	if err != nil {
+		return err
+	}
+	for _, c := range github.Changes() {
+		if c.Head == branch {
+			github.Merge(c.Number)
+			fmt.Printf("merged PR #%d into main (%.12s)\n", c.Number, rev)
+		}
+	}
+
+	step(6, "The controller sees Git caught up and restores by itself: the saved policy is back, the ticket closed")
+	if err := waitUntil(ctx, func() bool {
+		a, err := apps.Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, open := a.GetAnnotations()[breakglass.SessionAnnotation]
+		return !open
+	}); err != nil {
+		return fmt.Errorf("waiting for the controller to restore web (its log: %s): %w", filepath.Join(dir, "logs", "controller.log"), err)
+	}
+	if err := sh.run("kubectl", "gitops", "audit", "log", "--app", "web", "--event", "breakglass.restored"); err != nil {
 		return err
 	}
 	showTicket(jira)
 	if err := sh.run("kubectl", "-n", "argocd", "get", "application", "web", "-o", "jsonpath={.spec.syncPolicy}{\"\\n\"}"); err != nil {
+		return err
+	}
+	if err := sh.showImage(); err != nil {
 		return err
 	}
 
@@ -213,8 +247,8 @@ func run(ctx context.Context) error {
 	}
 
 	envFile := filepath.Join(dir, "env.sh")
-	exports := fmt.Sprintf("export KUBECONFIG=%s PATH=%s:$PATH\nexport ARGOCD_SERVER=%s ARGOCD_OPTS=--plaintext ARGOCD_AUTH_TOKEN=%s\nexport %s\n",
-		e.Kubeconfig(env.Oncall.Name), bin, e.ArgoServerAddr, token, strings.Join(jiraVars, " "))
+	exports := fmt.Sprintf("export KUBECONFIG=%s PATH=%s:$PATH\nexport ARGOCD_SERVER=%s ARGOCD_OPTS=--plaintext ARGOCD_AUTH_TOKEN=%s\nexport %s\nexport GITHUB_TOKEN=demo-github-token GITHUB_API_URL=%s\n",
+		e.Kubeconfig(env.Oncall.Name), bin, e.ArgoServerAddr, token, strings.Join(jiraVars, " "), github.API())
 	if err := os.WriteFile(envFile, []byte(exports), 0o600); err != nil {
 		return err
 	}
@@ -223,6 +257,43 @@ func run(ctx context.Context) error {
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	return nil
+}
+
+// startController runs `kubectl gitops controller` as it runs in the
+// cluster: with its ServiceAccount's token and deploy/controller's rights,
+// and extra environment (a read-only Argo CD account, which a session that
+// holds fields needs for the field-level check, and Jira), logging under
+// dir/logs. It looks at an auto-restore session's Git every 5s (a minute
+// by default).
+func startController(ctx context.Context, e *env.Env, dir string, extraEnv []string) (func(), error) {
+	admin := exec.CommandContext(ctx, "kubectl", "apply", "-f", filepath.Join(env.RepoRoot(), "deploy", "controller", "rbac.yaml"))
+	admin.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig(env.Admin.Name))
+	if out, err := admin.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("applying deploy/controller/rbac.yaml: %v: %s", err, out)
+	}
+	kubeconfig, err := e.ServiceAccountKubeconfig(ctx, "kubectl-gitops-controller", dir)
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "logs", "controller.log"))
+	if err != nil {
+		return nil, err
+	}
+	bin, _ := filepath.Abs(filepath.Join("bin", "kubectl-gitops"))
+	cmd := exec.Command(bin, "controller", "--app-namespace", e.ArgoNamespace, "--argocd-namespace", e.ArgoNamespace,
+		"--lease-namespace", e.ArgoNamespace, "--audit-namespace", e.ArgoNamespace, "--address", "127.0.0.1:0", "--refresh-every", "5s")
+	cmd.Env = append([]string{"HOME=" + dir, "KUBECONFIG=" + kubeconfig, "PATH=" + os.Getenv("PATH")}, extraEnv...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	fmt.Printf("The controller runs as ServiceAccount kubectl-gitops-controller (log: %s).\n", logFile.Name())
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logFile.Close()
+	}, nil
 }
 
 func waitUntil(ctx context.Context, cond func() bool) error {
