@@ -49,6 +49,11 @@ type SessionStatus struct {
 	// FieldLevel is whether Git's values were compared path by path
 	// through the Argo CD API server.
 	FieldLevel bool `json:"fieldLevel"`
+	// CannotTell says why, where this status was made, Git catching up
+	// can never be told: the session holds its fields out of Argo CD's
+	// compare and no Argo CD API is configured for the field-level check.
+	// Only a forced restore, or a reader with the API, closes it.
+	CannotTell string `json:"cannotTell,omitempty"`
 	// Stale says the state is as of Argo CD's last reconcile: the refresh
 	// was not awaited, or the controller did not get to it in time.
 	Stale bool `json:"stale,omitempty"`
@@ -382,6 +387,9 @@ func (e *Engine) judgeTargets(ctx context.Context, app argocd.App, argo *argocd.
 	now := app.Git()
 	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated
 	moved := argocd.GitMoved(sessionGit(session), now)
+	if argo == nil && session.holdsFields() {
+		st.CannotTell = "the session holds its patched fields out of Argo CD's compare, and without the Argo CD API (ARGOCD_SERVER, ARGOCD_AUTH_TOKEN) nothing can tell when Git has them"
+	}
 	var manifests []map[string]any
 	if argo != nil && moved {
 		var err error

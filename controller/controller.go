@@ -441,6 +441,16 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 // then. next is when the session is due anyway; it returns when to look
 // again (zero once restored).
 func (c *Controller) autoRestore(ctx context.Context, app argocd.App, st *breakglass.SessionStatus, key string, next time.Time) (time.Time, error) {
+	if st.CannotTell != "" {
+		// Refreshing would change nothing: say so once, and wait for
+		// the session to be closed by hand.
+		told := "cannot tell " + st.Session.ID
+		if _, done := c.noticed[told]; !done {
+			c.noticed[told] = time.Now()
+			c.logf("%s: auto-restore session %s will not restore by itself: %s; give the controller a read-only Argo CD account (ARGOCD_SERVER, ARGOCD_AUTH_TOKEN from a Secret), or restore it by hand", key, st.Session.ID, st.CannotTell)
+		}
+		return next, nil
+	}
 	engine := c.Engine
 	every := c.RefreshEvery
 	if every == 0 {

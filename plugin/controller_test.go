@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,6 +163,13 @@ func TestControllerOnFakes(t *testing.T) {
 // and its metrics.
 func runController(t *testing.T, remind time.Duration) (*countingLog, *controller.Metrics) {
 	t.Helper()
+	return runControllerLogging(t, remind, nil)
+}
+
+// runControllerLogging is runController with the controller's log lines
+// sent to logf.
+func runControllerLogging(t *testing.T, remind time.Duration, logf func(string, ...any)) (*countingLog, *controller.Metrics) {
+	t.Helper()
 	engine, err := testFactory(t, genericiooptions.IOStreams{}).newEngine(&engineFlags{AppNamespace: "argocd"})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +178,7 @@ func runController(t *testing.T, remind time.Duration) (*countingLog, *controlle
 	engine.Audit = log
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
-		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind, Metrics: controller.NewMetrics()}
+		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind, Metrics: controller.NewMetrics(), Log: logf}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -182,6 +190,48 @@ func runController(t *testing.T, remind time.Duration) (*countingLog, *controlle
 		t.Fatal("the controller did not lead within 10s")
 	}
 	return log, c.Metrics
+}
+
+// TestControllerSaysWhenItCannotTell: a session that holds its fields
+// (--hold app) is judged only field by field through the Argo CD API; a
+// controller without it could never restore it, and says so once instead
+// of waiting in silence.
+func TestControllerSaysWhenItCannotTell(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--hold", "app", "--auto-restore", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	gitCatchesUp(t, f)
+	var mu sync.Mutex
+	var lines []string
+	runControllerLogging(t, time.Hour, func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	})
+	said := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, "will not restore by itself") && strings.Contains(l, "ARGOCD_SERVER") {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); said() == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller never said it cannot tell; its log:\n%s", strings.Join(lines, "\n"))
+		}
+	}
+	time.Sleep(3 * time.Second) // three resyncs
+	if n := said(); n != 1 {
+		t.Errorf("said %d times, want once", n)
+	}
+	if _, open := f.app().GetAnnotations()[breakglass.SessionAnnotation]; !open {
+		t.Error("the session was restored without a field-level check")
+	}
 }
 
 // TestControllerNoticesExpiryBehindAnEditedAnnotation: on-call pushed the
