@@ -25,11 +25,14 @@ type SourceSpec struct {
 	// chart at Path, when it is one.
 	Helm HelmOptions
 
-	// Sources is how many sources the spec has: spec.source is one,
-	// spec.sources as many as it lists (Several), none is 0.
+	// Sources is how many sources the spec has: spec.source (or the
+	// source hydrator's dry source) is one, spec.sources as many as it
+	// lists (Several), none is 0.
 	Sources int
-	// Several is spec.sources; Hydrator is spec.sourceHydrator.
+	// Several is spec.sources. Hydrator is spec.sourceHydrator: the source
+	// is then its drySource, which Argo CD renders into HydratedBranch.
 	Several, Hydrator bool
+	HydratedBranch    string
 	// Chart is a chart of a Helm repository, not of Git.
 	Chart string
 	// KustomizeSettings are the keys of spec.source.kustomize besides
@@ -67,18 +70,22 @@ type HelmParameter struct {
 	ForceString bool
 }
 
-// SourceSpec is a's one source as its spec declares it.
+// SourceSpec is a's one source as its spec declares it: for the source
+// hydrator, its dry source, where a change belongs (the hydrated branch is
+// generated from it).
 func (a App) SourceSpec() SourceSpec {
 	var s SourceSpec
-	if h, _, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "sourceHydrator"); h != nil {
+	src, ok, _ := unstructured.NestedMap(a.Object, "spec", "source")
+	if hydrator, found, _ := unstructured.NestedMap(a.Object, "spec", "sourceHydrator"); found && hydrator != nil {
 		s.Hydrator = true
+		src, ok, _ = unstructured.NestedMap(hydrator, "drySource")
+		s.HydratedBranch = a.Source().HydratedBranch
 	}
-	if list, ok, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "sources"); ok && list != nil {
+	if list, found, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "sources"); found && list != nil {
 		s.Several = true
 		l, _ := list.([]any)
 		s.Sources = len(l)
 	}
-	src, ok, _ := unstructured.NestedMap(a.Object, "spec", "source")
 	if !ok || src == nil {
 		return s
 	}

@@ -34,8 +34,6 @@ const (
 // renders over Git.
 func Refusal(s Source) string {
 	switch {
-	case s.Hydrator:
-		return "the Application uses the source hydrator: its dry source renders through Argo CD's commit server, which this proposal does not verify yet; make the change in the dry source by hand"
 	case s.Several:
 		return "the Application has several sources: which one renders the resource is not proven here; make the change by hand in the source that renders it"
 	case s.Sources == 0:

@@ -46,6 +46,8 @@ func TestRefusedSources(t *testing.T) {
 		"a kustomize overlay":    {"source": map[string]any{"path": "overlay", "kustomize": map[string]any{"version": "v5.8.1"}}},
 		"a Helm chart in Git":    {"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"values-prod.yaml"}, "parameters": []any{}}}},
 		"a chart, no helm: spec": {"source": map[string]any{"path": "chart"}},
+		"the hydrator's dry source": {"sourceHydrator": map[string]any{"drySource": map[string]any{"repoURL": "https://github.com/acme/deploy", "path": "apps/web", "targetRevision": "HEAD"},
+			"syncSource": map[string]any{"targetBranch": "env/prod", "path": "web"}}},
 	} {
 		if why := Refusal(specSource(spec)); why != "" {
 			t.Errorf("%s refused: %s", name, why)
@@ -55,14 +57,14 @@ func TestRefusedSources(t *testing.T) {
 		spec map[string]any
 		want string
 	}{
-		"source hydrator":             {map[string]any{"sourceHydrator": map[string]any{}}, "source hydrator"},
-		"several sources":             {map[string]any{"sources": []any{}}, "several sources"},
-		"a chart of a Helm repo":      {map[string]any{"source": map[string]any{"chart": "web"}}, "from a Helm repository"},
-		"kustomize overrides":         {map[string]any{"source": map[string]any{"path": "overlay", "kustomize": map[string]any{"images": []any{"web=web:2"}, "namePrefix": "x-"}}}, "sets images, namePrefix"},
-		"a value file of another ref": {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"$values/prod.yaml"}}}}, "not a file of the chart's repository"},
-		"Helm fileParameters":         {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"fileParameters": []any{}}}}, "fileParameters"},
-		"a plugin":                    {map[string]any{"source": map[string]any{"path": "x", "plugin": map[string]any{}}}, "plugin"},
-		"no source at all":            {map[string]any{}, "no source"},
+		"a hydrator with no dry source": {map[string]any{"sourceHydrator": map[string]any{}}, "no source"},
+		"several sources":               {map[string]any{"sources": []any{}}, "several sources"},
+		"a chart of a Helm repo":        {map[string]any{"source": map[string]any{"chart": "web"}}, "from a Helm repository"},
+		"kustomize overrides":           {map[string]any{"source": map[string]any{"path": "overlay", "kustomize": map[string]any{"images": []any{"web=web:2"}, "namePrefix": "x-"}}}, "sets images, namePrefix"},
+		"a value file of another ref":   {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"$values/prod.yaml"}}}}, "not a file of the chart's repository"},
+		"Helm fileParameters":           {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"fileParameters": []any{}}}}, "fileParameters"},
+		"a plugin":                      {map[string]any{"source": map[string]any{"path": "x", "plugin": map[string]any{}}}, "plugin"},
+		"no source at all":              {map[string]any{}, "no source"},
 	} {
 		if why := Refusal(specSource(tc.spec)); !strings.Contains(why, tc.want) {
 			t.Errorf("%s: %q, want it to say %q", name, why, tc.want)

@@ -242,3 +242,50 @@ func TestProposeOpensAGitLabMergeRequest(t *testing.T) {
 		t.Errorf("status:\n%s", out)
 	}
 }
+
+// TestProposeToTheHydratorsDrySource: with the source hydrator the fix is
+// proposed in the dry source (the hydrated branch is generated); once the
+// branch is merged, Argo CD hydrates it, status sees Git caught up field by
+// field, and restore keeps the fix.
+func TestProposeToTheHydratorsDrySource(t *testing.T) {
+	e := environment(t)
+	if e.Argo.Major() < 3 {
+		t.Skipf("Argo CD %s has no source hydrator", e.Argo.Version)
+	}
+	ctx := context.Background()
+	const name = "hy-prop"
+	dry := createHydrated(t, name)
+	hydrated := waitHydrated(t, name, dry)
+	token, err := e.ArgoToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name, "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
+	out, errOut := mustRun(t, oncall, 0, "breakglass", name, "deployment/web", "--replicas", "5", "--reason", "hydrated hotfix", "--propose", "--provider", "none", "-y")
+	session := sessionOf(t, name).ID
+	branch := breakglass.ProposalBranch(session)
+	if !strings.Contains(out, "pushed "+branch) {
+		t.Fatalf("breakglass --propose:\n%s\n%s", out, errOut)
+	}
+	file := "apps/" + name + "/deployment.yaml"
+	proposed, err := e.Git.Show(branch, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(env.AppFiles("apps/"+name, name, env.FixtureImage)[file], "replicas: 2", "replicas: 5", 1)
+	if proposed+"\n" != want {
+		t.Errorf("the dry source's file on %s:\n%s\nwant:\n%s", branch, proposed, want)
+	}
+	fix, err := e.Git.Merge(branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, oncall, 0, "status", name, "--wait", "--timeout", "2m")
+	if st := statusJSON(t, oncall, name); st.Git != breakglass.GitCaughtUp || st.Revision != fix || st.Hydrated == hydrated || !st.FieldLevel {
+		t.Fatalf("after the proposal was merged: %+v", st)
+	}
+	mustRun(t, oncall, 0, "restore", name, "-y")
+	if got := replicasIn(ctx, t, name); got != 5 {
+		t.Errorf("restoring reverted the fix: %d replicas", got)
+	}
+}

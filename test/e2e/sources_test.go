@@ -112,31 +112,8 @@ func TestSourceHydratorTicketNamesTheDrySource(t *testing.T) {
 	}
 	ctx := context.Background()
 	const name = "hy-web"
-	dry := createAppWith(t, name, "sourceHydrator", func(string) any {
-		return map[string]any{
-			"drySource":  map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
-			"syncSource": map[string]any{"targetBranch": "env/" + name, "path": name},
-		}
-	})
-	apps := appsClient(t)
-	var hydrated string
-	hydratedFrom := func(drySHA string) func() (bool, string) {
-		return func() (bool, string) {
-			a, err := apps.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-			gotDry, _, _ := unstructured.NestedString(a.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "drySHA")
-			hydrated, _, _ = unstructured.NestedString(a.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "hydratedSHA")
-			rev, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
-			msg, _, _ := unstructured.NestedString(a.Object, "status", "sourceHydrator", "currentOperation", "message")
-			return status == "Synced" && gotDry == drySHA && rev == hydrated && hydrated != "", status + " dry " + gotDry + " hydrated " + hydrated + " at " + rev + ": " + msg
-		}
-	}
-	ctxWait, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	waitFor(ctxWait, t, name+" hydrated from "+dry+" and Synced", hydratedFrom(dry))
+	dry := createHydrated(t, name)
+	hydrated := waitHydrated(t, name, dry)
 	if hydrated == dry {
 		t.Fatalf("the hydrated commit is the dry one (%s): nothing was hydrated", dry)
 	}
@@ -188,4 +165,41 @@ func TestSourceHydratorTicketNamesTheDrySource(t *testing.T) {
 	if got := replicasIn(ctx, t, name); got != 5 {
 		t.Errorf("restoring reverted the fix: %d replicas", got)
 	}
+}
+
+// createHydrated creates Application name through the source hydrator: its
+// dry source apps/NAME of the environment's repository at HEAD, hydrated
+// into branch env/NAME. It returns the dry commit.
+func createHydrated(t *testing.T, name string) string {
+	t.Helper()
+	e := environment(t)
+	return createAppWith(t, name, "sourceHydrator", func(string) any {
+		return map[string]any{
+			"drySource":  map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
+			"syncSource": map[string]any{"targetBranch": "env/" + name, "path": name},
+		}
+	})
+}
+
+// waitHydrated waits until Application name is Synced to the commit the
+// hydrator rendered from dry commit dry, and returns that commit.
+func waitHydrated(t *testing.T, name, dry string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	apps := appsClient(t)
+	var hydrated string
+	waitFor(ctx, t, name+" hydrated from "+dry+" and Synced", func() (bool, string) {
+		a, err := apps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+		gotDry, _, _ := unstructured.NestedString(a.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "drySHA")
+		hydrated, _, _ = unstructured.NestedString(a.Object, "status", "sourceHydrator", "lastSuccessfulOperation", "hydratedSHA")
+		rev, _, _ := unstructured.NestedString(a.Object, "status", "sync", "revision")
+		msg, _, _ := unstructured.NestedString(a.Object, "status", "sourceHydrator", "currentOperation", "message")
+		return status == "Synced" && gotDry == dry && rev == hydrated && hydrated != "", status + " dry " + gotDry + " hydrated " + hydrated + " at " + rev + ": " + msg
+	})
+	return hydrated
 }
