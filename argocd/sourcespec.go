@@ -25,14 +25,13 @@ type SourceSpec struct {
 	// chart at Path, when it is one.
 	Helm HelmOptions
 
-	// Sources is how many sources the spec has: spec.source (or the
-	// source hydrator's dry source) is one, spec.sources as many as it
-	// lists (Several), none is 0.
-	Sources int
-	// Several is spec.sources. Hydrator is spec.sourceHydrator: the source
-	// is then its drySource, which Argo CD renders into HydratedBranch.
-	Several, Hydrator bool
-	HydratedBranch    string
+	// Position is the source's place in spec.sources (1 for the first), 0
+	// for an Application with one source.
+	Position int
+	// Hydrator is spec.sourceHydrator: the source is then its drySource,
+	// which Argo CD renders into HydratedBranch.
+	Hydrator       bool
+	HydratedBranch string
 	// Chart is a chart of a Helm repository, not of Git.
 	Chart string
 	// KustomizeSettings are the keys of spec.source.kustomize besides
@@ -70,28 +69,41 @@ type HelmParameter struct {
 	ForceString bool
 }
 
-// SourceSpec is a's one source as its spec declares it: for the source
-// hydrator, its dry source, where a change belongs (the hydrated branch is
-// generated from it).
-func (a App) SourceSpec() SourceSpec {
-	var s SourceSpec
-	src, ok, _ := unstructured.NestedMap(a.Object, "spec", "source")
+// SourceSpecs are a's sources that render manifests, each as its spec
+// declares it: spec.source alone; for the source hydrator its dry source,
+// where a change belongs (the hydrated branch is generated from it); or
+// each of spec.sources but those that only lend their files to the others
+// (a ref with no path). None when the spec has no source.
+func (a App) SourceSpecs() []SourceSpec {
 	if hydrator, found, _ := unstructured.NestedMap(a.Object, "spec", "sourceHydrator"); found && hydrator != nil {
-		s.Hydrator = true
-		src, ok, _ = unstructured.NestedMap(hydrator, "drySource")
-		s.HydratedBranch = a.Source().HydratedBranch
+		dry, ok, _ := unstructured.NestedMap(hydrator, "drySource")
+		if !ok || dry == nil {
+			return nil
+		}
+		s := sourceSpec(dry)
+		s.Hydrator, s.HydratedBranch = true, a.Source().HydratedBranch
+		return []SourceSpec{s}
 	}
-	if list, found, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "sources"); found && list != nil {
-		s.Several = true
-		l, _ := list.([]any)
-		s.Sources = len(l)
+	if src, ok, _ := unstructured.NestedMap(a.Object, "spec", "source"); ok && src != nil {
+		return []SourceSpec{sourceSpec(src)}
 	}
-	if !ok || src == nil {
-		return s
+	list, _, _ := unstructured.NestedSlice(a.Object, "spec", "sources")
+	var out []SourceSpec
+	for i, item := range list {
+		m, _ := item.(map[string]any)
+		if m == nil || !renders(m) {
+			continue
+		}
+		s := sourceSpec(m)
+		s.Position = i + 1
+		out = append(out, s)
 	}
-	if !s.Several {
-		s.Sources = 1
-	}
+	return out
+}
+
+// sourceSpec reads one source of the spec.
+func sourceSpec(src map[string]any) SourceSpec {
+	var s SourceSpec
 	s.RepoURL, s.Path, s.TargetRevision, s.Chart = str(src, "repoURL"), str(src, "path"), str(src, "targetRevision"), str(src, "chart")
 	s.Declared = sourceKind(src)
 	if dir, ok := src["directory"].(map[string]any); ok {

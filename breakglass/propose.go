@@ -96,7 +96,9 @@ type proposing struct {
 	actor    audit.Actor
 	app      argocd.App
 	st       *SessionStatus
+	sources  []proposal.Source
 	src      proposal.Source
+	kind     string
 	provider proposal.Provider
 	edits    []proposal.Edit
 	repo     *proposal.Repo
@@ -121,12 +123,16 @@ func (e *Engine) startProposing(ctx context.Context, req ProposeRequest) (*propo
 	if err := proposable(p.st); err != nil {
 		return nil, err
 	}
-	p.src = p.app.SourceSpec()
-	if why := proposal.Refusal(p.src); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
-	}
-	if req.ProviderFor != nil && !req.DryRun {
-		if p.provider, err = req.ProviderFor(p.src.RepoURL); err != nil {
+	switch p.sources = p.app.SourceSpecs(); len(p.sources) {
+	case 0:
+		return nil, fmt.Errorf("%w: the Application has no source", ErrCannotPropose)
+	case 1:
+		// One source: refused, or its provider known, before any work.
+		p.src = p.sources[0]
+		if why := proposal.Refusal(p.src); why != "" {
+			return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
+		}
+		if err := p.resolveProvider(); err != nil {
 			return nil, err
 		}
 	}
@@ -136,18 +142,78 @@ func (e *Engine) startProposing(ctx context.Context, req ProposeRequest) (*propo
 	return p, nil
 }
 
-// makeChange checks the source out under dir, edits it, verifies the
+// resolveProvider finds where the chosen source's request is opened.
+func (p *proposing) resolveProvider() error {
+	if p.req.ProviderFor == nil || p.req.DryRun {
+		return nil
+	}
+	var err error
+	p.provider, err = p.req.ProviderFor(p.src.RepoURL)
+	return err
+}
+
+// changeIn checks source s out under dir and makes the change there.
+func (p *proposing) changeIn(ctx context.Context, s proposal.Source, dir string) (*proposal.Repo, string, *proposal.Change, error) {
+	repo, err := proposal.Clone(ctx, s, dir, p.actor.Username)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("checking out %s: %w", redact.Text(s.RepoURL), err)
+	}
+	kind := proposal.KindOf(s, repo.Dir)
+	change, err := proposal.Make(ctx, repo.Dir, kind, s, proposal.App{Name: p.app.GetName(), Namespace: p.app.Destination().Namespace}, p.edits, p.st.Session.ID)
+	return repo, kind, change, err
+}
+
+// chooseSource makes the change in the one source, of several, that
+// renders the patched objects: each source is checked out and edited, and
+// exactly one must take the whole fix. The others say why not.
+func (p *proposing) chooseSource(ctx context.Context, dir string) error {
+	var took []int
+	var why []string
+	var failed []error // of sources that render the objects, but cannot take the fix
+	for i, s := range p.sources {
+		name := fmt.Sprintf("source %d (%s %s)", s.Position, redact.Text(s.RepoURL), s.Path+s.Chart)
+		if refusal := proposal.Refusal(s); refusal != "" {
+			why = append(why, name+": "+refusal)
+			continue
+		}
+		repo, kind, change, err := p.changeIn(ctx, s, fmt.Sprintf("%s/repo-%d", dir, s.Position))
+		var elsewhere *proposal.NotRendered
+		switch {
+		case errors.As(err, &elsewhere):
+			why = append(why, name+": "+elsewhere.Why)
+		case err != nil:
+			why = append(why, name+": "+err.Error())
+			failed = append(failed, fmt.Errorf("%s: %w", name, err))
+		default:
+			took = append(took, i)
+			p.src, p.repo, p.kind, p.change = s, repo, kind, change
+		}
+	}
+	switch {
+	case len(took) == 1:
+		return p.resolveProvider()
+	case len(took) > 1:
+		return fmt.Errorf("%w: sources %d and %d both render the patched objects: make the change by hand in the one Argo CD applies", ErrCannotPropose, p.sources[took[0]].Position, p.sources[took[1]].Position)
+	case len(failed) == 1:
+		return failed[0]
+	}
+	return fmt.Errorf("%w: no source of the Application takes the fix: %s", ErrCannotPropose, strings.Join(why, "; "))
+}
+
+// makeChange checks the source out under dir (each source, when there are
+// several, to find the one that renders the fix), edits it, verifies the
 // edit renders the live fix and nothing else, and says what it would push.
 func (p *proposing) makeChange(ctx context.Context, dir string) error {
 	var err error
-	if p.repo, err = proposal.Clone(ctx, p.src, dir+"/repo", p.actor.Username); err != nil {
-		return fmt.Errorf("checking out %s: %w", redact.Text(p.src.RepoURL), err)
+	if len(p.sources) > 1 {
+		err = p.chooseSource(ctx, dir)
+	} else {
+		p.repo, p.kind, p.change, err = p.changeIn(ctx, p.src, dir+"/repo")
 	}
-	dest := p.app.Destination().Namespace
-	kind := proposal.KindOf(p.src, p.repo.Dir)
-	if p.change, err = proposal.Make(ctx, p.repo.Dir, kind, p.src, proposal.App{Name: p.app.GetName(), Namespace: dest}, p.edits, p.st.Session.ID); err != nil {
+	if err != nil {
 		return err
 	}
+	dest, kind := p.app.Destination().Namespace, p.kind
 	if len(p.change.Files) == 0 {
 		return fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, p.repo.Base, redact.Text(p.src.RepoURL), next.Status(p.req.App))
 	}

@@ -288,7 +288,7 @@ type valueEdit struct {
 func (r *helmRenderer) prove(ctx context.Context, chain []File, leaves []valueLeaf, before []Document, e Edit) (valueEdit, error) {
 	obj := renderedObject(before, e.Target, r.namespace)
 	if obj == nil {
-		return valueEdit{}, fmt.Errorf("%w: the chart %s renders no %s", ErrCannotPropose, r.chart, e.Target)
+		return valueEdit{}, &NotRendered{Why: fmt.Sprintf("the chart %s renders no %s", r.chart, e.Target)}
 	}
 	was, found := audit.Lookup(obj, e.Path)
 	if found && !e.Delete && Same(normalise(was), normalise(e.Value)) {

@@ -117,7 +117,7 @@ func EditKustomization(k File, before []Document, namespace string, edits []Edit
 	for _, e := range edits {
 		obj := renderedObject(before, e.Target, namespace)
 		if obj == nil {
-			return nil, nil, fmt.Errorf("%w: the overlay %s renders no %s", ErrCannotPropose, dir, e.Target)
+			return nil, nil, &NotRendered{Why: fmt.Sprintf("the overlay %s renders no %s", dir, e.Target)}
 		}
 		was, found := audit.Lookup(obj, e.Path)
 		if found && !e.Delete && Same(normalise(was), normalise(e.Value)) {

@@ -28,16 +28,11 @@ const (
 	KindHelm      = "Helm"
 )
 
-// Refusal says why an Application's sources cannot be proposed to from
-// its spec, "" when they can: one Git source of plain manifests, a
-// kustomization or a Helm chart, with nothing in the spec that Argo CD
-// renders over Git.
+// Refusal says why source s cannot be proposed to from its spec, "" when
+// it can: a Git source of plain manifests, a kustomization or a Helm
+// chart, with nothing in the spec that Argo CD renders over Git.
 func Refusal(s Source) string {
 	switch {
-	case s.Several:
-		return "the Application has several sources: which one renders the resource is not proven here; make the change by hand in the source that renders it"
-	case s.Sources == 0:
-		return "the Application has no source"
 	case s.Chart != "":
 		return "the Application renders a chart from a Helm repository, not from Git: set the value in the Application or bump the chart by hand (the ticket says which field)"
 	case s.Declared == "Plugin":

@@ -33,6 +33,15 @@ import (
 // guessing: it must be made by hand, and the error says why.
 var ErrCannotPropose = errors.New("cannot propose this change in Git")
 
+// NotRendered is an edit's target that the source does not render: of an
+// Application with several sources, another may. It is ErrCannotPropose.
+type NotRendered struct{ Why string }
+
+func (e *NotRendered) Error() string { return ErrCannotPropose.Error() + ": " + e.Why }
+
+// Is makes a NotRendered ErrCannotPropose.
+func (e *NotRendered) Is(target error) bool { return target == ErrCannotPropose }
+
 // Edit is one field to write: the value Value (nil with Delete to remove
 // it) at Path, a JSON pointer with named list items by name as audit
 // records spell it, of the object Target.
@@ -158,7 +167,7 @@ func EditFiles(files []File, defaultNamespace string, edits []Edit) ([]File, err
 		}
 		switch len(found) {
 		case 0:
-			return nil, fmt.Errorf("%w: no manifest in the source defines %s", ErrCannotPropose, e.Target)
+			return nil, &NotRendered{Why: fmt.Sprintf("no manifest in the source defines %s", e.Target)}
 		case 1:
 		default:
 			return nil, fmt.Errorf("%w: %s is defined in %s and %s", ErrCannotPropose, e.Target, found[0].File, found[1].File)

@@ -289,3 +289,54 @@ func TestProposeToTheHydratorsDrySource(t *testing.T) {
 		t.Errorf("restoring reverted the fix: %d replicas", got)
 	}
 }
+
+// TestProposeToTheSourceThatRendersTheFix: of an Application with several
+// sources, the fix is proposed in the one that renders the patched object
+// (the second here; the first renders a ConfigMap), and nothing in the
+// other changes. Merged, status sees Git caught up and restore keeps it.
+func TestProposeToTheSourceThatRendersTheFix(t *testing.T) {
+	core(t)
+	e := environment(t)
+	ctx := context.Background()
+	const name = "ms-prop"
+	files := env.AppFiles("apps/"+name, name, env.FixtureImage)
+	files["apps/"+name+"-settings/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-settings\ndata:\n  mode: normal\n"
+	createAppFrom(t, name, files, "apps/"+name, func(app *unstructured.Unstructured, _ string) {
+		spec := app.Object["spec"].(map[string]any)
+		delete(spec, "source")
+		spec["sources"] = []any{
+			map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name + "-settings", "targetRevision": "HEAD"},
+			map[string]any{"repoURL": e.Git.URL(), "path": "apps/" + name, "targetRevision": "HEAD"},
+		}
+	})
+	waitSynced(t, name, "")
+	token, err := e.ArgoToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := newUser(t, env.Oncall.Name, "ARGOCD_SERVER="+e.ArgoServerAddr, "ARGOCD_AUTH_TOKEN="+token, "ARGOCD_OPTS=--plaintext")
+	out, errOut := mustRun(t, oncall, 0, "breakglass", name, "deployment/web", "--replicas", "5", "--reason", "multi-source hotfix", "--propose", "--provider", "none", "-y")
+	branch := breakglass.ProposalBranch(sessionOf(t, name).ID)
+	if !strings.Contains(out, "pushed "+branch) {
+		t.Fatalf("breakglass --propose:\n%s\n%s", out, errOut)
+	}
+	file := "apps/" + name + "/deployment.yaml"
+	if proposed, err := e.Git.Show(branch, file); err != nil || proposed+"\n" != strings.Replace(files[file], "replicas: 2", "replicas: 5", 1) {
+		t.Errorf("the second source's file on %s (%v):\n%s", branch, err, proposed)
+	}
+	if settings, err := e.Git.Show(branch, "apps/"+name+"-settings/configmap.yaml"); err != nil || settings+"\n" != files["apps/"+name+"-settings/configmap.yaml"] {
+		t.Errorf("the first source changed on %s (%v):\n%s", branch, err, settings)
+	}
+	fix, err := e.Git.Merge(branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, oncall, 0, "status", name, "--wait", "--timeout", "2m")
+	if st := statusJSON(t, oncall, name); st.Git != breakglass.GitCaughtUp || !st.FieldLevel || len(st.Revisions) != 2 || st.Revisions[1] != fix {
+		t.Fatalf("after the proposal was merged: %+v", st)
+	}
+	mustRun(t, oncall, 0, "restore", name, "-y")
+	if got := replicasIn(ctx, t, name); got != 5 {
+		t.Errorf("restoring reverted the fix: %d replicas", got)
+	}
+}
