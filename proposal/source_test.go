@@ -57,13 +57,11 @@ func TestRefusedSources(t *testing.T) {
 		spec map[string]any
 		want string
 	}{
-		"several sources":             {map[string]any{"sources": []any{}}, "several sources"},
 		"a chart of a Helm repo":      {map[string]any{"source": map[string]any{"chart": "web"}}, "from a Helm repository"},
 		"kustomize overrides":         {map[string]any{"source": map[string]any{"path": "overlay", "kustomize": map[string]any{"images": []any{"web=web:2"}, "namePrefix": "x-"}}}, "sets images, namePrefix"},
 		"a value file of another ref": {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"valueFiles": []any{"$values/prod.yaml"}}}}, "not a file of the chart's repository"},
 		"Helm fileParameters":         {map[string]any{"source": map[string]any{"path": "chart", "helm": map[string]any{"fileParameters": []any{}}}}, "fileParameters"},
 		"a plugin":                    {map[string]any{"source": map[string]any{"path": "x", "plugin": map[string]any{}}}, "plugin"},
-		"no source at all":            {map[string]any{}, "no source"},
 	} {
 		if why := Refusal(specSource(tc.spec)); !strings.Contains(why, tc.want) {
 			t.Errorf("%s: %q, want it to say %q", name, why, tc.want)
