@@ -19,6 +19,7 @@ ARGO_TOOLS  := argocd=github.com/argoproj/argo-cd/v2/cmd
 ARGO3_TOOLS := argocd=github.com/argoproj/argo-cd/v3/cmd
 KREW_TOOLS  := krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 S3_TOOLS    := versitygw=github.com/versity/versitygw/cmd/versitygw
+TSA_TOOLS   := timestamp-server=github.com/sigstore/timestamp-authority/v2/cmd/timestamp-server
 # helm and kustomize: on the repo-server's PATH, as Argo CD's image bundles them.
 RENDER_TOOLS := helm=helm.sh/helm/v4/cmd/helm kustomize=sigs.k8s.io/kustomize/kustomize/v5
 IMAGE_TOOLS := build-image=$(PKG)/hack/tools/image/build-image cyclonedx-gomod=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
@@ -45,6 +46,7 @@ tools: ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 	@hack/tools/build.sh image $(IMAGE_TOOLS) >/dev/null
 	@hack/tools/build.sh s3 $(S3_TOOLS) >/dev/null
+	@hack/tools/build.sh tsa $(TSA_TOOLS) >/dev/null
 	@hack/tools/build.sh render $(RENDER_TOOLS) >/dev/null
 
 e2e: require tools ## end-to-end tests against real kube-apiserver 1.35 and Argo CD 3.6.1, the core loop (the tests that call core(t)) against 2.14.21, then the tests that need only the API server (apiOnly(t): the admission policies') on Kubernetes 1.30, the oldest README claims, and 1.37, with no Argo CD process

@@ -48,10 +48,14 @@ func (c Checkpoint) Payload() string {
 }
 
 // SignedCheckpoint is a checkpoint as stored, in the mirror and the
-// cluster: the payload and its ed25519 signature (base64).
+// cluster: the payload, its ed25519 signature (base64) and, optionally, a
+// timestamp authority's token over it.
 type SignedCheckpoint struct {
 	Payload   string `json:"payload"`
 	Signature string `json:"signature"`
+	// Timestamp is an RFC 3161 timestamp token over the payload (DER,
+	// base64) from the controller's --tsa, when it has one.
+	Timestamp string `json:"timestamp,omitempty"`
 }
 
 // ParseCheckpoint reads a payload.
@@ -271,6 +275,9 @@ func (s *ConfigMapStore) PutCheckpoint(ctx context.Context, seq uint64, cp Signe
 		Data:       map[string]string{"payload": cp.Payload, "signature": cp.Signature},
 		Immutable:  &immutable,
 	}
+	if cp.Timestamp != "" {
+		cm.Data["timestamp"] = cp.Timestamp
+	}
 	_, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Create(ctx, cm, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("writing checkpoint %s: %w", cm.Name, err)
@@ -291,7 +298,7 @@ func (s *ConfigMapStore) Checkpoints(ctx context.Context) ([]StoredCheckpoint, e
 			// record labelled as a checkpoint is someone else's.
 			continue
 		}
-		out = append(out, StoredCheckpoint{Where: "configmap/" + cm.Name, SignedCheckpoint: SignedCheckpoint{Payload: cm.Data["payload"], Signature: cm.Data["signature"]}})
+		out = append(out, StoredCheckpoint{Where: "configmap/" + cm.Name, SignedCheckpoint: SignedCheckpoint{Payload: cm.Data["payload"], Signature: cm.Data["signature"], Timestamp: cm.Data["timestamp"]}})
 	}
 	return out, nil
 }

@@ -33,6 +33,9 @@ type MirrorSummary struct {
 	// auditor passed.
 	Checkpoints int `json:"checkpoints"`
 	Verified    int `json:"verified"`
+	// Timestamped of them carry a timestamp authority's token that holds
+	// and chains to a root the auditor passed (--tsa-certs).
+	Timestamped int `json:"timestamped,omitempty"`
 	// Compared is whether the cluster's log was compared with it.
 	Compared bool `json:"comparedWithCluster"`
 	// PrunedThrough is the last record the controller pruned from the
@@ -49,6 +52,9 @@ type MirrorCheck struct {
 	Cluster *ConfigMapStore
 	// Keys are the checkpoint public keys the auditor holds, by id.
 	Keys map[string]ed25519.PublicKey
+	// TSA is what the auditor trusts of timestamp authorities (nil: a
+	// timestamp is checked against its checkpoint alone).
+	TSA *TSATrust
 	// Bound is how long a cluster record may wait for the mirror before
 	// it is a break (the controller's backlog bound).
 	Bound time.Duration
@@ -109,6 +115,9 @@ func (c MirrorCheck) Verify(ctx context.Context) (Report, *MirrorSummary, error)
 	rep.Breaks = append(rep.Breaks, breaks...)
 	rep.Warnings = append(rep.Warnings, warnings...)
 	sum.Checkpoints, sum.Verified = len(cps), verified
+	breaks, warnings, sum.Timestamped = CheckTimestamps(cps, c.TSA)
+	rep.Breaks = append(rep.Breaks, breaks...)
+	rep.Warnings = append(rep.Warnings, warnings...)
 	return rep, sum, nil
 }
 

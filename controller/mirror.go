@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -32,11 +33,15 @@ type Mirroring struct {
 	// lock, after a checkpoint signed at the cut (needs Signer). Looked
 	// at when leading starts and every CheckpointInterval.
 	PruneAfter time.Duration
+	// TSA timestamps each checkpoint (nil: none); a checkpoint it cannot
+	// timestamp is written signed only, and counted as a mirror error.
+	TSA *audit.TSA
 }
 
 // mirrorPass is where one leader's mirroring stands.
 type mirrorPass struct {
-	m *Mirroring
+	m       *Mirroring
+	metrics *Metrics
 	// newest is the newest record the mirror holds, known once found.
 	newest uint64
 	known  bool
@@ -64,7 +69,7 @@ func (c *Controller) mirror(ctx context.Context) {
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now(), log: c.logf, leader: c.Identity}
+	p := &mirrorPass{m: c.Mirroring, checkpointedAt: time.Now(), log: c.logf, leader: c.Identity, metrics: c.Metrics}
 	for {
 		if err := p.run(ctx, c.Metrics); err != nil && ctx.Err() == nil {
 			c.Metrics.countMirrorError()
@@ -182,6 +187,16 @@ func (p *mirrorPass) checkpoint(ctx context.Context, e audit.Entry) error {
 		return err
 	}
 	cp := p.m.Signer.Sign(audit.Checkpoint{Seq: e.Slot, Hash: rec.Hash, Records: e.Slot, Time: time.Now().UTC()})
+	if p.m.TSA != nil {
+		// A timestamp authority that does not answer leaves the
+		// checkpoint signed only: said, counted, never a stop.
+		if token, err := p.m.TSA.Timestamp(ctx, []byte(cp.Payload)); err != nil {
+			p.log("checkpoint at record %d not timestamped: %v", e.Slot, err)
+			p.metrics.countMirrorError()
+		} else {
+			cp.Timestamp = base64.StdEncoding.EncodeToString(token)
+		}
+	}
 	if err := p.m.Mirror.PutCheckpoint(ctx, e.Slot, cp); err != nil {
 		return err
 	}

@@ -20,6 +20,9 @@ type AuditVerifyOptions struct {
 	MirrorOnly bool
 	// CheckpointKeys are files of the checkpoint public keys to trust.
 	CheckpointKeys []string
+	// TSACerts is a PEM file of the timestamp authorities' certificates
+	// to trust (roots, and intermediates that link to them).
+	TSACerts string
 	// MirrorBound is how long a record may wait for the mirror.
 	MirrorBound time.Duration
 	genericiooptions.IOStreams
@@ -85,6 +88,7 @@ records and no head: most likely the wrong --audit-namespace or --file).`,
 	cmd.Flags().BoolVar(&o.Jira, "jira", false, "also check that the records break-glass tickets witnessed (sequence number and hash) are still in the chain")
 	cmd.Flags().BoolVar(&o.MirrorOnly, "mirror-only", false, "with --mirror: check the mirror alone, reading no cluster")
 	cmd.Flags().StringArrayVar(&o.CheckpointKeys, "checkpoint-key", nil, "a PEM file of the controller's checkpoint public key(s) to trust (repeatable, one per key id after a rotation)")
+	cmd.Flags().StringVar(&o.TSACerts, "tsa-certs", "", "with --mirror: a PEM file of the certificate chain of the timestamp authority to trust for checkpoint timestamps (controller --tsa): its self-signed certificates are the roots, the others link a token's signer to them; without it a timestamp is checked against its checkpoint only, and named unverified")
 	cmd.Flags().DurationVar(&o.MirrorBound, "mirror-backlog-bound", 10*time.Minute, "with --mirror: how long a cluster record may wait for the mirror before it is named unmirrored")
 	outputFlag(cmd, &o.Output, "text", "json", "yaml")
 	return cmd
@@ -143,6 +147,9 @@ func (o *AuditVerifyOptions) Validate() error {
 	}
 	if o.source.mirror.URL == "" && o.MirrorOnly {
 		return usageErrorf("--mirror-only needs --mirror s3://BUCKET/PREFIX")
+	}
+	if o.source.mirror.URL == "" && o.TSACerts != "" {
+		return usageErrorf("--tsa-certs checks the mirror's checkpoint timestamps: it needs --mirror s3://BUCKET/PREFIX")
 	}
 	if o.source.File != "" && len(o.CheckpointKeys) > 0 {
 		return usageErrorf("--checkpoint-key checks the cluster's or the mirror's checkpoints: a --file export has none")
@@ -229,7 +236,11 @@ func (o *AuditVerifyOptions) runMirror(ctx context.Context) error {
 	if err != nil {
 		return &ExitError{Code: ExitCannotTell, Err: err}
 	}
-	check := audit.MirrorCheck{Mirror: m, Keys: keys, Bound: o.MirrorBound, Now: time.Now()}
+	trust, err := tsaTrust(o.TSACerts)
+	if err != nil {
+		return err
+	}
+	check := audit.MirrorCheck{Mirror: m, Keys: keys, TSA: trust, Bound: o.MirrorBound, Now: time.Now()}
 	if !o.MirrorOnly {
 		_, client, err := kubeClient(o.source.configFlags)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -36,7 +37,9 @@ type ControllerOptions struct {
 	MirrorEvery    time.Duration
 	// CheckpointKey is the file of the ed25519 key checkpoints are signed
 	// with (a mounted Secret); "" signs none.
-	CheckpointKey      string
+	CheckpointKey string
+	// TSA is the RFC 3161 timestamp authority that timestamps checkpoints.
+	TSA                string
 	CheckpointRecords  uint64
 	CheckpointInterval time.Duration
 	// PruneAfter is the cluster's retention of audit records (0: keep
@@ -100,6 +103,7 @@ shared files, or the pod's web identity (IRSA); never from a flag.`,
 	cmd.Flags().BoolVar(&o.AcceptUnlocked, "mirror-accept-unlocked", false, "mirror to a bucket without versioning or Object Lock, whose objects can be deleted (kubectl_gitops_mirror_write_once 0 says so)")
 	cmd.Flags().DurationVar(&o.MirrorEvery, "mirror-every", 2*time.Second, "how often the leader looks for records to mirror")
 	cmd.Flags().StringVar(&o.CheckpointKey, "checkpoint-key", "", "PEM file of the ed25519 private key checkpoints are signed with (a mounted Secret; needs --mirror)")
+	cmd.Flags().StringVar(&o.TSA, "tsa", "", "URL of an RFC 3161 timestamp authority that timestamps each checkpoint (its token is kept with the checkpoint; needs --checkpoint-key)")
 	cmd.Flags().Uint64Var(&o.CheckpointRecords, "checkpoint-records", 100, "sign a checkpoint every this many records")
 	cmd.Flags().DurationVar(&o.CheckpointInterval, "checkpoint-interval", 10*time.Minute, "sign a checkpoint at least this often while records come")
 	cmd.Flags().DurationVar(&o.PruneAfter, "prune-after", 0, "delete audit records older than this from the cluster (e.g. 2160h) once the mirror holds them under lock, after a checkpoint signed at the cut; never an open session's (needs --mirror on a locked bucket and --checkpoint-key; default: keep every record)")
@@ -131,6 +135,10 @@ func (o *ControllerOptions) Validate() error {
 		return usageErrorf("--checkpoint-key, --mirror-retention and --mirror-accept-unlocked need --mirror s3://BUCKET/PREFIX")
 	case o.MirrorEvery <= 0 || o.CheckpointInterval <= 0 || o.CheckpointRecords == 0 || o.MirrorRetention < 0 || o.PruneAfter < 0:
 		return usageErrorf("--mirror-every, --checkpoint-interval, --checkpoint-records must be positive, --mirror-retention and --prune-after not negative")
+	case o.TSA != "" && o.CheckpointKey == "":
+		return usageErrorf("--tsa timestamps checkpoints: it needs --checkpoint-key")
+	case o.TSA != "" && !isHTTPURL(o.TSA):
+		return usageErrorf("--tsa %q: give the timestamp authority's http(s) URL", o.TSA)
 	case o.PruneAfter > 0 && (o.CheckpointKey == "" || o.AcceptUnlocked):
 		return usageErrorf("--prune-after needs --mirror on a bucket with Object Lock (not --mirror-accept-unlocked) and --checkpoint-key: records leave the cluster only under lock and a signed checkpoint")
 	case o.PruneAfter > 0 && o.MirrorRetention > 0 && o.MirrorRetention <= o.PruneAfter:
@@ -175,6 +183,9 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 		if c.Mirroring.Signer, err = audit.NewSigner(data); err != nil {
 			return usageErrorf("--checkpoint-key %s: %v", o.CheckpointKey, err)
 		}
+	}
+	if o.TSA != "" {
+		c.Mirroring.TSA = &audit.TSA{URL: o.TSA}
 	}
 	lock := "write-once: versioning and Object Lock"
 	if !p.WriteOnce() {
@@ -230,4 +241,10 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// isHTTPURL is whether s is an absolute http or https URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

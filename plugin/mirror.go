@@ -54,6 +54,23 @@ func checkpointKeys(files []string) (map[string]ed25519.PublicKey, error) {
 	return keys, nil
 }
 
+// tsaTrust reads the timestamp authority's certificates from a PEM file;
+// nil for none given.
+func tsaTrust(file string) (*audit.TSATrust, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageErrorf("--tsa-certs %s: %v", file, err)
+	}
+	trust, err := audit.ParseTSATrust(data)
+	if err != nil {
+		return nil, usageErrorf("--tsa-certs %s: %v", file, err)
+	}
+	return trust, nil
+}
+
 // printMirror sums up what verify read from the mirror.
 func printMirror(o *AuditVerifyOptions, sum *audit.MirrorSummary) {
 	compared := "the mirror alone (--mirror-only)"
@@ -68,5 +85,8 @@ func printMirror(o *AuditVerifyOptions, sum *audit.MirrorSummary) {
 		fmt.Fprintf(o.Out, "%d checkpoint(s), unverified: pass the controller's public key with --checkpoint-key\n", sum.Checkpoints)
 	default:
 		fmt.Fprintf(o.Out, "%d checkpoint(s), %d signed by a key you passed\n", sum.Checkpoints, sum.Verified)
+	}
+	if sum.Timestamped > 0 {
+		fmt.Fprintf(o.Out, "%d checkpoint(s) timestamped by a timestamp authority of --tsa-certs\n", sum.Timestamped)
 	}
 }

@@ -4,12 +4,17 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -791,4 +796,91 @@ func TestPruneOnlyUnderLockAndACheckpoint(t *testing.T) {
 	if !strings.Contains(out, "missing: record 11") {
 		t.Errorf("verify does not name the record deleted by hand past the cut:\n%s", out)
 	}
+}
+
+// TestCheckpointsTimestampedByATSA: with --tsa the controller has each
+// checkpoint timestamped by an RFC 3161 authority (sigstore's, in the
+// environment); verify --mirror checks the token against the checkpoint
+// and the authority's root the auditor passes, calls it unverified without
+// that root, and names a checkpoint whose token covers another text or
+// chains to an authority the auditor does not trust.
+func TestCheckpointsTimestampedByATSA(t *testing.T) {
+	m := newMirror(t, "tsa", true)
+	ctx := context.Background()
+	tsa, err := testEnv.TSA(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	roots := filepath.Join(dir, "tsa-chain.pem")
+	if err := os.WriteFile(roots, tsa.Chain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	private, public := checkpointKey(t)
+	tip := m.appendRecords(3)
+	m.replica("mirror-tsa", "", "--checkpoint-key", private, "--checkpoint-records", "3", "--tsa", tsa.URL)
+	m.waitMirrored(time.Minute, tip)
+	kube := kubeFor(t, env.Admin.Name)
+	cmName := audit.CheckpointName(tip)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	waitFor(waitCtx, t, "the timestamped checkpoint of record "+strconv.FormatUint(tip, 10)+" in the cluster", func() (bool, string) {
+		cm, err := kube.CoreV1().ConfigMaps(m.ns).Get(waitCtx, cmName, metav1.GetOptions{})
+		return err == nil && cm.Data["timestamp"] != "", fmt.Sprint(err)
+	})
+	auditor := m.user(env.Auditor.Name)
+	mirrorOnly := append([]string{"audit", "verify", "--mirror-only", "--checkpoint-key", public}, m.flags...)
+	if out, _ := mustRun(t, auditor, 0, append(mirrorOnly, "--tsa-certs", roots)...); !strings.Contains(out, "1 checkpoint(s) timestamped by a timestamp authority of --tsa-certs") {
+		t.Errorf("verify --tsa-certs of a timestamped checkpoint:\n%s", out)
+	}
+	if out, _ := mustRun(t, auditor, 0, mirrorOnly...); !strings.Contains(out, "which was not checked against --tsa-certs: unverified") {
+		t.Errorf("verify without --tsa-certs:\n%s", out)
+	}
+	stranger := filepath.Join(dir, "stranger.pem")
+	if err := os.WriteFile(stranger, selfSignedPEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := mustRun(t, auditor, 1, append(mirrorOnly, "--tsa-certs", stranger)...); !strings.Contains(out, "is not a timestamp authority of --tsa-certs") {
+		t.Errorf("verify against another authority's root:\n%s", out)
+	}
+
+	// The cluster's copy, recreated by an admin with a genuine token of
+	// the same authority over another text: named, against the mirror.
+	other, err := (&audit.TSA{URL: tsa.URL}).Timestamp(ctx, []byte("kubectl-gitops checkpoint v1\nseq 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := kube.CoreV1().ConfigMaps(m.ns).Get(ctx, cmName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.CoreV1().ConfigMaps(m.ns).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	forged := cp.DeepCopy()
+	forged.ResourceVersion, forged.UID = "", ""
+	forged.Data["timestamp"] = base64.StdEncoding.EncodeToString(other)
+	if _, err := kube.CoreV1().ConfigMaps(m.ns).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	verify := append([]string{"audit", "verify", "--audit-namespace", m.ns, "--checkpoint-key", public, "--tsa-certs", roots}, m.flags...)
+	if out, _ := mustRun(t, auditor, 1, verify...); !strings.Contains(out, "configmap/"+cmName) || !strings.Contains(out, "covers another text than this checkpoint") {
+		t.Errorf("verify --mirror does not name the cluster checkpoint's swapped timestamp:\n%s", out)
+	}
+}
+
+// selfSignedPEM is a root certificate of nobody the auditor should trust.
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "stranger"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -80,6 +80,7 @@ type Env struct {
 	procs          []*process
 	// s3 is the S3 server, once a test asked for it.
 	s3          *S3
+	tsa         *TSA
 	kubeconfigs map[string]string
 }
 
