@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -41,7 +42,11 @@ func proposalStates(ctx context.Context, statuses []*breakglass.SessionStatus, g
 			state, err := proposal.StateOf(ctx, p, getenv(apiEnv[p.Provider]), token)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
+			switch {
+			case errors.Is(err, proposal.ErrProviderAPI):
+				notes = append(notes, fmt.Sprintf("%s: the state of %s is not known: %v: set %s to that API to show it", s.App.Name, proposalColumn(&p, ""), err, apiEnv[p.Provider]))
+				return
+			case err != nil:
 				notes = append(notes, fmt.Sprintf("%s: the state of %s is not known: %v", s.App.Name, proposalColumn(&p, ""), err))
 				return
 			}

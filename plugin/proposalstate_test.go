@@ -52,6 +52,13 @@ func TestStatusAsksTheRequestsState(t *testing.T) {
 	if statuses[0].ProposalState != "" || len(notes) != 1 || !strings.Contains(notes[0], "set GITHUB_TOKEN to show whether") {
 		t.Errorf("without a token: state %q, notes %q", statuses[0].ProposalState, notes)
 	}
+	// A record may name any host: with no API configured the token goes
+	// to none but the public service's.
+	statuses = []*breakglass.SessionStatus{{App: audit.AppRef{Name: "f"}, Proposal: &audit.Proposal{Provider: "github", Number: 5, URL: double.URL + "/acme/deploy/pull/5"}}}
+	notes = proposalStates(context.Background(), statuses, func(k string) string { return map[string]string{githubTokenEnv: "t0ken"}[k] })
+	if statuses[0].ProposalState != "" || len(notes) != 1 || !strings.Contains(notes[0], "set GITHUB_API_URL to that API") {
+		t.Errorf("a request on another host, no API configured: state %q, notes %q", statuses[0].ProposalState, notes)
+	}
 	if n := len(double.Requests()); n != 3 {
 		t.Errorf("the provider was asked %d times, want 3 (once per request, none without a token)", n)
 	}

@@ -11,8 +11,9 @@ import (
 )
 
 // TestTrackerFindsTheProjectInTheRequestsURL: the request's URL names
-// its project, whatever --project said when it was opened, and its host
-// the API when none is given.
+// its project, whatever --project said when it was opened; the API is the
+// one configured, or the public service's for a request there, never a
+// host the record names.
 func TestTrackerFindsTheProjectInTheRequestsURL(t *testing.T) {
 	for _, tc := range []struct {
 		p            audit.Proposal
@@ -20,10 +21,9 @@ func TestTrackerFindsTheProjectInTheRequestsURL(t *testing.T) {
 		wantProject  string
 	}{
 		{audit.Proposal{Provider: "github", Number: 12, URL: "https://github.com/acme/deploy/pull/12"}, "", "https://api.github.com", "acme/deploy"},
-		{audit.Proposal{Provider: "github", Number: 3, URL: "https://ghe.example/ops/deploy/pull/3"}, "", "https://ghe.example/api/v3", "ops/deploy"},
 		{audit.Proposal{Provider: "github", Number: 3, URL: "https://ghe.example/ops/deploy/pull/3"}, "http://127.0.0.1:9/", "http://127.0.0.1:9", "ops/deploy"},
 		{audit.Proposal{Provider: "gitlab", Number: 7, URL: "https://gitlab.com/acme/platform/deploy/-/merge_requests/7"}, "", "https://gitlab.com/api/v4", "acme/platform/deploy"},
-		{audit.Proposal{Provider: "gitlab", Number: 7, URL: "https://git.example/ops/deploy/-/merge_requests/7"}, "", "https://git.example/api/v4", "ops/deploy"},
+		{audit.Proposal{Provider: "gitlab", Number: 7, URL: "https://git.example/ops/deploy/-/merge_requests/7"}, "https://git.example/api/v4", "https://git.example/api/v4", "ops/deploy"},
 	} {
 		p, err := Tracker(tc.p, tc.api, "t")
 		if err != nil {
@@ -39,6 +39,16 @@ func TestTrackerFindsTheProjectInTheRequestsURL(t *testing.T) {
 		}
 		if api != tc.wantAPI || project != tc.wantProject {
 			t.Errorf("%s: API %s, project %s; want %s, %s", tc.p.URL, api, project, tc.wantAPI, tc.wantProject)
+		}
+	}
+	// A record names a host of its writer's choosing: with no API
+	// configured, the token goes to the public service or nowhere.
+	for _, p := range []audit.Proposal{
+		{Provider: "github", Number: 3, URL: "https://attacker.example/ops/deploy/pull/3"},
+		{Provider: "gitlab", Number: 7, URL: "https://attacker.example/ops/deploy/-/merge_requests/7"},
+	} {
+		if _, err := Tracker(p, "", "t"); !errors.Is(err, ErrProviderAPI) {
+			t.Errorf("%s with no API configured: %v, want ErrProviderAPI", p.URL, err)
 		}
 	}
 	for _, p := range []audit.Proposal{
