@@ -28,10 +28,8 @@ type SourceSpec struct {
 	// Position is the source's place in spec.sources (1 for the first), 0
 	// for an Application with one source.
 	Position int
-	// Hydrator is spec.sourceHydrator: the source is then its drySource,
-	// which Argo CD renders into HydratedBranch.
-	Hydrator       bool
-	HydratedBranch string
+	// Ref is the name other sources read this one's files by ($REF/…).
+	Ref string
 	// Chart is a chart of a Helm repository, not of Git.
 	Chart string
 	// KustomizeSettings are the keys of spec.source.kustomize besides
@@ -80,9 +78,7 @@ func (a App) SourceSpecs() []SourceSpec {
 		if !ok || dry == nil {
 			return nil
 		}
-		s := sourceSpec(dry)
-		s.Hydrator, s.HydratedBranch = true, a.Source().HydratedBranch
-		return []SourceSpec{s}
+		return []SourceSpec{sourceSpec(dry)}
 	}
 	if src, ok, _ := unstructured.NestedMap(a.Object, "spec", "source"); ok && src != nil {
 		return []SourceSpec{sourceSpec(src)}
@@ -104,7 +100,7 @@ func (a App) SourceSpecs() []SourceSpec {
 // sourceSpec reads one source of the spec.
 func sourceSpec(src map[string]any) SourceSpec {
 	var s SourceSpec
-	s.RepoURL, s.Path, s.TargetRevision, s.Chart = str(src, "repoURL"), str(src, "path"), str(src, "targetRevision"), str(src, "chart")
+	s.RepoURL, s.Path, s.TargetRevision, s.Chart, s.Ref = str(src, "repoURL"), str(src, "path"), str(src, "targetRevision"), str(src, "chart"), str(src, "ref")
 	s.Declared = sourceKind(src)
 	if dir, ok := src["directory"].(map[string]any); ok {
 		s.Recurse, _ = dir["recurse"].(bool)

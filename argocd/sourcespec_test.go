@@ -20,7 +20,7 @@ func TestSourceSpecsOfTheHydratorIsItsDrySource(t *testing.T) {
 	if len(specs) != 1 {
 		t.Fatalf("%+v", specs)
 	}
-	if s := specs[0]; !s.Hydrator || s.RepoURL != "https://github.com/acme/deploy" || s.Path != "apps/web" || s.TargetRevision != "main" || s.Declared != "Kustomize" || s.HydratedBranch != "env/prod" {
+	if s := specs[0]; s.RepoURL != "https://github.com/acme/deploy" || s.Path != "apps/web" || s.TargetRevision != "main" || s.Declared != "Kustomize" {
 		t.Errorf("%+v", s)
 	}
 	if specs := specApp(map[string]any{"sourceHydrator": map[string]any{}}).SourceSpecs(); len(specs) != 0 {

@@ -205,13 +205,13 @@ func CheckCheckpoints(cps []StoredCheckpoint, hashes map[uint64]string, keys map
 			breaks = append(breaks, Break{Kind: BreakCheckpoint, Name: cp.Where, Detail: err.Error()})
 			continue
 		}
-		sig, sigErr := base64.StdEncoding.DecodeString(cp.Signature)
-		key, known := keys[c.KeyID]
+		_, known := keys[c.KeyID]
+		_, signed := cp.signedBy(keys)
 		switch {
 		case !known:
 			warnings = append(warnings, Break{Kind: BreakCheckpointUnverified, Seq: c.Seq, Name: cp.Where,
 				Detail: fmt.Sprintf("signed by key %s, which was not passed with --checkpoint-key: unverified", c.KeyID)})
-		case sigErr != nil || !ed25519.Verify(key, []byte(cp.Payload), sig):
+		case !signed:
 			breaks = append(breaks, Break{Kind: BreakCheckpoint, Seq: c.Seq, Name: cp.Where,
 				Detail: fmt.Sprintf("the signature is not key %s's: the checkpoint was altered or forged", c.KeyID)})
 			continue
@@ -228,6 +228,17 @@ func CheckCheckpoints(cps []StoredCheckpoint, hashes map[uint64]string, keys map
 		}
 	}
 	return breaks, warnings, verified
+}
+
+// signedBy is the checkpoint cp says, and whether a key of keys signed it.
+func (cp SignedCheckpoint) signedBy(keys map[string]ed25519.PublicKey) (Checkpoint, bool) {
+	c, err := ParseCheckpoint(cp.Payload)
+	if err != nil {
+		return c, false
+	}
+	key, known := keys[c.KeyID]
+	sig, err := base64.StdEncoding.DecodeString(cp.Signature)
+	return c, known && err == nil && ed25519.Verify(key, []byte(cp.Payload), sig)
 }
 
 // PutCheckpoint writes a signed checkpoint to the mirror, once.

@@ -115,7 +115,7 @@ func (c MirrorCheck) Verify(ctx context.Context) (Report, *MirrorSummary, error)
 	rep.Breaks = append(rep.Breaks, breaks...)
 	rep.Warnings = append(rep.Warnings, warnings...)
 	sum.Checkpoints, sum.Verified = len(cps), verified
-	breaks, warnings, sum.Timestamped = CheckTimestamps(cps, c.TSA)
+	breaks, warnings, sum.Timestamped = CheckTimestamps(cps, c.Keys, c.TSA)
 	rep.Breaks = append(rep.Breaks, breaks...)
 	rep.Warnings = append(rep.Warnings, warnings...)
 	return rep, sum, nil

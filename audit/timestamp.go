@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -12,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/digitorus/pkcs7"
 	"github.com/digitorus/timestamp"
 )
 
@@ -91,7 +94,7 @@ func ParseTSATrust(pemBytes []byte) (*TSATrust, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.CheckSignatureFrom(c) == nil {
+		if bytes.Equal(c.RawSubject, c.RawIssuer) && c.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature) == nil {
 			trust.Roots.AddCert(c)
 			roots++
 		} else {
@@ -110,12 +113,9 @@ func ParseTSATrust(pemBytes []byte) (*TSATrust, error) {
 // of the time it states; without, who signed it is not established. It
 // returns the time the token states and its signer's subject.
 func CheckTimestamp(token, payload []byte, trust *TSATrust) (time.Time, string, error) {
-	ts, err := timestamp.Parse(token) // checks the signature by the certificates it carries
+	ts, err := timestamp.Parse(token) // checks the signature by the certificate it names
 	if err != nil {
 		return time.Time{}, "", fmt.Errorf("%w: %v", ErrTimestamp, err)
-	}
-	if len(ts.Certificates) == 0 {
-		return time.Time{}, "", fmt.Errorf("%w: it carries no signing certificate, so its signature cannot be checked", ErrTimestamp)
 	}
 	if ts.HashAlgorithm != crypto.SHA256 {
 		return time.Time{}, "", fmt.Errorf("%w: it covers a %s digest, not SHA-256", ErrTimestamp, ts.HashAlgorithm)
@@ -124,23 +124,25 @@ func CheckTimestamp(token, payload []byte, trust *TSATrust) (time.Time, string, 
 	if !bytes.Equal(ts.HashedMessage, sum[:]) {
 		return time.Time{}, "", fmt.Errorf("%w: it covers another text than this checkpoint", ErrTimestamp)
 	}
-	signer := ts.Certificates[0]
-	for _, c := range ts.Certificates {
-		for _, u := range c.ExtKeyUsage {
-			if u == x509.ExtKeyUsageTimeStamping {
-				signer = c
-			}
-		}
+	// The certificate judged is the one that signed: the token may carry
+	// others, a genuine authority's among them, to stand beside a forger's.
+	p7, err := pkcs7.Parse(token)
+	if err != nil {
+		return time.Time{}, "", fmt.Errorf("%w: %v", ErrTimestamp, err)
+	}
+	signer := p7.GetOnlySigner()
+	if signer == nil {
+		return time.Time{}, "", fmt.Errorf("%w: it must have exactly one signer, whose certificate it carries", ErrTimestamp)
+	}
+	if !slices.Contains(signer.ExtKeyUsage, x509.ExtKeyUsageTimeStamping) {
+		return time.Time{}, "", fmt.Errorf("%w: its signer %q is not certified for time stamping", ErrTimestamp, signer.Subject.String())
 	}
 	if trust != nil {
-		intermediates := x509.NewCertPool()
-		if trust.Intermediates != nil {
-			intermediates = trust.Intermediates.Clone()
-		}
-		for _, c := range ts.Certificates {
+		intermediates := trust.Intermediates.Clone()
+		for _, c := range p7.Certificates {
 			intermediates.AddCert(c)
 		}
-		if _, err := signer.Verify(x509.VerifyOptions{Roots: trust.Roots, Intermediates: intermediates, CurrentTime: ts.Time,
+		if err := p7.VerifyWithOpts(x509.VerifyOptions{Roots: trust.Roots, Intermediates: intermediates, CurrentTime: ts.Time,
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageTimeStamping}}); err != nil {
 			return time.Time{}, "", fmt.Errorf("%w: its signer %q is not a timestamp authority of --tsa-certs: %v", ErrTimestamp, signer.Subject.String(), err)
 		}
@@ -148,16 +150,27 @@ func CheckTimestamp(token, payload []byte, trust *TSATrust) (time.Time, string, 
 	return ts.Time, signer.Subject.String(), nil
 }
 
+// timestampSkew is how far a checkpoint's own time may be from the time
+// its authority stamped it: the controller asks right after signing.
+const timestampSkew = 5 * time.Minute
+
 // CheckTimestamps checks the timestamp of every checkpoint that has one
 // (CheckTimestamp, against trust when given): a token that does not cover
-// its checkpoint is a break; one whose signer could not be established
-// (no trust) a warning. It returns how many hold.
-func CheckTimestamps(cps []StoredCheckpoint, trust *TSATrust) (breaks, warnings []Break, stamped int) {
+// its checkpoint, or stamps it at another time than the checkpoint says,
+// is a break; one whose signer could not be established (no trust) a
+// warning, and so, with trust, is a signed checkpoint with no token. It
+// returns how many checkpoints, signed by a key of keys, hold a token of
+// a trusted authority (each once, whichever copies say so).
+func CheckTimestamps(cps []StoredCheckpoint, keys map[string]ed25519.PublicKey, trust *TSATrust) (breaks, warnings []Break, stamped int) {
+	counted := map[uint64]bool{}
 	for _, cp := range cps {
+		c, signed := cp.signedBy(keys)
 		if cp.Timestamp == "" {
+			if trust != nil && signed {
+				warnings = append(warnings, Break{Kind: BreakCheckpointUnverified, Seq: c.Seq, Name: cp.Where, Detail: "not timestamped: the controller had no --tsa, or its authority did not answer"})
+			}
 			continue
 		}
-		c, _ := ParseCheckpoint(cp.Payload)
 		token, err := base64.StdEncoding.DecodeString(cp.Timestamp)
 		if err != nil {
 			breaks = append(breaks, Break{Kind: BreakCheckpoint, Seq: c.Seq, Name: cp.Where, Detail: "the timestamp is not base64: " + err.Error()})
@@ -167,10 +180,14 @@ func CheckTimestamps(cps []StoredCheckpoint, trust *TSATrust) (breaks, warnings 
 		switch {
 		case err != nil:
 			breaks = append(breaks, Break{Kind: BreakCheckpoint, Seq: c.Seq, Name: cp.Where, Detail: err.Error()})
+		case at.Before(c.Time.Add(-timestampSkew)) || at.After(c.Time.Add(timestampSkew)):
+			breaks = append(breaks, Break{Kind: BreakCheckpoint, Seq: c.Seq, Name: cp.Where,
+				Detail: fmt.Sprintf("%v: the checkpoint says %s, its authority stamped it %s: it was not made when it says", ErrTimestamp, c.Time.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))})
 		case trust == nil:
 			warnings = append(warnings, Break{Kind: BreakCheckpointUnverified, Seq: c.Seq, Name: cp.Where,
 				Detail: fmt.Sprintf("timestamped %s by %q, which was not checked against --tsa-certs: unverified", at.UTC().Format(time.RFC3339), signer)})
-		default:
+		case signed && !counted[c.Seq]:
+			counted[c.Seq] = true
 			stamped++
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/digitorus/pkcs7"
 	"github.com/digitorus/timestamp"
 )
 
@@ -27,6 +28,7 @@ import (
 // certificate for time stamping under it (the e2e tests run sigstore's).
 type testTSA struct {
 	root     *x509.Certificate
+	rootKey  *ecdsa.PrivateKey
 	leaf     *x509.Certificate
 	leafKey  *ecdsa.PrivateKey
 	requests int
@@ -50,7 +52,7 @@ func newTestTSA(t *testing.T) *testTSA {
 		t.Fatal(err)
 	}
 	leaf, _ := x509.ParseCertificate(leafDER)
-	return &testTSA{root: root, leaf: leaf, leafKey: leafKey}
+	return &testTSA{root: root, rootKey: rootKey, leaf: leaf, leafKey: leafKey}
 }
 
 // respond answers an RFC 3161 request.
@@ -96,7 +98,7 @@ func TestTimestampsProveTheirCheckpoint(t *testing.T) {
 		w.Write(authority.respond(t, body))
 	}))
 	defer srv.Close()
-	signer, _ := newTestSigner(t)
+	signer, keys := newTestSigner(t)
 	first := signer.Sign(Checkpoint{Seq: 4, Hash: strings.Repeat("a", 64), Records: 4, Time: time.Now().UTC()})
 	second := signer.Sign(Checkpoint{Seq: 9, Hash: strings.Repeat("b", 64), Records: 9, Time: time.Now().UTC()})
 	tsa := &TSA{URL: srv.URL + "/api/v1/timestamp"}
@@ -114,29 +116,96 @@ func TestTimestampsProveTheirCheckpoint(t *testing.T) {
 		}
 		return out
 	}
-	if breaks, warnings, stamped := CheckTimestamps(stored(first, second), authority.trust(t)); len(breaks)+len(warnings) != 0 || stamped != 2 {
+	if breaks, warnings, stamped := CheckTimestamps(stored(first, second), keys, authority.trust(t)); len(breaks)+len(warnings) != 0 || stamped != 2 {
 		t.Errorf("two good timestamps: %v %v %d", breaks, warnings, stamped)
 	}
-	if breaks, warnings, stamped := CheckTimestamps(stored(first), nil); len(breaks) != 0 || len(warnings) != 1 || stamped != 0 || !strings.Contains(warnings[0].Detail, "not checked against --tsa-certs") {
+	if breaks, warnings, stamped := CheckTimestamps(stored(first), keys, nil); len(breaks) != 0 || len(warnings) != 1 || stamped != 0 || !strings.Contains(warnings[0].Detail, "not checked against --tsa-certs") {
 		t.Errorf("no roots: %v %v %d", breaks, warnings, stamped)
 	}
 	swapped := first
 	swapped.Timestamp = second.Timestamp
-	if breaks, _, _ := CheckTimestamps(stored(swapped), authority.trust(t)); len(breaks) != 1 || !strings.Contains(breaks[0].Detail, "covers another text") {
+	if breaks, _, _ := CheckTimestamps(stored(swapped), keys, authority.trust(t)); len(breaks) != 1 || !strings.Contains(breaks[0].Detail, "covers another text") {
 		t.Errorf("a token moved to another checkpoint: %v", breaks)
 	}
-	token, _ := base64.StdEncoding.DecodeString(first.Timestamp)
-	token[len(token)-10] ^= 0xff
+	flipped, _ := base64.StdEncoding.DecodeString(first.Timestamp)
+	flipped[len(flipped)-10] ^= 0xff
 	altered := first
-	altered.Timestamp = base64.StdEncoding.EncodeToString(token)
-	if breaks, _, _ := CheckTimestamps(stored(altered), authority.trust(t)); len(breaks) != 1 {
+	altered.Timestamp = base64.StdEncoding.EncodeToString(flipped)
+	if breaks, _, _ := CheckTimestamps(stored(altered), keys, authority.trust(t)); len(breaks) != 1 {
 		t.Errorf("an altered token: %v", breaks)
 	}
 	other := newTestTSA(t)
-	if breaks, _, _ := CheckTimestamps(stored(first), other.trust(t)); len(breaks) != 1 || !strings.Contains(breaks[0].Detail, "not a timestamp authority of --tsa-certs") {
+	if breaks, _, _ := CheckTimestamps(stored(first), keys, other.trust(t)); len(breaks) != 1 || !strings.Contains(breaks[0].Detail, "not a timestamp authority of --tsa-certs") {
 		t.Errorf("a token of an authority not trusted: %v", breaks)
 	}
-	if authority.requests != 2 {
+	// Counted once per checkpoint, however many copies say so, and only
+	// for a checkpoint signed by a key passed.
+	if _, _, stamped := CheckTimestamps(stored(first, first, second), keys, authority.trust(t)); stamped != 2 {
+		t.Errorf("two checkpoints, one of them twice: %d stamped", stamped)
+	}
+	if _, _, stamped := CheckTimestamps(stored(first), nil, authority.trust(t)); stamped != 0 {
+		t.Errorf("a checkpoint no key passed signed: %d stamped", stamped)
+	}
+	// With --tsa-certs, a signed checkpoint without a token is said.
+	bare := first
+	bare.Timestamp = ""
+	if _, warnings, _ := CheckTimestamps(stored(bare), keys, authority.trust(t)); len(warnings) != 1 || !strings.Contains(warnings[0].Detail, "not timestamped") {
+		t.Errorf("a checkpoint with no token: %v", warnings)
+	}
+	// Back-dated: the key holder signs a checkpoint dated a day ago and
+	// has it stamped now.
+	old := signer.Sign(Checkpoint{Seq: 2, Hash: strings.Repeat("c", 64), Records: 2, Time: time.Now().Add(-24 * time.Hour).UTC()})
+	token, err := tsa.Timestamp(context.Background(), []byte(old.Payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Timestamp = base64.StdEncoding.EncodeToString(token)
+	if breaks, _, _ := CheckTimestamps(stored(old), keys, authority.trust(t)); len(breaks) != 1 || !strings.Contains(breaks[0].Detail, "it was not made when it says") {
+		t.Errorf("a back-dated checkpoint: %v", breaks)
+	}
+	// A forger signs a genuine token's content with a key of their own
+	// and carries the authority's certificate beside theirs: the signer is
+	// judged, not the certificate that would chain.
+	genuine, _ := base64.StdEncoding.DecodeString(first.Timestamp)
+	p7, err := pkcs7.Parse(genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withEKU := range []bool{false, true} {
+		forger := newTestTSA(t)
+		cert := forger.leaf
+		if !withEKU {
+			cert = forger.root
+		}
+		key := forger.leafKey
+		if !withEKU {
+			key = nil
+		}
+		sd, err := pkcs7.NewSignedData(p7.Content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd.SetContentType(asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 16, 1, 4})
+		if withEKU {
+			err = sd.AddSigner(cert, key, pkcs7.SignerInfoConfig{})
+		} else {
+			err = sd.AddSigner(cert, forger.rootKey, pkcs7.SignerInfoConfig{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd.AddCertificate(authority.leaf)
+		forged, err := sd.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := first
+		cp.Timestamp = base64.StdEncoding.EncodeToString(forged)
+		if breaks, _, stamped := CheckTimestamps(stored(cp), keys, authority.trust(t)); len(breaks) != 1 || stamped != 0 {
+			t.Errorf("a token signed by a forger (timestamping EKU %v) beside the authority's certificate: %v, %d stamped", withEKU, breaks, stamped)
+		}
+	}
+	if authority.requests != 3 {
 		t.Errorf("the authority was asked %d times, want 2", authority.requests)
 	}
 	if _, err := (&TSA{URL: srv.URL + "/nowhere", Client: &http.Client{Timeout: time.Nanosecond}}).Timestamp(context.Background(), []byte("x")); err == nil {

@@ -339,8 +339,8 @@ func (e *Engine) noteHold(ctx context.Context, app argocd.App, st *SessionStatus
 			parent, err := e.App(ctx, argocd.AppRef{Namespace: argocd.NamespaceOr(p.Namespace, app.GetNamespace()), Name: p.Name})
 			if err == nil && parent.SyncsAutomatically() {
 				st.SyncReenabled = true
-				st.Notes = append(st.Notes, fmt.Sprintf("automated sync of parent application %s, paused with the session, is on again: it may sync %s back from Git over the live fix; check the target, then close the session with `%s --force --reason …`",
-					p.Name, ref.Name, next.Restore(ref.Namespace, ref.Name)))
+				st.Notes = append(st.Notes, fmt.Sprintf("automated sync of parent application %s, paused with the session, is on again: it may sync %s back from Git over the live fix; check the target, then close the session with `%s`",
+					p.Name, ref.Name, next.ForceRestore(ref.Namespace, ref.Name)))
 			}
 		}
 	}
@@ -351,8 +351,8 @@ func (e *Engine) noteHold(ctx context.Context, app argocd.App, st *SessionStatus
 		st.Notes = append(st.Notes, disagreement+": the session is read from the audit log, which restore and --join act on; --join writes the annotation back from it")
 	}
 	if len(st.Retargeted) > 0 {
-		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s --force --reason …`",
-			ErrRetargeted, strings.Join(st.Retargeted, "; "), next.Restore(ref.Namespace, ref.Name)))
+		st.Notes = append(st.Notes, fmt.Sprintf("%s (%s): whether Git caught up is judged only against the sources the session was opened against, so it is not; point it back, or close the session with `%s`",
+			ErrRetargeted, strings.Join(st.Retargeted, "; "), next.ForceRestore(ref.Namespace, ref.Name)))
 	}
 }
 
@@ -366,7 +366,7 @@ func (e *Engine) noteLive(ctx context.Context, app argocd.App, st *SessionStatus
 			st.Notes = append(st.Notes, "could not check that the live fix still holds ("+argocd.Brief(err)+")")
 		case len(reverted) > 0:
 			st.Reverted = reverted
-			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`%s`)", describeReverted(reverted), next.Join(st.App.Name)))
+			st.Notes = append(st.Notes, fmt.Sprintf("REVERTED: the live fix no longer holds at %s; patch it again within the session (`%s`)", describeReverted(reverted), next.Join(st.App.Namespace, st.App.Name)))
 		}
 	}
 	if pending := session.pending(); pending != nil {
@@ -387,7 +387,7 @@ func (e *Engine) judgeTargets(ctx context.Context, app argocd.App, argo *argocd.
 	now := app.Git()
 	st.Revision, st.Revisions, st.Hydrated = now.Revision, now.Revisions, now.Hydrated
 	moved := argocd.GitMoved(sessionGit(session), now)
-	if argo == nil && session.holdsFields() {
+	if argo == nil && session.holdsFields() && len(latestPatches(session)) > 0 {
 		st.CannotTell = "the session holds its patched fields out of Argo CD's compare, and without the Argo CD API (ARGOCD_SERVER, ARGOCD_AUTH_TOKEN) nothing can tell when Git has them"
 	}
 	var manifests []map[string]any

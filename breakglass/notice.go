@@ -43,27 +43,27 @@ type Notice struct {
 // NoticesOf is what st, evaluated as of now, has to be noticed, each a
 // notice of its own: nothing when all is well.
 func NoticesOf(st *SessionStatus) []*Notice {
-	restore := next.Restore(st.App.Namespace, st.App.Name)
+	restore, force := next.Restore(st.App.Namespace, st.App.Name), next.ForceRestore(st.App.Namespace, st.App.Name)
 	var out []*Notice
 	if len(st.Retargeted) > 0 {
 		out = append(out, &Notice{Event: audit.EventRetargeted, Reason: EventRetargeted,
 			What: fmt.Sprintf("%s was repointed behind break-glass session %s (%s): Git catching up there would not keep the live fix once it is pointed back.", st.App.Name, st.Session.ID, strings.Join(st.Retargeted, "; ")),
-			Todo: fmt.Sprintf("Point it back at the sources the session was opened against, or close the session with `%s --force --reason …` once the fix is safe.", restore)})
+			Todo: fmt.Sprintf("Point it back at the sources the session was opened against, or close the session with `%s` once the fix is safe.", force)})
 	}
 	if len(st.Reverted) > 0 {
 		out = append(out, &Notice{Event: audit.EventReverted, Reason: EventReverted,
 			What: fmt.Sprintf("The live fix of break-glass session %s on %s was reverted: %s.", st.Session.ID, st.App.Name, describeReverted(st.Reverted)),
-			Todo: fmt.Sprintf("Patch it again within the session (`%s`), and find out why it was reverted (a manual Sync applies Git over the fix).", next.Join(st.App.Name))})
+			Todo: fmt.Sprintf("Patch it again within the session (`%s`), and find out why it was reverted (a manual Sync applies Git over the fix).", next.Join(st.App.Namespace, st.App.Name))})
 	}
 	if st.SyncReenabled {
 		out = append(out, &Notice{Event: audit.EventReenabled, Reason: EventReenabled,
 			What: fmt.Sprintf("Automated sync of %s was turned back on behind break-glass session %s: Argo CD may have reverted the live fix.", st.App.Name, st.Session.ID),
-			Todo: fmt.Sprintf("Check the target; then close the session with `%s --force --reason …` and break-glass again if the fix is gone.", restore)})
+			Todo: fmt.Sprintf("Check the target; then close the session with `%s` and break-glass again if the fix is gone.", force)})
 	}
 	if st.Expired && !st.Ready {
 		out = append(out, &Notice{Event: audit.EventExpired, Reason: EventExpiredReason,
 			What: fmt.Sprintf("Break-glass session %s on %s expired at %s and Git has not caught up: sync stays paused, since re-enabling it would revert the fix.", st.Session.ID, st.App.Name, st.Session.Expires.UTC().Format(time.RFC3339)),
-			Todo: fmt.Sprintf("Bring Git up to the fix (see this ticket), then `%s`; or `%s --force --reason …` to drop the fix.", restore, restore)})
+			Todo: fmt.Sprintf("Bring Git up to the fix (see this ticket), then `%s`; or `%s` to drop the fix.", restore, force)})
 	}
 	return out
 }

@@ -481,9 +481,9 @@ func uiNotice(s *Session) map[string]any {
 		text += " Expires " + s.Expires.UTC().Format(time.RFC3339) + "."
 	}
 	if s.pauses() {
-		text += " Sync stays paused until Git has the fix: " + next.Status("") + "."
+		text += " Sync stays paused until Git has the fix: " + next.Status("", "") + "."
 	} else {
-		text += " Automated sync stays on; only these fields are held until Git has the fix: " + next.Status("") + "."
+		text += " Automated sync stays on; only these fields are held until Git has the fix: " + next.Status("", "") + "."
 	}
 	if s.holdsFields() {
 		text += " A Sync keeps the held fields only with " + RespectIgnoreDifferences + " ticked."

@@ -190,6 +190,12 @@ func (p *proposing) chooseSource(ctx context.Context, dir string) error {
 		}
 	}
 	switch {
+	case len(took) == 1 && len(failed) > 0:
+		// The source that failed may render the objects too, and
+		// override the fix: nothing is proven.
+		return fmt.Errorf("%w: %v; another source takes the fix, but this one could not be checked", ErrCannotPropose, errors.Join(failed...))
+	case len(took) == 1 && lentTo(p.sources, p.src) != "":
+		return fmt.Errorf("%w: source %d takes the fix, but %s reads its files as $%s, and what that renders is not checked: make the change by hand", ErrCannotPropose, p.src.Position, lentTo(p.sources, p.src), p.src.Ref)
 	case len(took) == 1:
 		return p.resolveProvider()
 	case len(took) > 1:
@@ -198,6 +204,22 @@ func (p *proposing) chooseSource(ctx context.Context, dir string) error {
 		return failed[0]
 	}
 	return fmt.Errorf("%w: no source of the Application takes the fix: %s", ErrCannotPropose, strings.Join(why, "; "))
+}
+
+// lentTo names a source of sources that reads s's files as a value file
+// ($REF/…), "" when none does.
+func lentTo(sources []proposal.Source, s proposal.Source) string {
+	if s.Ref == "" {
+		return ""
+	}
+	for _, other := range sources {
+		for _, f := range other.Helm.ValueFiles {
+			if strings.HasPrefix(f, "$"+s.Ref+"/") {
+				return fmt.Sprintf("source %d", other.Position)
+			}
+		}
+	}
+	return ""
 }
 
 // makeChange checks the source out under dir (each source, when there are
@@ -215,7 +237,7 @@ func (p *proposing) makeChange(ctx context.Context, dir string) error {
 	}
 	dest, kind := p.app.Destination().Namespace, p.kind
 	if len(p.change.Files) == 0 {
-		return fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, p.repo.Base, redact.Text(p.src.RepoURL), next.Status(p.req.App))
+		return fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, p.repo.Base, redact.Text(p.src.RepoURL), next.Status(p.app.GetNamespace(), p.req.App))
 	}
 	if err := holdsFix(p.change.After, dest, p.st.Session); err != nil {
 		return err

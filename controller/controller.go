@@ -441,7 +441,7 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 // then. next is when the session is due anyway; it returns when to look
 // again (zero once restored).
 func (c *Controller) autoRestore(ctx context.Context, app argocd.App, st *breakglass.SessionStatus, key string, next time.Time) (time.Time, error) {
-	if st.CannotTell != "" {
+	if st.CannotTell != "" && !st.Ready {
 		// Refreshing would change nothing: say so once, and wait for
 		// the session to be closed by hand.
 		told := "cannot tell " + st.Session.ID

@@ -370,7 +370,7 @@ func find(ctx context.Context, r *run, app argocd.App, opts Options) (*Report, e
 				rep.Fields = append(rep.Fields, finish(row))
 			}
 		}
-		note("session %s holds its patched fields out of Argo CD's compare (ignoreDifferences): they are shown from the live objects, without Git's value (%s compares them with Git)", session.Session, next.Status(""))
+		note("session %s holds its patched fields out of Argo CD's compare (ignoreDifferences): they are shown from the live objects, without Git's value (%s compares them with Git)", session.Session, next.Status("", ""))
 	}
 	return rep, nil
 }

@@ -7,6 +7,8 @@
 // It imports nothing of ours and must never: every package may use it.
 package next
 
+import "strings"
+
 // Elided stands for a value the person supplies (a reason, a target).
 const Elided = "…"
 
@@ -15,35 +17,39 @@ const (
 	defaultHome = "argocd"
 )
 
-// Restore closes the session of the Application name in namespace. An
-// empty namespace, or Argo CD's own, needs no --app-namespace.
-func Restore(namespace, name string) string {
-	s := gitops + "restore " + name
+// app is the arguments that name Application name of namespace: an empty
+// namespace, or Argo CD's own, needs no --app-namespace.
+func app(namespace, name string) string {
 	if namespace != "" && namespace != defaultHome {
-		s += " --app-namespace " + namespace
+		return name + " --app-namespace " + namespace
 	}
-	return s
+	return name
 }
+
+// Restore closes the session of the Application name in namespace.
+func Restore(namespace, name string) string { return gitops + "restore " + app(namespace, name) }
 
 // ForceRestore closes the session without Git's fix.
 func ForceRestore(namespace, name string) string {
 	return Restore(namespace, name) + " --force --reason " + Elided
 }
 
-// Join patches again within the session open on the Application name.
-func Join(name string) string { return gitops + "breakglass " + name + " " + Elided + " --join" }
+// Join patches again within the session open on the Application.
+func Join(namespace, name string) string {
+	return gitops + "breakglass " + name + " " + Elided + " --join" + strings.TrimPrefix(app(namespace, name), name)
+}
 
-// Status says whether Git has caught up with the Application name's fix;
-// every open session when name is empty.
-func Status(name string) string {
+// Status says whether Git has caught up with the Application's fix; every
+// open session when name is empty.
+func Status(namespace, name string) string {
 	if name == "" {
 		return gitops + "status"
 	}
-	return gitops + "status " + name
+	return gitops + "status " + app(namespace, name)
 }
 
-// Propose proposes the Application name's live fix in Git.
-func Propose(name string) string { return gitops + "propose " + name }
+// Propose proposes the Application's live fix in Git.
+func Propose(namespace, name string) string { return gitops + "propose " + app(namespace, name) }
 
 // TicketSync does the Jira work the audit log has queued.
 func TicketSync() string { return gitops + "ticket sync" }
@@ -83,12 +89,20 @@ func AuditVerify(namespace string) string {
 }
 
 // AuditVerifyFile checks the chain of the audit log kept in file path.
-func AuditVerifyFile(path string) string { return gitops + "audit verify --file " + path }
+func AuditVerifyFile(path string) string { return gitops + "audit verify --file " + quote(path) }
+
+// quote is s as one shell word: as it is when it needs no quoting.
+func quote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // AuditVerifyMirror checks the mirror at url: alone when only is set, else
 // against the audit log in namespace (the default's when empty).
 func AuditVerifyMirror(url, namespace string, only bool) string {
-	s := gitops + "audit verify --mirror " + url
+	s := gitops + "audit verify --mirror " + quote(url)
 	if only {
 		s += " --mirror-only"
 	}

@@ -301,7 +301,7 @@ func (o *BreakglassOptions) proposalTrouble(p *breakglass.Proposed, err error) {
 		}
 	}
 	if err != nil {
-		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; run `%s` once that is fixed", explain(err, "propose", o.appRef()), next.Propose(o.Request.App)))
+		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; run `%s` once that is fixed", explain(err, "propose", o.appRef()), next.Propose(o.appRef().Namespace, o.Request.App)))
 	}
 }
 

@@ -18,9 +18,9 @@ import (
 var nextSteps = map[string][]string{
 	"Restore":            {next.Restore("argocd", "web"), next.Restore("team-a", "web")},
 	"ForceRestore":       {next.ForceRestore("team-a", "web")},
-	"Join":               {next.Join("web")},
-	"Status":             {next.Status("web"), next.Status("")},
-	"Propose":            {next.Propose("web")},
+	"Join":               {next.Join("argocd", "web"), next.Join("team-a", "web")},
+	"Status":             {next.Status("argocd", "web"), next.Status("team-a", "web"), next.Status("", "")},
+	"Propose":            {next.Propose("team-a", "web")},
 	"TicketSync":         {next.TicketSync()},
 	"Debt":               {next.Debt("web")},
 	"AuditLog":           {next.AuditLog("web", "breakglass.paused", true), next.AuditLog("web", "", false)},
@@ -28,7 +28,7 @@ var nextSteps = map[string][]string{
 	"AuditLogAll":        {next.AuditLogAll()},
 	"AuditShow":          {next.AuditShow("20261203-031000-ab12c")},
 	"AuditVerify":        {next.AuditVerify(""), next.AuditVerify("gitops-audit")},
-	"AuditVerifyFile":    {next.AuditVerifyFile("/var/audit.jsonl")},
+	"AuditVerifyFile":    {next.AuditVerifyFile("/var/audit.jsonl"), next.AuditVerifyFile("/var/audit log's.jsonl")},
 	"AuditVerifyMirror":  {next.AuditVerifyMirror("s3://audit/prod", "", true), next.AuditVerifyMirror("s3://audit/prod", "gitops-audit", false)},
 	"AuditExport":        {next.AuditExport()},
 	"AuditRepairHead":    {next.AuditRepairHead(""), next.AuditRepairHead("gitops-audit")},
@@ -47,7 +47,7 @@ func TestEveryNextStepParses(t *testing.T) {
 				t.Errorf("%s: %q is not a kubectl gitops command", fn, line)
 				continue
 			}
-			args := strings.Fields(strings.ReplaceAll(rest, next.Elided, "x"))
+			args := shellWords(strings.ReplaceAll(rest, next.Elided, "x"))
 			cmd, flags, err := root.Find(args)
 			if err != nil || cmd == root {
 				t.Errorf("%s: %q names no command (%v)", fn, line, err)
@@ -67,6 +67,42 @@ func TestEveryNextStepParses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// shellWords splits s as a POSIX shell does words: single quotes keep
+// what they hold, a backslash outside them the next character.
+func shellWords(s string) []string {
+	var words []string
+	var word strings.Builder
+	inWord, quoted, escaped := false, false, false
+	for _, r := range s {
+		switch {
+		case escaped:
+			word.WriteRune(r)
+			escaped = false
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			word.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == '\\':
+			escaped, inWord = true, true
+		case r == ' ':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
 }
 
 // TestEveryNextStepIsParsed keeps nextSteps whole: a function added to

@@ -49,6 +49,10 @@ func proposalStates(ctx context.Context, statuses []*breakglass.SessionStatus, g
 			case err != nil:
 				notes = append(notes, fmt.Sprintf("%s: the state of %s is not known: %v", s.App.Name, proposalColumn(&p, ""), err))
 				return
+			case state != proposal.StateOpen && state != proposal.StateMerged && state != proposal.StateClosed:
+				// Printed as it is: only the states the APIs document.
+				notes = append(notes, fmt.Sprintf("%s: %s answered a state it does not document", s.App.Name, p.Provider))
+				return
 			}
 			s.ProposalState = state
 		}(s, *p)

@@ -59,7 +59,23 @@ type api struct {
 }
 
 func newAPI(base, header, token string) api {
-	return api{base: strings.TrimSuffix(base, "/"), header: header, token: token, client: &http.Client{Timeout: 30 * time.Second}}
+	a := api{base: strings.TrimSuffix(base, "/"), header: header, token: token}
+	// The token goes to the API's own host and nowhere else: Go drops
+	// Authorization on a redirect elsewhere, not GitLab's PRIVATE-TOKEN.
+	a.client = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if !a.ownHost(req.URL.String()) {
+			return fmt.Errorf("%w: a redirect to %s, away from the API's host", ErrProvider, req.URL.Host)
+		}
+		return nil
+	}}
+	return a
+}
+
+// ownHost is whether target is on the API's scheme and host.
+func (a api) ownHost(target string) bool {
+	t, err := url.Parse(target)
+	b, berr := url.Parse(a.base)
+	return err == nil && berr == nil && t.Scheme == b.Scheme && t.Host == b.Host
 }
 
 // do sends a request to path (or a full URL from a Link header) and
@@ -68,6 +84,9 @@ func (a api) do(ctx context.Context, method, path string, body, out any) (http.H
 	target := path
 	if !strings.HasPrefix(path, "http://") && !strings.HasPrefix(path, "https://") {
 		target = a.base + path
+	} else if !a.ownHost(path) {
+		// A Link header names the next page: on the API's host alone.
+		return nil, fmt.Errorf("%w: the API named a next page on another host (%s)", ErrProvider, redactURL(path))
 	}
 	var reader io.Reader
 	if body != nil {

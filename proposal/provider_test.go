@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -77,5 +79,37 @@ func TestDetect(t *testing.T) {
 		if got := p + " " + project; got != want {
 			t.Errorf("Detect(%s) = %q, want %q", url, got, want)
 		}
+	}
+}
+
+// TestTheTokenStaysOnTheAPIsHost: neither a redirect nor a next-page link
+// takes the token to another host (Go drops Authorization on a redirect
+// elsewhere, but not GitLab's PRIVATE-TOKEN).
+func TestTheTokenStaysOnTheAPIsHost(t *testing.T) {
+	var leaked []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("PRIVATE-TOKEN")+r.Header.Get("Authorization"))
+		w.Write([]byte(`[]`))
+	}))
+	defer elsewhere.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "merge_requests/1") {
+			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusFound)
+			return
+		}
+		w.Header().Set("Link", `<`+elsewhere.URL+`/repos/acme/web/pulls?page=2>; rel="next"`)
+		w.Write([]byte(`[]`))
+	}))
+	defer api.Close()
+	gitlab, _ := NewGitLab(api.URL, "acme/web", "s3cret")
+	if _, err := gitlab.State(context.Background(), 1); err == nil {
+		t.Error("a redirect to another host: no error")
+	}
+	github, _ := NewGitHub(api.URL, "acme/web", "s3cret")
+	if _, err := github.Open(context.Background(), Request{Branch: "b", Base: "main", Title: "t"}); err == nil || !strings.Contains(err.Error(), "another host") {
+		t.Errorf("a next page on another host: %v", err)
+	}
+	if len(leaked) > 0 {
+		t.Errorf("the other host was asked, with %q", leaked)
 	}
 }

@@ -80,7 +80,7 @@ func Description(rc Reconcile) string {
 		b.WriteString(changesSection(p))
 		b.WriteString(patchSection(p))
 	}
-	fmt.Fprintf(&b, "h3. Once Git has the fix\n{noformat}\n%s\n%s\n{noformat}\n", noformat(next.Status(appName(r))), noformat(rc.Restore))
+	fmt.Fprintf(&b, "h3. Once Git has the fix\n{noformat}\n%s\n%s\n{noformat}\n", noformat(next.Status(appNamespace(r), appName(r))), noformat(rc.Restore))
 	return fitField(b.String(), r.ID)
 }
 
@@ -370,6 +370,13 @@ var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)
 // label turns s into a Jira label: no spaces, at most 255 characters.
 func label(s string) string {
 	return truncate(labelUnsafe.ReplaceAllString(s, "_"), 255, "")
+}
+
+func appNamespace(r *audit.Record) string {
+	if r.Application == nil {
+		return ""
+	}
+	return r.Application.Namespace
 }
 
 func appName(r *audit.Record) string {
