@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,18 @@ import (
 type tmuxSession struct {
 	t    *testing.T
 	name string
+	// socket is the session's own tmux server: sessions sharing one
+	// raced its exit (a session killed as the last one ends the server,
+	// and the next new-session met it going: "server exited unexpectedly").
+	socket string
+}
+
+// tmuxServers numbers the tmux servers this process starts.
+var tmuxServers atomic.Int64
+
+// tmux runs a tmux command on the session's own server.
+func (s *tmuxSession) tmux(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-L", s.socket}, args...)...)
 }
 
 func newTmux(t *testing.T, u *user, command string) *tmuxSession {
@@ -25,7 +40,7 @@ func newTmux(t *testing.T, u *user, command string) *tmuxSession {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is needed for the interactive tests: apt-get install tmux")
 	}
-	s := &tmuxSession{t: t, name: "kg-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	s := &tmuxSession{t: t, name: "kg-" + strings.ReplaceAll(t.Name(), "/", "-"), socket: fmt.Sprintf("kg-e2e-%d-%d", os.Getpid(), tmuxServers.Add(1))}
 	// The environment goes into the command: a running tmux server keeps
 	// its own PATH for new sessions.
 	var assignments []string
@@ -34,15 +49,18 @@ func newTmux(t *testing.T, u *user, command string) *tmuxSession {
 	}
 	args := []string{"new-session", "-d", "-s", s.name, "-x", "160", "-y", "50",
 		"env " + strings.Join(assignments, " ") + " " + command + "; echo EXIT=$?; sleep 60"}
-	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+	if out, err := s.tmux(args...).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	t.Cleanup(s.kill)
 	return s
 }
 
+// kill ends the session's tmux server, and the session with it.
+func (s *tmuxSession) kill() { _ = s.tmux("kill-server").Run() }
+
 func (s *tmuxSession) screen() string {
-	out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	out, _ := s.tmux("capture-pane", "-p", "-t", s.name).Output()
 	return string(out)
 }
 
@@ -63,7 +81,7 @@ func (s *tmuxSession) waitFor(text string) {
 func (s *tmuxSession) keys(keys ...string) {
 	s.t.Helper()
 	for _, k := range keys {
-		if out, err := exec.Command("tmux", "send-keys", "-t", s.name, k).CombinedOutput(); err != nil {
+		if out, err := s.tmux("send-keys", "-t", s.name, k).CombinedOutput(); err != nil {
 			s.t.Fatalf("send-keys: %v: %s", err, out)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -182,6 +200,6 @@ func TestForcedRestoreAsksForTheName(t *testing.T) {
 		if typed == "rs-confirm" && (!strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "forced restore of rs-confirm")) {
 			t.Fatalf("the right name did not restore:\n%s", screen)
 		}
-		_ = exec.Command("tmux", "kill-session", "-t", term.name).Run()
+		term.kill()
 	}
 }
