@@ -104,6 +104,9 @@ type proposing struct {
 	repo     *proposal.Repo
 	change   *proposal.Change
 	out      *Proposed
+	// tag names what is proposed (the session, or a drift's time): the
+	// files a kustomize patch adds are named after it.
+	tag string
 }
 
 // startProposing reads who asks, the session's status (refusing a fix
@@ -123,23 +126,30 @@ func (e *Engine) startProposing(ctx context.Context, req ProposeRequest) (*propo
 	if err := proposable(p.st); err != nil {
 		return nil, err
 	}
-	switch p.sources = p.app.SourceSpecs(); len(p.sources) {
-	case 0:
-		return nil, fmt.Errorf("%w: the Application has no source", ErrCannotPropose)
-	case 1:
-		// One source: refused, or its provider known, before any work.
-		p.src = p.sources[0]
-		if why := proposal.Refusal(p.src); why != "" {
-			return nil, fmt.Errorf("%w: %s", ErrCannotPropose, why)
-		}
-		if err := p.resolveProvider(); err != nil {
-			return nil, err
-		}
+	p.tag = p.st.Session.ID
+	if err := p.readSources(); err != nil {
+		return nil, err
 	}
 	if p.edits, err = e.liveEdits(ctx, p.app, p.st.Session); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// readSources reads the Application's sources: one is refused, or its
+// provider found, before any work.
+func (p *proposing) readSources() error {
+	switch p.sources = p.app.SourceSpecs(); len(p.sources) {
+	case 0:
+		return fmt.Errorf("%w: the Application has no source", ErrCannotPropose)
+	case 1:
+		p.src = p.sources[0]
+		if why := proposal.Refusal(p.src); why != "" {
+			return fmt.Errorf("%w: %s", ErrCannotPropose, why)
+		}
+		return p.resolveProvider()
+	}
+	return nil
 }
 
 // resolveProvider finds where the chosen source's request is opened.
@@ -159,7 +169,7 @@ func (p *proposing) changeIn(ctx context.Context, s proposal.Source, dir string)
 		return nil, "", nil, fmt.Errorf("checking out %s: %w", redact.Text(s.RepoURL), err)
 	}
 	kind := proposal.KindOf(s, repo.Dir)
-	change, err := proposal.Make(ctx, repo.Dir, kind, s, proposal.App{Name: p.app.GetName(), Namespace: p.app.Destination().Namespace}, p.edits, p.st.Session.ID)
+	change, err := proposal.Make(ctx, repo.Dir, kind, s, proposal.App{Name: p.app.GetName(), Namespace: p.app.Destination().Namespace}, p.edits, p.tag)
 	return repo, kind, change, err
 }
 
@@ -226,6 +236,18 @@ func lentTo(sources []proposal.Source, s proposal.Source) string {
 // several, to find the one that renders the fix), edits it, verifies the
 // edit renders the live fix and nothing else, and says what it would push.
 func (p *proposing) makeChange(ctx context.Context, dir string) error {
+	if err := p.edit(ctx, dir); err != nil {
+		return err
+	}
+	if err := holdsFix(p.change.After, p.app.Destination().Namespace, p.st.Session); err != nil {
+		return err
+	}
+	return p.describe(ctx, ProposalBranch(p.st.Session.ID), p.st.Session.ID)
+}
+
+// edit makes the change in the source that takes it, checked out under
+// dir; a source that holds the values already leaves nothing to do.
+func (p *proposing) edit(ctx context.Context, dir string) error {
 	var err error
 	if len(p.sources) > 1 {
 		err = p.chooseSource(ctx, dir)
@@ -235,15 +257,16 @@ func (p *proposing) makeChange(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	dest, kind := p.app.Destination().Namespace, p.kind
 	if len(p.change.Files) == 0 {
 		return fmt.Errorf("%w: %s of %s already holds the live values: nothing to propose; `%s` says whether Argo CD has caught up", ErrNothingToDo, p.repo.Base, redact.Text(p.src.RepoURL), next.Status(p.app.GetNamespace(), p.req.App))
 	}
-	if err := holdsFix(p.change.After, dest, p.st.Session); err != nil {
-		return err
-	}
-	branch := ProposalBranch(p.st.Session.ID)
-	out := &Proposed{App: p.st.App, Session: p.st.Session.ID, Source: kind, DryRun: p.req.DryRun, Diff: diff(p.change.Old, p.change.Files)}
+	return nil
+}
+
+// describe says what the change pushes to branch, and refuses a branch
+// that is there already (a proposal of session, "" for none, before).
+func (p *proposing) describe(ctx context.Context, branch, session string) error {
+	out := &Proposed{App: p.app.Record(), Session: session, Source: p.kind, DryRun: p.req.DryRun, Diff: diff(p.change.Old, p.change.Files)}
 	out.Proposal = audit.Proposal{RepoURL: redact.Text(p.src.RepoURL), Base: p.repo.Base, Branch: branch, Provider: "none"}
 	for _, f := range p.change.Files {
 		out.Proposal.Files = append(out.Proposal.Files, f.Path)
@@ -255,12 +278,36 @@ func (p *proposing) makeChange(ctx context.Context, dir string) error {
 		out.Proposal.Provider = p.provider.Name()
 	}
 	p.out = out
-	if exists, err := p.repo.BranchExists(ctx, branch); err != nil {
+	exists, err := p.repo.BranchExists(ctx, branch)
+	switch {
+	case err != nil:
 		return err
-	} else if exists {
-		return fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`%s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, p.st.Session.ID, next.AuditLog(p.req.App, string(audit.EventProposed), false))
+	case exists && session != "":
+		return fmt.Errorf("%w: branch %s already exists in %s: session %s was proposed before (`%s` names it); merge or delete that branch", argocd.ErrConflict, branch, out.Proposal.RepoURL, session, next.AuditLog(p.req.App, string(audit.EventProposed), false))
+	case exists:
+		return fmt.Errorf("%w: branch %s already exists in %s: merge or delete it", argocd.ErrConflict, branch, out.Proposal.RepoURL)
 	}
 	return nil
+}
+
+// push commits the change on the proposal's branch, pushes it with the
+// user's own credentials and opens the request, when there is a provider.
+// openErr is the provider's refusal once the branch is pushed.
+func (p *proposing) push(ctx context.Context, message, body string) (openErr, err error) {
+	out, branch := p.out, p.out.Proposal.Branch
+	if out.Proposal.Commit, err = p.repo.Commit(ctx, branch, message, p.change.Files); err != nil {
+		return nil, fmt.Errorf("committing the proposal: %w", err)
+	}
+	if err := p.repo.Push(ctx, branch); err != nil {
+		return nil, fmt.Errorf("pushing %s (with your own Git credentials): %w", branch, err)
+	}
+	if p.provider != nil {
+		var opened *proposal.Opened
+		if opened, openErr = p.provider.Open(ctx, proposal.Request{Branch: branch, Base: p.repo.Base, Title: firstLine(message), Body: body}); openErr == nil {
+			out.Proposal.Number, out.Proposal.URL, out.State = opened.Number, opened.URL, opened.State
+		}
+	}
+	return openErr, nil
 }
 
 // publish commits and pushes the branch with the user's own credentials,
@@ -268,20 +315,9 @@ func (p *proposing) makeChange(ctx context.Context, dir string) error {
 // it from the ticket. What it returns is nil until the branch is pushed.
 func (p *proposing) publish(ctx context.Context) (*Proposed, error) {
 	st, out, branch := p.st, p.out, p.out.Proposal.Branch
-	message := commitMessage(st, out)
-	var err error
-	if out.Proposal.Commit, err = p.repo.Commit(ctx, branch, message, p.change.Files); err != nil {
-		return nil, fmt.Errorf("committing the proposal: %w", err)
-	}
-	if err := p.repo.Push(ctx, branch); err != nil {
-		return nil, fmt.Errorf("pushing %s (with your own Git credentials): %w", branch, err)
-	}
-	var openErr error
-	if p.provider != nil {
-		var opened *proposal.Opened
-		if opened, openErr = p.provider.Open(ctx, proposal.Request{Branch: branch, Base: p.repo.Base, Title: firstLine(message), Body: requestBody(st, out)}); openErr == nil {
-			out.Proposal.Number, out.Proposal.URL, out.State = opened.Number, opened.URL, opened.State
-		}
+	openErr, err := p.push(ctx, commitMessage(st, out), requestBody(st, out))
+	if err != nil {
+		return nil, err
 	}
 	outcome := audit.Outcome{Status: audit.StatusSucceeded}
 	if openErr != nil {

@@ -25,6 +25,10 @@ type DriftOptions struct {
 	ExitCode      exitCode
 	ManagerClass  []string
 	OwnerKey      string
+	// Propose moves the manual and pipeline drift of App into Git.
+	Propose bool
+	DryRun  bool
+	proposeFlags
 	genericiooptions.IOStreams
 }
 
@@ -54,7 +58,9 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 		Example: `  kubectl gitops drift web
   kubectl gitops drift -A -o wide
   # A scheduled check: exit 0 without drift, 1 with drift, 3 when it could not tell
-  kubectl gitops drift -A -o json --exit-code`,
+  kubectl gitops drift -A -o json --exit-code
+  # Move the hand-made and pipeline changes of web into Git, as a pull request
+  GITHUB_TOKEN=... kubectl gitops drift web --propose`,
 		Args:              positional(0, "APP"),
 		ValidArgsFunction: o.completeApplications(false),
 		RunE:              run(o),
@@ -67,6 +73,9 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 	o.ExitCode.register(cmd, "exit 0 without drift, 1 with drift, 3 when drift could not be read")
 	cmd.Flags().StringArrayVar(&o.ManagerClass, "manager-class", nil, "class a field manager: PREFIX=CLASS (repeatable; before the built-in table), e.g. my-deployer=pipeline")
 	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", drift.OwnerLabel, "Application label naming whom to page (a label: the break-glass group cannot change it)")
+	cmd.Flags().BoolVar(&o.Propose, "propose", false, "move APP's manual and pipeline drift into Git: its live values written into the source that renders them, verified, pushed on a branch with your own Git credentials, and proposed as a pull or merge request (as propose does; needs the Argo CD API)")
+	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "with --propose: compute and verify the change and print it; push nothing")
+	o.proposeFlags.addWithProject(cmd, "git-project")
 	outputFlag(cmd, &o.Output, driftFormats...)
 	return cmd
 }
@@ -80,6 +89,15 @@ func (o *DriftOptions) Complete(_ *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *DriftOptions) Validate() error {
 	if err := allNamespacesWithApp(o.App, o.AllNamespaces, "list"); err != nil {
+		return err
+	}
+	switch {
+	case o.Propose && (o.App == "" || o.AllNamespaces):
+		return usageErrorf("--propose moves one Application's drift into Git: name APP, without -A")
+	case !o.Propose && (o.DryRun || o.Provider != "" || o.APIURL != "" || o.proposeFlags.Project != ""):
+		return usageErrorf("--dry-run, --provider, --api-url and --git-project go with --propose")
+	}
+	if err := o.proposeFlags.validate(); err != nil {
 		return err
 	}
 	_, err := o.managers()
@@ -128,6 +146,9 @@ func (o *DriftOptions) Run(ctx context.Context) (err error) {
 	drifted := 0
 	for _, r := range reports {
 		drifted += len(r.Fields)
+	}
+	if o.Propose {
+		return o.propose(ctx, engine, reports)
 	}
 	if err := o.print(reports); err != nil {
 		return err
@@ -205,4 +226,39 @@ func jsonOrDash(v any) string {
 		return "-"
 	}
 	return jsonText(v)
+}
+
+// proposed is the moved fields: what drift --propose moves into Git.
+var proposed = map[drift.Class]bool{drift.Manual: true, drift.Pipeline: true}
+
+// propose moves the report's manual and pipeline drift into Git. Its
+// drift is printed first; with -o json|yaml, both as one document.
+func (o *DriftOptions) propose(ctx context.Context, engine *breakglass.Engine, reports []*drift.Report) error {
+	if len(reports) != 1 {
+		return fmt.Errorf("%w: %q in namespace %s", argocd.ErrAppNotFound, o.App, o.AppNamespace)
+	}
+	r := reports[0]
+	if r.Mode != "field" {
+		return fmt.Errorf("%w: --propose needs each drifted field and its live value, which only the Argo CD API compares: set ARGOCD_SERVER (a read-only account is enough) or argocd login", breakglass.ErrCannotPropose)
+	}
+	req := breakglass.DriftProposeRequest{ProposeRequest: breakglass.ProposeRequest{App: o.App, DryRun: o.DryRun, ProviderFor: o.proposeFlags.provider}}
+	for _, f := range r.Fields {
+		if proposed[f.Class] && f.Path != "" && f.Session == "" {
+			req.Fields = append(req.Fields, breakglass.DriftField{Target: f.Resource, Path: f.Path, Why: fmt.Sprintf("%s by %s", f.Class, dash(f.Manager))})
+		}
+	}
+	p, err := engine.ProposeDrift(ctx, req)
+	if o.Output == "json" || o.Output == "yaml" {
+		if err != nil {
+			return err
+		}
+		return printStructured(o.Out, o.Output, struct {
+			Drift    []*drift.Report      `json:"drift"`
+			Proposal *breakglass.Proposed `json:"proposal"`
+		}{reports, p})
+	}
+	if perr := o.print(reports); perr != nil {
+		return perr
+	}
+	return printProposed(p, err, "text", o.IOStreams)
 }

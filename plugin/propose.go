@@ -37,12 +37,19 @@ type proposeFlags struct {
 	Provider string
 	APIURL   string
 	Project  string
+	// projectFlag is the name --project is registered under (drift has
+	// a --project of its own, Argo CD's).
+	projectFlag string
 }
 
-func (f *proposeFlags) add(cmd *cobra.Command) {
+func (f *proposeFlags) add(cmd *cobra.Command) { f.addWithProject(cmd, "project") }
+
+// addWithProject registers the flags, the provider's project under name.
+func (f *proposeFlags) addWithProject(cmd *cobra.Command, name string) {
+	f.projectFlag = name
 	cmd.Flags().StringVar(&f.Provider, "provider", "", "where to open the request: github, gitlab, or none (push the branch only); default: from the repository URL (github.com, gitlab.com), else none")
 	cmd.Flags().StringVar(&f.APIURL, "api-url", "", "the provider's REST API (default $GITHUB_API_URL or $GITLAB_API_URL, else https://api.github.com or https://gitlab.com/api/v4; set it for GitHub Enterprise or a self-managed GitLab)")
-	cmd.Flags().StringVar(&f.Project, "project", "", "the repository on the provider: OWNER/REPO on GitHub, the project path or id on GitLab (default: from the repository URL)")
+	cmd.Flags().StringVar(&f.Project, name, "", "the repository on the provider: OWNER/REPO on GitHub, the project path or id on GitLab (default: from the repository URL)")
 }
 
 // validate checks the flags alone.
@@ -53,7 +60,7 @@ func (f *proposeFlags) validate() error {
 		return usageErrorf("--provider is github, gitlab or none, not %q", f.Provider)
 	}
 	if f.Provider == "none" && (f.APIURL != "" || f.Project != "") {
-		return usageErrorf("--api-url and --project go with --provider github or gitlab")
+		return usageErrorf("--api-url and --%s go with --provider github or gitlab", f.projectFlag)
 	}
 	return nil
 }
@@ -84,7 +91,7 @@ func (f *proposeFlags) provider(repoURL string) (proposal.Provider, error) {
 			return nil, usageErrorf("set %s to a token that may open pull requests on %s, or pass --provider none to push the branch only", githubTokenEnv, project)
 		}
 		if project == "" {
-			return nil, usageErrorf("--project OWNER/REPO is needed: the repository URL %s is not on github.com", repoURL)
+			return nil, usageErrorf("--%s OWNER/REPO is needed: the repository URL %s is not on github.com", f.projectFlag, repoURL)
 		}
 		return proposal.NewGitHub(api, project, token)
 	case "gitlab":
@@ -93,7 +100,7 @@ func (f *proposeFlags) provider(repoURL string) (proposal.Provider, error) {
 			return nil, usageErrorf("set %s to a token that may open merge requests on %s, or pass --provider none to push the branch only", gitlabTokenEnv, project)
 		}
 		if project == "" {
-			return nil, usageErrorf("--project GROUP/NAME is needed: the repository URL %s is not on gitlab.com", repoURL)
+			return nil, usageErrorf("--%s GROUP/NAME is needed: the repository URL %s is not on gitlab.com", f.projectFlag, repoURL)
 		}
 		return proposal.NewGitLab(api, project, token)
 	}
@@ -184,6 +191,12 @@ func (o *ProposeOptions) Run(ctx context.Context) (err error) {
 func propose(ctx context.Context, engine *breakglass.Engine, flags proposeFlags, req breakglass.ProposeRequest, output string, streams genericiooptions.IOStreams) error {
 	req.ProviderFor = flags.provider
 	p, err := engine.Propose(ctx, req)
+	return printProposed(p, err, output, streams)
+}
+
+// printProposed prints what a proposal pushed (or would), its warnings
+// first; err is the proposal's.
+func printProposed(p *breakglass.Proposed, err error, output string, streams genericiooptions.IOStreams) error {
 	if p != nil {
 		for _, w := range p.Warnings {
 			warn(streams.ErrOut, w)

@@ -340,3 +340,56 @@ func TestProposeToTheSourceThatRendersTheFix(t *testing.T) {
 		t.Errorf("restoring reverted the fix: %d replicas", got)
 	}
 }
+
+// TestDriftProposeMovesManualDriftIntoGit: on an Application that does
+// not self-heal, a person's kubectl scale and set image drift two fields;
+// drift --propose writes their live values into the manifest (a dry run
+// first, which pushes nothing), and once the branch is merged Argo CD
+// syncs Git, which now says what the cluster does: no drift is left.
+func TestDriftProposeMovesManualDriftIntoGit(t *testing.T) {
+	e := environment(t)
+	ctx := context.Background()
+	const name = "dr-prop"
+	createApp(t, name, func(app *unstructured.Unstructured, _ string) {
+		app.Object["spec"].(map[string]any)["syncPolicy"] = map[string]any{"automated": map[string]any{"prune": true}} // no self-heal
+	})
+	waitSynced(t, name, "")
+	person := newUser(t, env.Admin.Name)
+	person.kubectl("-n", name, "scale", "deployment", "web", "--replicas", "4")
+	person.kubectl("-n", name, "set", "image", "deployment/web", "web=registry.example/web:manual")
+	oncall := argoUser(t)
+	ctxWait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	waitFor(ctxWait, t, "Argo CD to see both writes", func() (bool, string) {
+		reports := driftJSON(t, oncall, name)
+		return len(reports) == 1 && len(reports[0].Fields) == 2, jsonText(reports)
+	})
+
+	out, _ := mustRun(t, oncall, 0, "drift", name, "--propose", "--provider", "none", "--dry-run")
+	if !strings.Contains(out, "would push branch kubectl-gitops/drift-"+name+"-") || !strings.Contains(out, "+  replicas: 4") {
+		t.Errorf("drift --propose --dry-run:\n%s", out)
+	}
+	out, errOut := mustRun(t, oncall, 0, "drift", name, "--propose", "--provider", "none")
+	i := strings.Index(out, "pushed kubectl-gitops/drift-"+name+"-")
+	if i < 0 {
+		t.Fatalf("drift --propose:\n%s\n%s", out, errOut)
+	}
+	branch := strings.Fields(out[i:])[1]
+	file := "apps/" + name + "/deployment.yaml"
+	want := strings.Replace(strings.Replace(env.AppFiles("apps/"+name, name, env.FixtureImage)[file], "replicas: 2", "replicas: 4", 1), env.FixtureImage, "registry.example/web:manual", 1)
+	if proposed, err := e.Git.Show(branch, file); err != nil || proposed+"\n" != want {
+		t.Errorf("the proposed file on %s (%v):\n%s\nwant:\n%s", branch, err, proposed, want)
+	}
+	fix, err := e.Git.Merge(branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, name, fix)
+	waitFor(ctxWait, t, "no drift once Git has the live values", func() (bool, string) {
+		reports := driftJSON(t, oncall, name)
+		return len(reports) == 1 && len(reports[0].Fields) == 0, jsonText(reports)
+	})
+	if got := replicasIn(ctx, t, name); got != 4 {
+		t.Errorf("after the merge: %d replicas, want 4", got)
+	}
+}
