@@ -163,7 +163,7 @@ func (o *BreakglassOptions) Validate() error {
 	if !o.DryRun && !o.Yes && !isTerminal(o.In) {
 		return usageErrorf("--yes is required when stdin is not a terminal (or use --dry-run to see the plan)")
 	}
-	if !o.Propose && (o.proposeFlags != proposeFlags{}) {
+	if !o.Propose && o.proposeFlags.given() {
 		return usageErrorf("--provider, --api-url and --project go with --propose")
 	}
 	return o.proposeFlags.validate()

@@ -94,7 +94,7 @@ func (o *DriftOptions) Validate() error {
 	switch {
 	case o.Propose && (o.App == "" || o.AllNamespaces):
 		return usageErrorf("--propose moves one Application's drift into Git: name APP, without -A")
-	case !o.Propose && (o.DryRun || o.Provider != "" || o.APIURL != "" || o.proposeFlags.Project != ""):
+	case !o.Propose && (o.DryRun || o.proposeFlags.given()):
 		return usageErrorf("--dry-run, --provider, --api-url and --git-project go with --propose")
 	}
 	if err := o.proposeFlags.validate(); err != nil {

@@ -52,6 +52,9 @@ func (f *proposeFlags) addWithProject(cmd *cobra.Command, name string) {
 	cmd.Flags().StringVar(&f.Project, name, "", "the repository on the provider: OWNER/REPO on GitHub, the project path or id on GitLab (default: from the repository URL)")
 }
 
+// given is whether any of the flags was set.
+func (f *proposeFlags) given() bool { return f.Provider != "" || f.APIURL != "" || f.Project != "" }
+
 // validate checks the flags alone.
 func (f *proposeFlags) validate() error {
 	switch f.Provider {

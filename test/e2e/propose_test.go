@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
@@ -384,6 +385,8 @@ func TestDriftProposeMovesManualDriftIntoGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A webhook would tell Argo CD of the merge; here a refresh does.
+	person.kubectl("-n", e.ArgoNamespace, "annotate", "application", name, argocd.RefreshAnnotation+"=normal", "--overwrite")
 	waitSynced(t, name, fix)
 	waitFor(ctxWait, t, "no drift once Git has the live values", func() (bool, string) {
 		reports := driftJSON(t, oncall, name)
