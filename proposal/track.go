@@ -26,34 +26,35 @@ func Tracker(p audit.Proposal, api, token string) (Provider, error) {
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("%w: the proposal's URL %q is not a request's", ErrProvider, p.URL)
 	}
-	path := strings.Trim(u.Path, "/")
-	switch p.Provider {
-	case "github":
-		project, ok := strings.CutSuffix(path, fmt.Sprintf("/pull/%d", p.Number))
-		if !ok {
-			return nil, fmt.Errorf("%w: %s is not pull request #%d's URL", ErrProvider, p.URL, p.Number)
-		}
-		if api == "" {
-			if u.Host != "github.com" {
-				return nil, fmt.Errorf("%s is not on github.com, and %w (https://%s/api/v3 for GitHub Enterprise)", p.URL, ErrProviderAPI, u.Host)
-			}
-			api = DefaultAPI("github")
-		}
-		return NewGitHub(api, project, token)
-	case "gitlab":
-		project, ok := strings.CutSuffix(path, fmt.Sprintf("/-/merge_requests/%d", p.Number))
-		if !ok {
-			return nil, fmt.Errorf("%w: %s is not merge request !%d's URL", ErrProvider, p.URL, p.Number)
-		}
-		if api == "" {
-			if u.Host != "gitlab.com" {
-				return nil, fmt.Errorf("%s is not on gitlab.com, and %w (https://%s/api/v4)", p.URL, ErrProviderAPI, u.Host)
-			}
-			api = DefaultAPI("gitlab")
-		}
-		return NewGitLab(api, project, token)
+	kind, known := trackers[p.Provider]
+	if !known {
+		return nil, fmt.Errorf("%w: provider %q has no requests to track", ErrProvider, p.Provider)
 	}
-	return nil, fmt.Errorf("%w: provider %q has no requests to track", ErrProvider, p.Provider)
+	project, ok := strings.CutSuffix(strings.Trim(u.Path, "/"), fmt.Sprintf(kind.suffix, p.Number))
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not %s's URL", ErrProvider, p.URL, fmt.Sprintf(kind.what, p.Number))
+	}
+	if api == "" {
+		if u.Host != kind.host {
+			return nil, fmt.Errorf("%s is not on %s, and %w (%s)", p.URL, kind.host, ErrProviderAPI, fmt.Sprintf(kind.apiHint, u.Host))
+		}
+		api = DefaultAPI(p.Provider)
+	}
+	return kind.open(api, project, token)
+}
+
+// trackers are how each provider's request URLs read.
+var trackers = map[string]struct {
+	// suffix ends a request's URL path after its project; what names it.
+	suffix, what string
+	// host is the public service; apiHint where another host's API is.
+	host, apiHint string
+	open          func(api, project, token string) (Provider, error)
+}{
+	"github": {"/pull/%d", "pull request #%d", "github.com", "https://%s/api/v3 for GitHub Enterprise",
+		func(api, project, token string) (Provider, error) { return NewGitHub(api, project, token) }},
+	"gitlab": {"/-/merge_requests/%d", "merge request !%d", "gitlab.com", "https://%s/api/v4",
+		func(api, project, token string) (Provider, error) { return NewGitLab(api, project, token) }},
 }
 
 // ErrProviderAPI is a request whose provider API the caller must name:

@@ -576,19 +576,9 @@ func TestVerifyMirrorNamesWhatTheClusterLost(t *testing.T) {
 	}
 	mustRun(t, auditor, 0, append([]string{"audit", "verify", "--mirror-only", "--checkpoint-key", public}, m.flags...)...)
 
-	cp, err := kube.CoreV1().ConfigMaps(m.ns).Get(ctx, cmName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(m.ns).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	forged := cp.DeepCopy()
-	forged.ResourceVersion, forged.UID = "", ""
-	forged.Data["payload"] = strings.Replace(forged.Data["payload"], fmt.Sprintf("seq %d\n", tip), fmt.Sprintf("seq %d\n", tip-1), 1)
-	if _, err := kube.CoreV1().ConfigMaps(m.ns).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	recreateCheckpoint(t, m.ns, cmName, func(data map[string]string) {
+		data["payload"] = strings.Replace(data["payload"], fmt.Sprintf("seq %d\n", tip), fmt.Sprintf("seq %d\n", tip-1), 1)
+	})
 	out, _ = mustRun(t, auditor, 1, verify...)
 	if !strings.Contains(out, "checkpoint-mismatch: configmap/"+cmName) {
 		t.Errorf("verify --mirror does not name the rewritten checkpoint:\n%s", out)
@@ -850,19 +840,7 @@ func TestCheckpointsTimestampedByATSA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := kube.CoreV1().ConfigMaps(m.ns).Get(ctx, cmName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.CoreV1().ConfigMaps(m.ns).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	forged := cp.DeepCopy()
-	forged.ResourceVersion, forged.UID = "", ""
-	forged.Data["timestamp"] = base64.StdEncoding.EncodeToString(other)
-	if _, err := kube.CoreV1().ConfigMaps(m.ns).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	recreateCheckpoint(t, m.ns, cmName, func(data map[string]string) { data["timestamp"] = base64.StdEncoding.EncodeToString(other) })
 	verify := append([]string{"audit", "verify", "--audit-namespace", m.ns, "--checkpoint-key", public, "--tsa-certs", roots}, m.flags...)
 	if out, _ := mustRun(t, auditor, 1, verify...); !strings.Contains(out, "configmap/"+cmName) || !strings.Contains(out, "covers another text than this checkpoint") {
 		t.Errorf("verify --mirror does not name the cluster checkpoint's swapped timestamp:\n%s", out)
@@ -883,4 +861,26 @@ func selfSignedPEM(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// recreateCheckpoint replaces checkpoint ConfigMap name of namespace ns,
+// as a cluster admin may (it is immutable: deleted, then created again),
+// with its data changed by edit.
+func recreateCheckpoint(t *testing.T, ns, name string, edit func(data map[string]string)) {
+	t.Helper()
+	ctx := context.Background()
+	cms := kubeFor(t, env.Admin.Name).CoreV1().ConfigMaps(ns)
+	cp, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	forged := cp.DeepCopy()
+	forged.ResourceVersion, forged.UID = "", ""
+	edit(forged.Data)
+	if _, err := cms.Create(ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
