@@ -170,6 +170,9 @@ func argoSync(t *testing.T, app, body string) {
 	if a, err := appsClient(t).Get(ctx, app, metav1.GetOptions{}); err == nil {
 		before, _, _ = unstructured.NestedString(a.Object, "status", "operationState", "startedAt")
 	}
+	// startedAt has seconds only: a sync started in the second the last
+	// one did would look like it, and the wait below would never end.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	if err := testEnv.ArgoAdmin(ctx, http.MethodPost, "/api/v1/applications/"+app+"/sync", []byte(body)); err != nil {
 		t.Fatal(err)
 	}
