@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # require.sh checks, in seconds and before any long build, the system
 # commands `make test` and `make demo` need: redis-server (Argo CD's cache),
-# tmux (the interactive form's tests), git (the test repository) and kubectl
+# tmux (the interactive form's tests), zsh and bash-completion (the
+# completion tests type TAB in bash and zsh), git (the test repository) and kubectl
 # (the plugin is run through it); jq and openssl (the README's audit
 # recipes, which tests run); the CA bundle of ca-certificates (make image
 # puts it in the controller's image). Missing Debian packages are installed with
@@ -9,12 +10,13 @@
 # naming the exact command to run.
 set -euo pipefail
 
-declare -A package=([redis-server]=redis-server [tmux]=tmux [git]=git [jq]=jq [openssl]=openssl [ca-certificates]=ca-certificates)
+declare -A package=([redis-server]=redis-server [tmux]=tmux [zsh]=zsh [bash-completion]=bash-completion [git]=git [jq]=jq [openssl]=openssl [ca-certificates]=ca-certificates)
 missing=()
-for cmd in redis-server tmux git jq openssl kubectl; do
+for cmd in redis-server tmux zsh git jq openssl kubectl; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 done
 [ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+[ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 installable=()

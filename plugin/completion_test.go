@@ -59,17 +59,17 @@ func TestZshCompletionLeavesKubectlsAlone(t *testing.T) {
 }
 
 // sourceBoth writes our completion script for shell as file and runs shell
-// with args, the script's path as $1, returning what it printed. It skips
-// the test where the shell, or kubectl whose completion must survive, is
-// not installed.
+// with args, the script's path as $1, returning what it printed. The
+// shell and kubectl (whose completion must survive) are make require's:
+// without them the test fails, saying so, rather than passing unrun.
 func sourceBoth(t *testing.T, shell, file string, args ...string) string {
 	t.Helper()
 	path, err := exec.LookPath(shell)
 	if err != nil {
-		t.Skipf("no %s", shell)
+		t.Fatalf("%s is needed for this test: make require installs it", shell)
 	}
 	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("no kubectl, whose completion must survive")
+		t.Fatal("kubectl is needed for this test, whose completion must survive ours")
 	}
 	_, script, _ := runPlugin(t, "completion", shell)
 	file = filepath.Join(t.TempDir(), file)
