@@ -31,10 +31,10 @@ build: ## the plugin binary, bin/kubectl-gitops
 
 test: require lint unit e2e ## everything CI checks
 
-require: ## check (and install, as root or with sudo) redis-server, tmux, git and kubectl
+require: ## check (and install, as root or with sudo) redis-server, tmux, zsh, bash-completion, git, jq and openssl, and that kubectl is there
 	@hack/require.sh
 
-unit: ## unit and command tests (no cluster; the e2e suite is behind the e2e build tag)
+unit: require ## unit and command tests (no cluster; the e2e suite is behind the e2e build tag)
 	$(GO) test -count=1 ./...
 
 tools: ## build the pinned test environment binaries (cached outside the repo)

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
-	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/proposal"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
@@ -16,6 +17,8 @@ import (
 type DriftField struct {
 	Target audit.Target
 	Path   string
+	// Git is the value Git renders there (nil: none).
+	Git any
 	// Why says who wrote it and how (for the request's description).
 	Why string
 }
@@ -27,9 +30,10 @@ type DriftProposeRequest struct {
 	Fields []DriftField
 }
 
-// DriftBranch is the branch a drift proposal of app made at t is pushed to.
-func DriftBranch(app string, t time.Time) string {
-	return "kubectl-gitops/drift-" + app + "-" + t.UTC().Format("20060102-150405")
+// DriftBranch is the branch a drift proposal of app is pushed to, named
+// by what it writes: the same drift proposed again finds its branch there.
+func DriftBranch(app string, edits []proposal.Edit) string {
+	return "kubectl-gitops/drift-" + app + "-" + digest(edits)[len("sha256:"):][:12]
 }
 
 // ProposeDrift writes the live value of each field into the Application's
@@ -52,14 +56,19 @@ func (e *Engine) ProposeDrift(ctx context.Context, req DriftProposeRequest) (*Pr
 	if p.app, err = e.App(ctx, e.Ref(req.App)); err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	p.tag = "drift-" + now.UTC().Format("20060102-150405")
+	if s, err := SessionOf(p.app); err == nil && s != nil {
+		// Its fields go into Git through propose, checked against the
+		// log; a field of it edited since would slip past that check.
+		return nil, fmt.Errorf("%w on %s: break-glass session %s is open: propose its fix with `%s`, then move the rest of the drift", ErrSessionOpen, req.App, s.ID, next.Propose(p.app.GetNamespace(), req.App))
+	}
 	if err := p.readSources(); err != nil {
 		return nil, err
 	}
 	if p.edits, err = e.driftEdits(ctx, p, req.Fields); err != nil {
 		return nil, err
 	}
+	branch := DriftBranch(req.App, p.edits)
+	p.tag = strings.TrimPrefix(branch, "kubectl-gitops/")
 	dir, err := os.MkdirTemp("", "kubectl-gitops-propose-")
 	if err != nil {
 		return nil, err
@@ -68,7 +77,7 @@ func (e *Engine) ProposeDrift(ctx context.Context, req DriftProposeRequest) (*Pr
 	if err := p.edit(ctx, dir); err != nil {
 		return nil, err
 	}
-	if err := p.describe(ctx, DriftBranch(req.App, now), ""); err != nil {
+	if err := p.describe(ctx, branch, ""); err != nil {
 		return nil, err
 	}
 	if req.DryRun {
@@ -85,8 +94,10 @@ func (e *Engine) ProposeDrift(ctx context.Context, req DriftProposeRequest) (*Pr
 	return p.out, nil
 }
 
-// driftEdits reads each field's live value; a Secret's, or one at a
-// credential's path, is refused: Git would hold it in the clear.
+// driftEdits reads each field's live value. Only a value the audit log
+// would keep in the clear goes into Git (redact.At leaves it whole, and no
+// secret flag comes before it), never one that replaces a reference to a
+// Secret: Git would hold a secret in the clear, and a commit is forever.
 func (e *Engine) driftEdits(ctx context.Context, p *proposing, fields []DriftField) ([]proposal.Edit, error) {
 	cluster, err := e.ClusterOf(p.app, "")
 	if err != nil {
@@ -94,20 +105,53 @@ func (e *Engine) driftEdits(ctx context.Context, p *proposing, fields []DriftFie
 	}
 	var edits []proposal.Edit
 	for _, f := range fields {
-		if f.Target.GroupKind().IsSecret() || redact.Path(f.Path) {
-			return nil, fmt.Errorf("%w: %s %s may hold a secret, which would go into Git in the clear: move it by hand (a sealed or external secret)", ErrCannotPropose, f.Target, f.Path)
-		}
 		live, err := cluster.Object(ctx, f.Target)
 		if err != nil {
 			return nil, fmt.Errorf("reading the live %s: %w", f.Target, err)
 		}
 		v, found := audit.Lookup(live.Object, f.Path)
-		if s, ok := v.(string); ok && redact.Text(s) != s {
-			return nil, fmt.Errorf("%w: %s %s looks like a credential, which would go into Git in the clear: move it by hand", ErrCannotPropose, f.Target, f.Path)
+		if why := secretIn(f, v, live.Object); why != "" {
+			return nil, fmt.Errorf("%w: %s %s %s, which would go into Git in the clear: move it by hand (a sealed or external secret)", ErrCannotPropose, f.Target, f.Path, why)
 		}
 		edits = append(edits, proposal.Edit{Target: f.Target, Path: f.Path, Value: v, Delete: !found})
 	}
 	return edits, nil
+}
+
+// secretIn says how live value v of field f (in object live) may be or
+// hold a secret, "" when it cannot.
+func secretIn(f DriftField, v any, live map[string]any) string {
+	switch {
+	case f.Target.GroupKind().IsSecret():
+		return "is a Secret's"
+	case !reflect.DeepEqual(redact.At(f.Target.GroupKind(), f.Path, v), v):
+		return "holds what the audit log would redact (a credential's name or shape, or free text)"
+	case redact.AfterSecretFlag(f.Path, []map[string]any{live}):
+		return "follows a secret's flag"
+	case refersToSecret(f.Git):
+		return "replaces Git's reference to a Secret"
+	}
+	return ""
+}
+
+// refersToSecret is whether v names a Secret to read from: secretKeyRef,
+// secretRef, a secret volume.
+func refersToSecret(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, sub := range t {
+			if k == "secretKeyRef" || k == "secretRef" || k == "secret" || refersToSecret(sub) {
+				return true
+			}
+		}
+	case []any:
+		for _, sub := range t {
+			if refersToSecret(sub) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // driftMessage is the commit message and the request's description of a

@@ -28,6 +28,7 @@ type DriftOptions struct {
 	// Propose moves the manual and pipeline drift of App into Git.
 	Propose bool
 	DryRun  bool
+	Yes     bool
 	proposeFlags
 	genericiooptions.IOStreams
 }
@@ -75,6 +76,7 @@ resources Argo CD reports OutOfSync are listed, attributed to their last writer.
 	cmd.Flags().StringVar(&o.OwnerKey, "owner-key", drift.OwnerLabel, "Application label naming whom to page (a label: the break-glass group cannot change it)")
 	cmd.Flags().BoolVar(&o.Propose, "propose", false, "move APP's manual and pipeline drift into Git: its live values written into the source that renders them, verified, pushed on a branch with your own Git credentials, and proposed as a pull or merge request (as propose does; needs the Argo CD API)")
 	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "with --propose: compute and verify the change and print it; push nothing")
+	cmd.Flags().BoolVarP(&o.Yes, "yes", "y", false, "with --propose: push the branch and open the request (a value pushed to Git stays in its history: see it first with --dry-run)")
 	o.proposeFlags.addWithProject(cmd, "git-project")
 	outputFlag(cmd, &o.Output, driftFormats...)
 	return cmd
@@ -94,8 +96,10 @@ func (o *DriftOptions) Validate() error {
 	switch {
 	case o.Propose && (o.App == "" || o.AllNamespaces):
 		return usageErrorf("--propose moves one Application's drift into Git: name APP, without -A")
-	case !o.Propose && (o.DryRun || o.proposeFlags.given()):
-		return usageErrorf("--dry-run, --provider, --api-url and --git-project go with --propose")
+	case !o.Propose && (o.DryRun || o.Yes || o.proposeFlags.given()):
+		return usageErrorf("--dry-run, --yes, --provider, --api-url and --git-project go with --propose")
+	case o.Propose && !o.DryRun && !o.Yes:
+		return usageErrorf("--propose pushes live values into Git, where they stay: see the change with --dry-run, then add --yes")
 	}
 	if err := o.proposeFlags.validate(); err != nil {
 		return err
@@ -228,6 +232,15 @@ func jsonOrDash(v any) string {
 	return jsonText(v)
 }
 
+// plainRune keeps a field manager's name (any writer picks it) from
+// reading as markdown in the request's description.
+func plainRune(r rune) rune {
+	if strings.ContainsRune("`*_[]()<>#|\\!", r) || r < ' ' {
+		return '?'
+	}
+	return r
+}
+
 // proposed is the moved fields: what drift --propose moves into Git.
 var proposed = map[drift.Class]bool{drift.Manual: true, drift.Pipeline: true}
 
@@ -244,7 +257,7 @@ func (o *DriftOptions) propose(ctx context.Context, engine *breakglass.Engine, r
 	req := breakglass.DriftProposeRequest{ProposeRequest: breakglass.ProposeRequest{App: o.App, DryRun: o.DryRun, ProviderFor: o.proposeFlags.provider}}
 	for _, f := range r.Fields {
 		if proposed[f.Class] && f.Path != "" && f.Session == "" {
-			req.Fields = append(req.Fields, breakglass.DriftField{Target: f.Resource, Path: f.Path, Why: fmt.Sprintf("%s by %s", f.Class, dash(f.Manager))})
+			req.Fields = append(req.Fields, breakglass.DriftField{Target: f.Resource, Path: f.Path, Git: f.Git, Why: fmt.Sprintf("%s, by field manager %s (as it names itself)", f.Class, strings.Map(plainRune, dash(f.Manager)))})
 		}
 	}
 	p, err := engine.ProposeDrift(ctx, req)

@@ -31,9 +31,12 @@ type Repo struct {
 // nothing merged would move the Application.
 func Clone(ctx context.Context, source Source, dir, author string) (*Repo, error) {
 	r := &Repo{Dir: dir, URL: source.RepoURL, Author: author}
+	if strings.HasPrefix(source.RepoURL, "-") {
+		return nil, fmt.Errorf("%w: repository URL %q is not one", ErrCannotPropose, redact.Text(source.RepoURL))
+	}
 	switch rev := source.TargetRevision; rev {
 	case "", "HEAD":
-		out, err := r.git(ctx, "", "ls-remote", "--symref", source.RepoURL, "HEAD")
+		out, err := r.git(ctx, "", "ls-remote", "--symref", "--", source.RepoURL, "HEAD")
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +49,7 @@ func Clone(ctx context.Context, source Source, dir, author string) (*Repo, error
 			return nil, fmt.Errorf("%w: %s names no default branch", ErrCannotPropose, redact.Text(source.RepoURL))
 		}
 	default:
-		out, err := r.git(ctx, "", "ls-remote", "--heads", source.RepoURL, "refs/heads/"+strings.TrimPrefix(rev, "refs/heads/"))
+		out, err := r.git(ctx, "", "ls-remote", "--heads", "--", source.RepoURL, "refs/heads/"+strings.TrimPrefix(rev, "refs/heads/"))
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +58,7 @@ func Clone(ctx context.Context, source Source, dir, author string) (*Repo, error
 		}
 		r.Base = strings.TrimPrefix(rev, "refs/heads/")
 	}
-	if _, err := r.git(ctx, "", "clone", "--quiet", "--single-branch", "--branch", r.Base, source.RepoURL, dir); err != nil {
+	if _, err := r.git(ctx, "", "clone", "--quiet", "--single-branch", "--branch", r.Base, "--", source.RepoURL, dir); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -19,6 +19,7 @@ import (
 // words to kubectl_complete-gitops), and kubectl's own completion still
 // works. Our scripts were generated for "kubectl" and replaced kubectl's.
 func TestShellsCompleteBothSpellings(t *testing.T) {
+	environment(t) // one run of the suite: no cluster is needed
 	oncall := newUser(t, env.Oncall.Name)
 	for _, shell := range []string{"bash", "zsh"} {
 		t.Run(shell, func(t *testing.T) {

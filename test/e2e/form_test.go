@@ -32,7 +32,7 @@ var tmuxServers atomic.Int64
 
 // tmux runs a tmux command on the session's own server.
 func (s *tmuxSession) tmux(args ...string) *exec.Cmd {
-	return exec.Command("tmux", append([]string{"-L", s.socket}, args...)...)
+	return exec.Command("tmux", append([]string{"-L", s.socket, "-f", "/dev/null"}, args...)...)
 }
 
 func newTmux(t *testing.T, u *user, command string) *tmuxSession {

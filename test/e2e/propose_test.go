@@ -370,7 +370,7 @@ func TestDriftProposeMovesManualDriftIntoGit(t *testing.T) {
 	if !strings.Contains(out, "would push branch kubectl-gitops/drift-"+name+"-") || !strings.Contains(out, "+  replicas: 4") {
 		t.Errorf("drift --propose --dry-run:\n%s", out)
 	}
-	out, errOut := mustRun(t, oncall, 0, "drift", name, "--propose", "--provider", "none")
+	out, errOut := mustRun(t, oncall, 0, "drift", name, "--propose", "--provider", "none", "--yes")
 	i := strings.Index(out, "pushed kubectl-gitops/drift-"+name+"-")
 	if i < 0 {
 		t.Fatalf("drift --propose:\n%s\n%s", out, errOut)
