@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -64,4 +65,21 @@ func proposalStates(ctx context.Context, statuses []*breakglass.SessionStatus, g
 		}
 	}
 	return notes
+}
+
+// watchProposals sets each session's request state for --watch: asked of
+// the providers at most once a minute (a provider's rate limit is per
+// hour), else as last learnt.
+func (o *StatusOptions) watchProposals(ctx context.Context, statuses []*breakglass.SessionStatus) {
+	if o.watched != nil && time.Since(o.watchedAt) < time.Minute {
+		for _, s := range statuses {
+			s.ProposalState = o.watched[s.Session.ID]
+		}
+		return
+	}
+	proposalStates(ctx, statuses, os.Getenv)
+	o.watched, o.watchedAt = map[string]string{}, time.Now()
+	for _, s := range statuses {
+		o.watched[s.Session.ID] = s.ProposalState
+	}
 }

@@ -63,3 +63,26 @@ func TestStatusAsksTheRequestsState(t *testing.T) {
 		t.Errorf("the provider was asked %d times, want 3 (once per request, none without a token)", n)
 	}
 }
+
+// TestWatchAsksTheProviderOnceAMinute: status --watch looks every 3
+// seconds; the provider is asked at most once a minute, and the state
+// learnt is shown meanwhile.
+func TestWatchAsksTheProviderOnceAMinute(t *testing.T) {
+	double := gitdouble.Start(t, gitdouble.Options{Kind: gitdouble.GitHub, Project: "acme/deploy", Token: "t0ken", PageSize: 2})
+	defer double.Close()
+	n := double.Add(gitdouble.Change{Title: "a", Head: "kubectl-gitops/s1", Base: "main", State: "open"})
+	t.Setenv(githubTokenEnv, "t0ken")
+	t.Setenv(githubAPIEnv, double.API())
+	o := &StatusOptions{}
+	for i := range 3 {
+		statuses := []*breakglass.SessionStatus{{App: audit.AppRef{Name: "a"}, Session: &breakglass.Session{ID: "s1"},
+			Proposal: &audit.Proposal{Provider: "github", Number: n, URL: fmt.Sprintf("https://github.com/acme/deploy/pull/%d", n)}}}
+		o.watchProposals(context.Background(), statuses)
+		if statuses[0].ProposalState != "open" {
+			t.Errorf("look %d: state %q, want open", i, statuses[0].ProposalState)
+		}
+	}
+	if got := len(double.Requests()); got != 1 {
+		t.Errorf("the provider was asked %d times in three looks, want once", got)
+	}
+}

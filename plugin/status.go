@@ -33,6 +33,10 @@ type StatusOptions struct {
 	// no wait for a listing).
 	RefreshTimeout time.Duration
 	refreshSet     bool
+	// watched is what --watch last learnt of each session's request, and
+	// when: the providers are asked once a minute, not every 3 seconds.
+	watched   map[string]string
+	watchedAt time.Time
 	genericiooptions.IOStreams
 }
 
@@ -153,7 +157,7 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 				}
 			}
 		case o.Watch:
-			proposalStates(ctx, statuses, os.Getenv)
+			o.watchProposals(ctx, statuses)
 			o.print(statuses)
 			fmt.Fprintln(o.Out)
 		default:
