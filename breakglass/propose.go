@@ -446,10 +446,15 @@ func commitMessage(st *SessionStatus, p *Proposed) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: bring Git up to break-glass session %s\n\n", st.App.Name, st.Session.ID)
 	fmt.Fprintf(&b, "The live fix of break-glass session %s (opened by %s: %s) is written here, so that\nArgo CD renders it and sync can be restored without reverting it.\n\n", st.Session.ID, st.Session.OpenedBy, st.Session.Reason)
-	for _, c := range p.Changes {
-		fmt.Fprintf(&b, "- %s %s = %s (%s)\n", c.Target, c.Path, jsonText(c.Value), c.File)
-	}
+	writeChanges(&b, p.Changes)
 	return b.String()
+}
+
+// writeChanges lists the fields a commit writes, a line each.
+func writeChanges(b *strings.Builder, changes []ProposedChange) {
+	for _, c := range changes {
+		fmt.Fprintf(b, "- %s %s = %s (%s)\n", c.Target, c.Path, jsonText(c.Value), c.File)
+	}
 }
 
 func firstLine(s string) string {

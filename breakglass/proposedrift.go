@@ -159,13 +159,13 @@ func refersToSecret(v any) bool {
 func driftMessage(app string, p *Proposed, fields []DriftField) (string, string) {
 	var m, b strings.Builder
 	fmt.Fprintf(&m, "%s: move live drift into Git\n\nThese fields were changed in the live cluster, not in Git; this writes their\nlive values here, so that Argo CD renders them and a sync keeps them.\n\n", app)
+	writeChanges(&m, p.Changes)
 	fmt.Fprintf(&b, "Fields of Argo CD application `%s/%s` were changed in the live cluster, not in Git. This change writes their live values into Git (`kubectl gitops drift --propose`), so that a sync keeps them rather than reverting them.\n\n", p.App.Namespace, p.App.Name)
 	for i, c := range p.Changes {
 		why := ""
 		if i < len(fields) && fields[i].Why != "" {
 			why = " (" + fields[i].Why + ")"
 		}
-		fmt.Fprintf(&m, "- %s %s = %s (%s)\n", c.Target, c.Path, jsonText(c.Value), c.File)
 		fmt.Fprintf(&b, "- `%s` `%s` = `%s` in `%s`%s\n", c.Target, c.Path, jsonText(c.Value), c.File, why)
 	}
 	b.WriteString("\nVerified before pushing: the edited source renders these values at these paths, and every other object and field as before.\n")
