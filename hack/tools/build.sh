@@ -32,8 +32,10 @@ for spec in "$@"; do
 	pkg=${spec#*=}
 	if [ ! -x "$out/$name" ]; then
 		echo "building $name from $pkg with $goversion into $out (once, several minutes on 2 cores; cached afterwards)" >&2
+		start=$SECONDS
 		(cd "$dir" && GOTOOLCHAIN=$toolchain CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
 		mv "$out/$name.tmp" "$out/$name"
+		echo "built $mod/$name in $((SECONDS - start)) s" >&2
 	fi
 done
 echo "$out"
