@@ -54,6 +54,9 @@ type Client struct {
 	// Clusters reaches destination clusters other than the Argo CD
 	// cluster; nil refuses them.
 	Clusters Clusters
+	// CacheDir keeps answers that depend only on documents the API server
+	// names by their content's hash (AutomatedSchema's); "" keeps none.
+	CacheDir string
 }
 
 // ArgoNS is the namespace Argo CD runs in.

@@ -110,6 +110,9 @@ func (app App) SyncsAutomatically() bool {
 // AutomatedSchema reads the Application schema the API server publishes
 // (OpenAPI v3, readable by every authenticated user) and reports whether
 // it has spec.syncPolicy.automated and, within it, enabled (Argo CD ≥ 3.1).
+// The answer is kept in CacheDir under the name the API server gives the
+// document: the next command reads a few bytes instead of the document,
+// whose megabytes took a break-glass 15 ms to scan before its patch.
 func (c *Client) AutomatedSchema() (found, enabled bool, err error) {
 	paths, err := c.Kube.Discovery().OpenAPIV3().Paths()
 	if err != nil {
@@ -119,11 +122,16 @@ func (c *Client) AutomatedSchema() (found, enabled bool, err error) {
 	if !ok {
 		return false, false, fmt.Errorf("the API server publishes no OpenAPI schema for %s/%s", ApplicationGVR.Group, ApplicationGVR.Version)
 	}
+	cache := c.schemaCache(gv.ServerRelativeURL())
+	if a, ok := cache.load(); ok {
+		return a.Found, a.Enabled, nil
+	}
 	doc, err := gv.Schema("application/json")
 	if err != nil {
 		return false, false, fmt.Errorf("reading the OpenAPI schema of %s: %w", ApplicationGVR.Group, err)
 	}
 	found, enabled = automatedInSchema(doc)
+	cache.store(schemaAnswer{Found: found, Enabled: enabled})
 	return found, enabled, nil
 }
 

@@ -32,10 +32,11 @@ type Tracking struct {
 }
 
 // Tracking reads argocd-cm; an unreadable one means Argo CD's defaults.
-// Without a method set, 3.x tracks by annotation: argo3 says the API
-// server's schema is 3.1's or newer, and then labels (which Helm charts
-// set for their own reasons) name no parent.
-func (c *Client) Tracking(ctx context.Context, argo3 bool) Tracking {
+// Without a method set, 3.x tracks by annotation: argo3 says whether the
+// API server's schema is 3.1's or newer (asked only then, so that argocd-cm
+// is read while the schema is), and then labels (which Helm charts set for
+// their own reasons) name no parent.
+func (c *Client) Tracking(ctx context.Context, argo3 func() bool) Tracking {
 	t := Tracking{LabelKey: defaultInstanceLabel}
 	if cm, err := c.Kube.CoreV1().ConfigMaps(c.ArgoNS()).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
 		t.Method = cm.Data["application.resourceTrackingMethod"]
@@ -44,7 +45,7 @@ func (c *Client) Tracking(ctx context.Context, argo3 bool) Tracking {
 		}
 		t.InstallationID = cm.Data["installationID"]
 	}
-	if t.Method == "" && argo3 {
+	if t.Method == "" && argo3() {
 		t.Method = "annotation"
 	}
 	return t

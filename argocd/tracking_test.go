@@ -18,7 +18,7 @@ func TestTrackingIsArgoCDsWhateverTheAppNamespace(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: "argocd"},
 		Data: map[string]string{"application.resourceTrackingMethod": "label", "application.instanceLabelKey": "example.com/instance"}}
 	c := &Client{Kube: fake.NewSimpleClientset(cm), AppNamespace: "team-a", ArgoNamespace: "argocd"}
-	tracking := c.Tracking(context.Background(), true)
+	tracking := c.Tracking(context.Background(), func() bool { return true })
 	if tracking.Method != "label" || tracking.LabelKey != "example.com/instance" {
 		t.Fatalf("tracking %+v: argocd-cm was not read from Argo CD's namespace", tracking)
 	}

@@ -223,9 +223,17 @@ func (e *Engine) startPlanning(ctx context.Context, req Request) (*planning, err
 	p.inSchema = start(func() (bool, error) { _, enabled, err := e.AutomatedSchema(); return enabled, err })
 	p.digestKey = start(func() (*audit.DigestKey, error) { return e.digestKey(ctx) })
 	p.tracking = start(func() (argocd.Tracking, error) {
-		enabled, _ := p.inSchema.wait()
-		return e.Tracking(ctx, enabled), nil
+		return e.Tracking(ctx, func() bool { enabled, _ := p.inSchema.wait(); return enabled }), nil
 	})
+	// The target's resource type is found in the cluster's discovery
+	// (kubectl's disk cache, read on first use): read while the
+	// Application is, for the Argo CD cluster, where most targets live.
+	if kind, _, ok := strings.Cut(req.Target, "/"); ok && e.Mapper != nil {
+		gr := schema.ParseGroupResource(kind)
+		go func() {
+			_, _ = e.Mapper.ResourceFor(schema.GroupVersionResource{Group: gr.Group, Resource: gr.Resource})
+		}()
+	}
 	if store, ok := e.Audit.(interface{ Prefetch(context.Context) }); ok {
 		go store.Prefetch(ctx) // where the planned record will go
 	}

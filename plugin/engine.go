@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -125,6 +126,16 @@ func withClientRates(config *rest.Config) *rest.Config {
 	return config
 }
 
+// cacheDir is where the plugin keeps what it may: kubectl's cache
+// directory (--cache-dir, KUBECACHEDIR, ~/.kube/cache), in a directory of
+// its own.
+func cacheDir(flags *genericclioptions.ConfigFlags) string {
+	if flags.CacheDir == nil || *flags.CacheDir == "" {
+		return ""
+	}
+	return filepath.Join(*flags.CacheDir, "kubectl-gitops")
+}
+
 // engine builds the engine a command drives, as its Factory builds it.
 func (f *engineFlags) engine() (*breakglass.Engine, error) { return f.newEngine(f) }
 
@@ -143,7 +154,7 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
+	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace, CacheDir: cacheDir(f.configFlags)}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets = jira()
 	argo, err := f.argoServer()
