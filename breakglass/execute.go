@@ -35,6 +35,9 @@ type execution struct {
 	// patch is what the patch changes: the dry run's until the API server
 	// answers the real patch, then the answer's.
 	patch answer
+	// confirmed is Argo CD's controller taking up the pause, nil once
+	// waited for (pauseConfirmed).
+	confirmed *pending[argocd.App]
 }
 
 // answer is what a patch changes: the diff, the same redacted as records
@@ -74,6 +77,8 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, e.abort(ctx, x, x.RedactErr(err))
 	}
 	e.progress("%s the fix is live: %s patched; recording it and asking Argo CD whether it sees it", time.Now().Format("15:04:05"), x.Target)
+	_, warning := x.pauseConfirmed(e.ControllerTimeout())
+	x.res.Warnings = appendWarning(x.res.Warnings, warning)
 	return e.recordPatched(ctx, x, app)
 }
 
@@ -163,10 +168,19 @@ func (e *Engine) holdApp(ctx context.Context, x *execution) (argocd.App, error) 
 // run if it is interrupted finds it (pendingFor). With the hold, the same
 // write holds the patched paths: every sync from then on keeps the live
 // value there.
+//
+// A new session's pause marked the patch already (unless it holds
+// fields): then the write is needed only to name a sync it terminated, or
+// to check again for a running sync it could not end.
 func (e *Engine) markPending(ctx context.Context, x *execution, app argocd.App) (argocd.App, error) {
-	pending := SessionPatch{ID: x.planned.ID, Target: x.Target, Type: x.PatchType, Fields: x.patch.fields, At: time.Now().UTC(), Pending: true}
-	x.pendingPatch = pending.ID
 	terminated := x.session.TerminatedSync
+	if x.pendingPatch != "" && terminated == "" && app.Unstructured != nil {
+		if _, running := app.SyncRunning(); !running {
+			return app, nil
+		}
+	}
+	pending := x.pendingMark()
+	x.pendingPatch = pending.ID
 	var hold func(argocd.App) map[string]any
 	if x.session.holdsFields() {
 		hold = func(app argocd.App) map[string]any {
@@ -179,7 +193,7 @@ func (e *Engine) markPending(ctx context.Context, x *execution, app argocd.App) 
 	}
 	marked, app, err := e.writeSessionWith(ctx, app, x.session.ID, check, func(s *Session) {
 		*s = *fromLog(s)
-		s.Patches = append(s.Patches, pending)
+		s.Patches = s.patches(pending)
 		if terminated != "" {
 			s.TerminatedSync = terminated
 		}
@@ -197,6 +211,12 @@ func (e *Engine) markPending(ctx context.Context, x *execution, app argocd.App) 
 		}
 	}
 	return app, nil
+}
+
+// pendingMark is the session's mark of the run's patch while it is sent,
+// named by the planned record.
+func (x *execution) pendingMark() SessionPatch {
+	return SessionPatch{ID: x.planned.ID, Target: x.Target, Type: x.PatchType, Fields: x.patch.fields, At: time.Now().UTC(), Pending: true}
 }
 
 // recordPatched follows a live fix: the session says patched, Argo CD is

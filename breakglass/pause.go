@@ -175,11 +175,24 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 		known = knownApp(x.App) // the session's write made the plan's copy stale
 	}
 	session.State = StatePaused
+	// The same write marks the patch as being sent (markPending), one
+	// write fewer before the fix; a session holding fields marks it with
+	// the hold instead, which the admission policy allows only within
+	// an open session.
+	marked := session.Patches
+	if !session.holdsFields() {
+		marked = session.patches(x.pendingMark())
+	}
 	paused, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(app argocd.App) map[string]any {
-		return sessionPatch(session, policyPatch(app, x.SyncPolicyAfter))
+		s := *session
+		s.Patches = marked
+		return sessionPatch(&s, policyPatch(app, x.SyncPolicyAfter))
 	}})
 	if err != nil {
 		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: %w", x.App.Name, err))
+	}
+	if !session.holdsFields() {
+		session.Patches, x.pendingPatch = marked, x.planned.ID
 	}
 	// The pause's record is written while Argo CD's controller takes the
 	// pause up: both must be done before anything is patched, neither
@@ -197,14 +210,45 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 			return nil, argocd.App{}, err
 		}
 	}
-	app, err := e.WaitRefreshed(ctx, paused)
-	if err != nil {
-		warnings = append(warnings, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", e.ControllerTimeout(), err))
+	// Argo CD's controller takes the pause up while the patch is sent: a
+	// sync that a reconcile begun before the pause would start is refused
+	// by the admission policy (kubectl-gitops-no-automated-sync-in-a-pause),
+	// so the patch need not wait for the controller. An operation already
+	// on the Application is waited for, so that the sync it starts can be
+	// terminated before the patch.
+	x.confirmed = start(func() (argocd.App, error) { return e.WaitRefreshed(ctx, paused) })
+	app := paused
+	if _, operation := paused.Object["operation"]; operation {
+		var warning string
+		app, warning = x.pauseConfirmed(e.ControllerTimeout())
+		warnings = appendWarning(warnings, warning)
 	}
 	if _, err := recorded.wait(); err != nil {
 		return nil, argocd.App{}, err
 	}
 	return warnings, app, nil
+}
+
+// pauseConfirmed waits for Argo CD's controller to have reconciled the
+// paused Application, returning it as then seen (nil when not), or a
+// warning why it did not within timeout; "" once asked already.
+func (x *execution) pauseConfirmed(timeout time.Duration) (argocd.App, string) {
+	if x.confirmed == nil {
+		return argocd.App{}, ""
+	}
+	app, err := x.confirmed.wait()
+	x.confirmed = nil
+	if err != nil {
+		return argocd.App{}, fmt.Sprintf("Argo CD's controller did not confirm the pause within %s (%v): is it running? The patch was applied anyway.", timeout, err)
+	}
+	return app, ""
+}
+
+func appendWarning(warnings []string, warning string) []string {
+	if warning == "" {
+		return warnings
+	}
+	return append(warnings, warning)
 }
 
 // pauseParents opens the child's session (state pausing, parents listed),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -187,6 +188,15 @@ func (s *Session) dropPatch(id string) {
 		}
 	}
 	s.Patches = kept
+}
+
+// patches is the session's patches with p, once: a new slice, unless p
+// is there already.
+func (s *Session) patches(p SessionPatch) []SessionPatch {
+	if s.patchNamed(p.ID) != nil {
+		return s.Patches
+	}
+	return append(slices.Clip(s.Patches), p)
 }
 
 // patchNamed returns the session's patch id, nil when it has none.

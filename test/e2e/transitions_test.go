@@ -570,3 +570,59 @@ func TestTransitionUnreadableHeadIsOverwrittenByTheWriter(t *testing.T) {
 		t.Errorf("the head after the append is %v, want seq %d", h, r.Seq)
 	}
 }
+
+// TestTransitionAutomatedSyncInAPauseIsRefused: the sync a reconcile that
+// began before the pause would start (Argo CD's SetAppOperation: the
+// Application read again, an operation initiated by automation added) is
+// refused on an Application a session holds paused, whoever writes it, in
+// both pause forms (automated.enabled: false; automated removed, before
+// 3.1). A person's Sync is not refused by this policy, nor an automated
+// sync outside a session (an ApplicationSet's progressive sync of an
+// Application on manual sync) or while automated sync is on (--hold fields).
+// Each write is a server-side dry run: admission runs, nothing is stored.
+func TestTransitionAutomatedSyncInAPauseIsRefused(t *testing.T) {
+	apiOnly(t)
+	e := environment(t)
+	ctx := context.Background()
+	apps := appsClient(t)
+	admin := newUser(t, env.Admin.Name)
+	session := `{"id":"tx-autosync-1","state":"paused","openedBy":"` + env.Oncall.Name + `"}`
+	paused := runtimeCopy(fullPolicy)
+	paused["automated"].(map[string]any)["enabled"] = false
+	removed := runtimeCopy(fullPolicy)
+	delete(removed, "automated")
+	sync := func(initiatedBy map[string]any) string {
+		op, _ := json.Marshal(map[string]any{"operation": map[string]any{"sync": map[string]any{"revision": "HEAD"}, "initiatedBy": initiatedBy}})
+		return string(op)
+	}
+	automated, person := sync(map[string]any{"automated": true}), sync(map[string]any{"username": "colleague"})
+	for i, tt := range []struct {
+		name, op string
+		policy   map[string]any
+		held     bool
+		refused  bool
+	}{
+		{"automated sync, paused by automated.enabled false", automated, paused, true, true},
+		{"automated sync, paused by removing automated", automated, removed, true, true},
+		{"a person's sync in the pause", person, paused, true, false},
+		{"automated sync, no session", automated, paused, false, false},
+		{"automated sync, automated on in the session", automated, runtimeCopy(fullPolicy), true, false},
+	} {
+		name := fmt.Sprintf("tx-autosync-%d", i)
+		app := e.Application(name, "apps/"+name, name, tt.policy)
+		if tt.held {
+			app.SetAnnotations(map[string]string{breakglass.SessionAnnotation: session})
+		}
+		if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		_, errOut, code := admin.run("kubectl", "-n", e.ArgoNamespace, "patch", "application", name, "--type=merge", "--dry-run=server", "-p", tt.op)
+		_ = apps.Delete(ctx, name, metav1.DeleteOptions{})
+		switch refused := code != 0; {
+		case tt.refused && (!refused || !strings.Contains(errOut, "kubectl-gitops-no-automated-sync-in-a-pause") || !strings.Contains(errOut, "would revert the live fix")):
+			t.Errorf("%s: exit %d, %q; want refused by the pause's policy", tt.name, code, errOut)
+		case !tt.refused && refused:
+			t.Errorf("%s: refused (%q); want allowed", tt.name, errOut)
+		}
+	}
+}
