@@ -520,6 +520,10 @@ func (s *stage) manualSyncCondition(b *testing.B) revertCondition {
 			return at, phase
 		}
 		before, _ := startedAt()
+		// startedAt has seconds only: a Sync started in the second the
+		// last sync started (self-heal's, putting the image back) would
+		// look like no Sync at all.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 		if err := s.e.ArgoAdmin(ctx, http.MethodPost, "/api/v1/applications/web/sync", []byte(`{}`)); err != nil {
 			b.Fatal(err)
 		}
