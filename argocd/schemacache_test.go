@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -59,4 +60,25 @@ func TestAutomatedSchemaIsReadOncePerDocument(t *testing.T) {
 	ask(client(dir), true, 2)
 	ask(client(""), true, 3) // no cache: read every time
 	ask(client(""), true, 4)
+}
+
+// TestSyncQueued: an operation set but not started (Argo CD's
+// SetAppOperation clears operationState) is queued; one running or
+// terminating is not, nor an Application with no operation.
+func TestSyncQueued(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		object map[string]any
+		want   bool
+	}{
+		{"no operation", map[string]any{"status": map[string]any{"operationState": map[string]any{"phase": "Succeeded"}}}, false},
+		{"set, no state yet", map[string]any{"operation": map[string]any{"sync": map[string]any{}}}, true},
+		{"set, the last sync's state", map[string]any{"operation": map[string]any{}, "status": map[string]any{"operationState": map[string]any{"phase": "Succeeded"}}}, true},
+		{"running", map[string]any{"operation": map[string]any{}, "status": map[string]any{"operationState": map[string]any{"phase": "Running"}}}, false},
+		{"terminating", map[string]any{"operation": map[string]any{}, "status": map[string]any{"operationState": map[string]any{"phase": "Terminating"}}}, false},
+	} {
+		if got := AppOf(&unstructured.Unstructured{Object: tt.object}).SyncQueued(); got != tt.want {
+			t.Errorf("%s: SyncQueued %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

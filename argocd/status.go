@@ -96,6 +96,16 @@ func (app App) SyncRunning() (string, bool) {
 	return started, hasOp && (phase == "Running" || phase == "Terminating")
 }
 
+// SyncQueued is whether a sync operation is on app but not yet started:
+// Argo CD's SetAppOperation sets operation and clears operationState, and
+// an operation worker marks it Running later; the operation goes when it
+// ends.
+func (app App) SyncQueued() bool {
+	_, hasOp, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
+	_, running := app.SyncRunning()
+	return hasOp && !running
+}
+
 // SyncsAutomatically is whether app's policy has automated sync on:
 // automated is set and not enabled: false.
 func (app App) SyncsAutomatically() bool {

@@ -175,7 +175,7 @@ func (e *Engine) holdApp(ctx context.Context, x *execution) (argocd.App, error) 
 func (e *Engine) markPending(ctx context.Context, x *execution, app argocd.App) (argocd.App, error) {
 	terminated := x.session.TerminatedSync
 	if x.pendingPatch != "" && terminated == "" && app.Unstructured != nil {
-		if _, running := app.SyncRunning(); !running {
+		if _, running := app.SyncRunning(); !running && !app.SyncQueued() {
 			return app, nil
 		}
 	}
@@ -353,6 +353,9 @@ func noOtherSync(name, terminated string) func(argocd.App) error {
 		if started, running := app.SyncRunning(); running && (terminated == "" || started != terminated) {
 			return fmt.Errorf("%w: a sync operation started on %s at %s, while the break-glass ran; nothing was patched: run the break-glass again, it terminates running syncs", argocd.ErrConflict, name, started)
 		}
+		if app.SyncQueued() {
+			return fmt.Errorf("%w: a sync operation is queued on %s and has not started, so it cannot be terminated yet; nothing was patched: run the break-glass again", argocd.ErrConflict, name)
+		}
 		return nil
 	}
 }
@@ -427,6 +430,19 @@ func (e *Engine) terminateSync(ctx context.Context, ref audit.AppRef, session *S
 		if app, err = e.App(ctx, appRef(ref)); err != nil {
 			return "could not check for a running sync operation: " + err.Error()
 		}
+	}
+	if app.SyncQueued() {
+		// Queued, not yet started: it cannot be terminated until an
+		// operation worker starts it, and it would apply Git once it does.
+		key := appRef(ref).String()
+		wait, cancel := context.WithTimeout(ctx, e.ControllerTimeout())
+		started := func(a argocd.App) bool { return !a.SyncQueued() }
+		seen := e.WaitApps(wait, []string{key}, started)[key]
+		cancel()
+		if seen.Unstructured == nil || !started(seen) {
+			return fmt.Sprintf("a sync operation queued on %s did not start within %s, so it could not be terminated", name, e.ControllerTimeout())
+		}
+		app = seen
 	}
 	started, running := app.SyncRunning()
 	if !running {

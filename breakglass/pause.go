@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -204,7 +208,7 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 	})
 	if e.AfterPause != nil { // a test's hook, which runs once the pause is recorded
 		if _, err := recorded.wait(); err != nil {
-			return nil, argocd.App{}, err
+			return nil, argocd.App{}, e.unmark(ctx, x, err)
 		}
 		if err := e.AfterPause(ctx); err != nil {
 			return nil, argocd.App{}, err
@@ -216,17 +220,57 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 	// so the patch need not wait for the controller. An operation already
 	// on the Application is waited for, so that the sync it starts can be
 	// terminated before the patch.
+	if session.pauses() && paused.SyncsAutomatically() {
+		// The write did not pause: the schema the API server published
+		// (or a cached answer about it) was not this Application's.
+		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: automated sync is still on after the write (%s): nothing was patched; run the command again", x.App.Name, x.PauseMechanism))
+	}
 	x.confirmed = start(func() (argocd.App, error) { return e.WaitRefreshed(ctx, paused) })
 	app := paused
-	if _, operation := paused.Object["operation"]; operation {
+	if _, operation := paused.Object["operation"]; operation || !x.guarded {
 		var warning string
 		app, warning = x.pauseConfirmed(e.ControllerTimeout())
 		warnings = appendWarning(warnings, warning)
 	}
 	if _, err := recorded.wait(); err != nil {
-		return nil, argocd.App{}, err
+		return nil, argocd.App{}, e.unmark(ctx, x, err)
 	}
 	return warnings, app, nil
+}
+
+// unmark drops the patch's pending mark the pause wrote when the pause's
+// record could not be written (the audit log is down): nothing is patched,
+// and a mark would hold every restore while the run looks alive. The pause
+// stays, for restore to end, as after a failed abort record; err says why.
+func (e *Engine) unmark(ctx context.Context, x *execution, err error) error {
+	if x.pendingPatch == "" {
+		return err
+	}
+	undo, cancel := undoContext(ctx)
+	defer cancel()
+	if _, _, dropErr := e.writeSession(undo, knownApp(x.App), x.session.ID, nil, func(s *Session) { s.dropPatch(x.pendingPatch) }); dropErr != nil {
+		return fmt.Errorf("%w; the patch's mark in session %s could not be dropped either (%v): run `%s`", err, x.session.ID, dropErr, next.ForceRestore(x.App.Namespace, x.App.Name))
+	}
+	x.pendingPatch = ""
+	return fmt.Errorf("%w; nothing was patched, and sync stays paused: run `%s`", err, next.Restore(x.App.Namespace, x.App.Name))
+}
+
+// PauseGuardPolicy is the admission policy (deploy/policy/applications.yaml)
+// that refuses an automated sync on an Application a session holds paused.
+const PauseGuardPolicy = "kubectl-gitops-no-automated-sync-in-a-pause"
+
+// pauseGuarded is whether PauseGuardPolicy is in force: the policy and its
+// binding, denying, as shipped. Unreadable counts as not in force.
+func (e *Engine) pauseGuarded(ctx context.Context) bool {
+	admission := e.Kube.AdmissionregistrationV1()
+	if _, err := admission.ValidatingAdmissionPolicies().Get(ctx, PauseGuardPolicy, metav1.GetOptions{}); err != nil {
+		return false
+	}
+	binding, err := admission.ValidatingAdmissionPolicyBindings().Get(ctx, PauseGuardPolicy, metav1.GetOptions{})
+	if err != nil || binding.Spec.PolicyName != PauseGuardPolicy {
+		return false
+	}
+	return slices.Contains(binding.Spec.ValidationActions, admissionregistrationv1.Deny)
 }
 
 // pauseConfirmed waits for Argo CD's controller to have reconciled the

@@ -82,6 +82,10 @@ type Plan struct {
 	app argocd.App
 	// disableAutomated pauses with automated.enabled: false (Argo CD ≥ 3.1).
 	disableAutomated bool
+	// guarded is whether the API server refuses the automated sync a
+	// reconcile begun before the pause would start (PauseGuardPolicy):
+	// then the patch need not wait for Argo CD's controller.
+	guarded bool
 	// PauseMechanism is how the pause works on this Argo CD; PauseJoined
 	// when the plan joins a paused session.
 	PauseMechanism PauseMechanism
@@ -196,6 +200,7 @@ type planning struct {
 	// from the command's start to the fix being live: make bench's T_live).
 	whoami    *pending[audit.Actor]
 	inSchema  *pending[bool]
+	guarded   *pending[bool]
 	digestKey *pending[*audit.DigestKey]
 	tracking  *pending[argocd.Tracking]
 	// The second wave: reads that need the target, started together and
@@ -222,6 +227,7 @@ func (e *Engine) startPlanning(ctx context.Context, req Request) (*planning, err
 	p.whoami = start(func() (audit.Actor, error) { return e.Whoami(ctx) })
 	p.inSchema = start(func() (bool, error) { _, enabled, err := e.AutomatedSchema(); return enabled, err })
 	p.digestKey = start(func() (*audit.DigestKey, error) { return e.digestKey(ctx) })
+	p.guarded = start(func() (bool, error) { return e.pauseGuarded(ctx), nil })
 	p.tracking = start(func() (argocd.Tracking, error) {
 		return e.Tracking(ctx, func() bool { enabled, _ := p.inSchema.wait(); return enabled }), nil
 	})
@@ -482,6 +488,9 @@ func (p *planning) planPause(context.Context) error {
 		plan.PauseMechanism = PauseRemoveAutomated
 		if enabled {
 			plan.PauseMechanism = PauseDisableAutomated
+		}
+		if plan.guarded, _ = p.guarded.wait(); !plan.guarded {
+			p.warn("the admission policy " + PauseGuardPolicy + " is not in force, or on-call may not read it (apply deploy/policy and deploy/rbac): the patch waits for Argo CD's controller to take the pause up first")
 		}
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
@@ -99,5 +101,41 @@ func TestAnAbortKilledAnywhereLeavesNoApplicationHeldForNobody(t *testing.T) {
 		if finished || at > 20 {
 			break
 		}
+	}
+}
+
+// TestPauseRecordFailingLeavesNoPendingMark: the pause writes the patch's
+// pending mark with it; when the pause's own record then cannot be
+// written, nothing is patched, and the mark goes, or it would hold every
+// restore while the run looked alive. The pause stays for restore to end.
+func TestPauseRecordFailingLeavesNoPendingMark(t *testing.T) {
+	f := newFakeCluster(t)
+	kill := &killSwitch{Store: f.audit, at: 2} // the planned record is written, the paused one is not
+	stored, _ := testEngines.Load(t.Name())
+	build := stored.(func(*engineFlags) (*breakglass.Engine, error))
+	useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
+		e, err := build(flags)
+		if err == nil {
+			e.Audit = kill
+		}
+		return e, err
+	})
+	code, _, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y")
+	if code == ExitOK || !strings.Contains(errOut, "nothing was patched, and sync stays paused") {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+	s, err := breakglass.SessionOf(f.app())
+	if err != nil {
+		t.Fatalf("the pause's session is gone: %v", err)
+	}
+	for _, p := range s.Patches {
+		t.Errorf("the session keeps patch %s (pending %v) of a run that patched nothing", p.ID, p.Pending)
+	}
+	d, err := f.dyn.Resource(deploymentsGVR).Namespace("demo").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); replicas != 2 {
+		t.Errorf("replicas %d: patched although its run failed before the patch", replicas)
 	}
 }

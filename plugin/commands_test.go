@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -1354,6 +1355,59 @@ func TestEveryCommandExplainsItsErrors(t *testing.T) {
 			}
 			if !strings.Contains(errOut.String(), "set --app-namespace if Applications live elsewhere") {
 				t.Errorf("no next step:\n%s", errOut)
+			}
+		})
+	}
+}
+
+// TestBreakglassWaitsForArgoCDWithoutThePauseGuard: without the admission
+// policy that refuses a stale reconcile's automated sync (its binding gone,
+// or unreadable), nothing stops that sync from applying Git over the fix
+// if the patch goes before Argo CD's controller has taken the pause up: the
+// plan says so, and the pause is confirmed before the patch.
+func TestBreakglassWaitsForArgoCDWithoutThePauseGuard(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		remove  bool
+		warning bool
+	}{{"as installed", false, false}, {"binding gone", true, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			if tt.remove {
+				if err := f.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), breakglass.PauseGuardPolicy, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.dyn.ClearActions()
+			code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "5xx spike", "-y")
+			if code != ExitOK {
+				t.Fatalf("exit %d\n%s%s", code, out, errOut)
+			}
+			if got := strings.Contains(errOut, breakglass.PauseGuardPolicy+" is not in force"); got != tt.warning {
+				t.Errorf("warning about the pause guard: %v, want %v\n%s", got, tt.warning, errOut)
+			}
+			// Without the guard, the Deployment is patched only after Argo
+			// CD's (fake) controller has reconciled the paused Application:
+			// its own write, which the tool's (field manager kubectl-gitops)
+			// are not.
+			paused, confirmed, patched := -1, -1, -1
+			for i, a := range f.dyn.Actions() {
+				patch, ok := a.(clienttesting.PatchActionImpl)
+				if !ok || a.GetVerb() != "patch" {
+					continue
+				}
+				tool := patch.GetPatchOptions().FieldManager == argocd.FieldManager
+				switch {
+				case paused < 0 && tool && a.GetResource() == argocd.ApplicationGVR:
+					paused = i
+				case paused >= 0 && confirmed < 0 && !tool && a.GetResource() == argocd.ApplicationGVR:
+					confirmed = i
+				case patched < 0 && a.GetResource().Resource == "deployments":
+					patched = i
+				}
+			}
+			if tt.warning && (confirmed < 0 || patched < confirmed) {
+				t.Errorf("without the guard the Deployment was patched (action %d) before Argo CD confirmed the pause (action %d, paused at %d)", patched, confirmed, paused)
 			}
 		})
 	}

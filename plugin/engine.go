@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -126,14 +128,16 @@ func withClientRates(config *rest.Config) *rest.Config {
 	return config
 }
 
-// cacheDir is where the plugin keeps what it may: kubectl's cache
-// directory (--cache-dir, KUBECACHEDIR, ~/.kube/cache), in a directory of
-// its own.
-func cacheDir(flags *genericclioptions.ConfigFlags) string {
+// serverCacheDir is where the plugin keeps what it may about the API
+// server at host: kubectl's cache directory (--cache-dir, KUBECACHEDIR,
+// ~/.kube/cache), in a directory of its own, one per server, so that one
+// server's answers are never taken for another's.
+func serverCacheDir(flags *genericclioptions.ConfigFlags, host string) string {
 	if flags.CacheDir == nil || *flags.CacheDir == "" {
 		return ""
 	}
-	return filepath.Join(*flags.CacheDir, "kubectl-gitops")
+	sum := sha256.Sum256([]byte(host))
+	return filepath.Join(*flags.CacheDir, "kubectl-gitops", hex.EncodeToString(sum[:8]))
 }
 
 // engine builds the engine a command drives, as its Factory builds it.
@@ -154,7 +158,7 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace, CacheDir: cacheDir(f.configFlags)}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
+	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace, CacheDir: serverCacheDir(f.configFlags, config.Host)}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets = jira()
 	argo, err := f.argoServer()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -93,7 +94,13 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 		argocd.ApplicationGVR: "ApplicationList", argocd.ApplicationSetGVR: "ApplicationSetList", deploymentsGVR: "DeploymentList",
 	}, app, deployment)
 
-	kube := kubefake.NewSimpleClientset()
+	// As installed: deploy/policy's guard of the pause, which lets the
+	// patch go without waiting for Argo CD's controller.
+	kube := kubefake.NewSimpleClientset(
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: breakglass.PauseGuardPolicy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: breakglass.PauseGuardPolicy},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: breakglass.PauseGuardPolicy, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}},
+	)
 	kube.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
 			UserInfo: authenticationv1.UserInfo{Username: "oncall", Groups: []string{"oncall"}}}}, nil

@@ -579,6 +579,7 @@ func TestTransitionUnreadableHeadIsOverwrittenByTheWriter(t *testing.T) {
 // 3.1). A person's Sync is not refused by this policy, nor an automated
 // sync outside a session (an ApplicationSet's progressive sync of an
 // Application on manual sync) or while automated sync is on (--hold fields).
+// A parent paused for a session (its paused-by mark) is held alike.
 // Each write is a server-side dry run: admission runs, nothing is stored.
 func TestTransitionAutomatedSyncInAPauseIsRefused(t *testing.T) {
 	apiOnly(t)
@@ -596,23 +597,24 @@ func TestTransitionAutomatedSyncInAPauseIsRefused(t *testing.T) {
 		return string(op)
 	}
 	automated, person := sync(map[string]any{"automated": true}), sync(map[string]any{"username": "colleague"})
+	parent := map[string]string{breakglass.PausedByAnnotation: "tx-autosync-child"}
+	child := map[string]string{breakglass.SessionAnnotation: session}
 	for i, tt := range []struct {
 		name, op string
 		policy   map[string]any
-		held     bool
+		held     map[string]string
 		refused  bool
 	}{
-		{"automated sync, paused by automated.enabled false", automated, paused, true, true},
-		{"automated sync, paused by removing automated", automated, removed, true, true},
-		{"a person's sync in the pause", person, paused, true, false},
-		{"automated sync, no session", automated, paused, false, false},
-		{"automated sync, automated on in the session", automated, runtimeCopy(fullPolicy), true, false},
+		{"automated sync, paused by automated.enabled false", automated, paused, child, true},
+		{"automated sync, paused by removing automated", automated, removed, child, true},
+		{"automated sync on a parent paused for a session", automated, paused, parent, true},
+		{"a person's sync in the pause", person, paused, child, false},
+		{"automated sync, no session", automated, paused, nil, false},
+		{"automated sync, automated on in the session", automated, runtimeCopy(fullPolicy), child, false},
 	} {
 		name := fmt.Sprintf("tx-autosync-%d", i)
 		app := e.Application(name, "apps/"+name, name, tt.policy)
-		if tt.held {
-			app.SetAnnotations(map[string]string{breakglass.SessionAnnotation: session})
-		}
+		app.SetAnnotations(tt.held)
 		if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
