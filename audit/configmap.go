@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +69,9 @@ type ConfigMapStore struct {
 	// found is the end of the log as Prefetch found it, for the first
 	// append to start from; nil when there is none.
 	found *tipFound
+	// moving is closed once the head move AppendLater started is done;
+	// nil when none is under way. Every write waits for it first.
+	moving chan struct{}
 }
 
 // Prefetch finds the end of the log ahead of the first append, so that a
@@ -100,6 +104,7 @@ func NewConfigMapStore(client kubernetes.Interface, namespace string) *ConfigMap
 // meanwhile, the create at the remembered position fails and the append
 // looks for the tip again, from there.
 func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
+	s.WaitHead()
 	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
 	if err != nil {
 		return err
@@ -113,6 +118,46 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 	return nil
 }
 
+// AppendLater is Append returning once the record is stored: the head is
+// moved in the background, and the store's next write (and WaitHead)
+// waits for that first, so the head still moves one record at a time, in
+// order. For a writer whose next step needs the record, not the head: a
+// break-glass pauses once its planned record is stored, a round trip
+// sooner. The move outlives a cancelled ctx (30 s at most), as an undo
+// does; a process killed before it ends leaves the head one record
+// behind, as a kill between Append's two writes does.
+func (s *ConfigMapStore) AppendLater(ctx context.Context, r *Record) error {
+	s.WaitHead()
+	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
+	if err != nil {
+		return err
+	}
+	to := HeadState{Seq: r.Seq, Hash: r.Hash}
+	moving := make(chan struct{})
+	s.mu.Lock()
+	s.moving = moving
+	s.mu.Unlock()
+	go func() {
+		defer close(moving)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		seen, _ := s.advanceHead(ctx, f.headCM, to)
+		s.remember(to, seen)
+	}()
+	return nil
+}
+
+// WaitHead waits for the head move AppendLater started, if one is under
+// way.
+func (s *ConfigMapStore) WaitHead() {
+	s.mu.Lock()
+	moving := s.moving
+	s.mu.Unlock()
+	if moving != nil {
+		<-moving
+	}
+}
+
 // RepairHead puts the head back on the log, whatever it says (ahead of
 // the log, behind it, another hash, unreadable, or missing): it appends r
 // as an EventHeadRepaired record saying what the head said before
@@ -122,6 +167,7 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 // a repair or move the head back: anyone else's attempt fails with the
 // API server's Forbidden error, and nothing is written.
 func (s *ConfigMapStore) RepairHead(ctx context.Context, r *Record) error {
+	s.WaitHead()
 	f, err := s.write(ctx, r, false, func(rec *Record, f tipFound) { rec.Event, rec.HeadBefore = EventHeadRepaired, f.head })
 	if err != nil {
 		return err

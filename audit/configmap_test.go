@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -549,5 +550,49 @@ func TestPrefetchedTipIsOnlyAStart(t *testing.T) {
 	}
 	if rep, err := VerifyStore(ctx, mine, nil, nil); err != nil || rep.Records != 5 {
 		t.Errorf("verify: %v %+v", err, rep)
+	}
+}
+
+// TestAppendLaterMovesTheHeadInOrder: records appended with AppendLater
+// are stored when it returns; the head follows in the background, and the
+// next write (and WaitHead) waits for it, so the head ends on the last
+// record and the chain is whole, with no record retried at a taken
+// position.
+func TestAppendLaterMovesTheHeadInOrder(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	store := NewConfigMapStore(client, "argocd")
+	var creates atomic.Int32
+	client.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		creates.Add(1)
+		return false, nil, nil
+	})
+	for i, later := range []bool{true, true, false, true} {
+		r := &Record{Event: EventPlanned, Actor: Actor{Username: "oncall"}}
+		write := store.Append
+		if later {
+			write = store.AppendLater
+		}
+		if err := write(ctx, r); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if _, err := client.CoreV1().ConfigMaps("argocd").Get(ctx, RecordName(r.Seq), metav1.GetOptions{}); err != nil {
+			t.Fatalf("append %d returned before its record was stored: %v", i, err)
+		}
+	}
+	store.WaitHead()
+	head, err := store.Head(ctx)
+	if err != nil || head == nil || head.Seq != 4 {
+		t.Fatalf("head %+v (%v), want record 4", head, err)
+	}
+	entries, err := store.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Verify(entries, head); len(rep.Breaks) > 0 || len(rep.Warnings) > 0 || rep.Records != 4 {
+		t.Errorf("verify of %d records: %+v", len(entries), rep)
+	}
+	if got := creates.Load(); got != 5 { // four records, and the head once
+		t.Errorf("%d creates, want 5: a record was retried at a position already taken", got)
 	}
 }

@@ -135,6 +135,31 @@ func (e *Engine) record(ctx context.Context, s subject, session string, event au
 	return e.recordWith(ctx, e.Audit.Append, s, session, event, outcome, edit)
 }
 
+// laterAppender is a store that can move its head after an append
+// returns (audit.ConfigMapStore), its next write waiting for that.
+type laterAppender interface {
+	AppendLater(ctx context.Context, r *audit.Record) error
+	WaitHead()
+}
+
+// recordSoon is record returning once the record is stored, where the
+// store can move its head meanwhile: for the records a break-glass writes
+// on its way to the fix (the planned one, the pause's).
+func (e *Engine) recordSoon(ctx context.Context, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
+	if store, ok := e.Audit.(laterAppender); ok {
+		return e.recordWith(ctx, store.AppendLater, s, session, event, outcome, edit)
+	}
+	return e.record(ctx, s, session, event, outcome, edit)
+}
+
+// auditSettled waits for the audit log's head to name the last record
+// this engine wrote (recordSoon).
+func (e *Engine) auditSettled() {
+	if store, ok := e.Audit.(laterAppender); ok {
+		store.WaitHead()
+	}
+}
+
 func (e *Engine) recordWith(ctx context.Context, appendRecord func(context.Context, *audit.Record) error, s subject, session string, event audit.Event, outcome audit.Outcome, edit func(*audit.Record)) (*audit.Record, error) {
 	r := &audit.Record{
 		Event: event, Session: session, Actor: s.actor, Client: clientInfo(),

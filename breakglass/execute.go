@@ -63,6 +63,7 @@ func (e *Engine) Execute(ctx context.Context, p *Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer e.auditSettled()
 	if err := e.recordPlanned(ctx, x); err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func (e *Engine) recordPlanned(ctx context.Context, x *execution) error {
 			}
 		}
 	}
-	rec, err := e.record(ctx, x.subject(), x.session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
+	rec, err := e.recordSoon(ctx, x.subject(), x.session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)
 	x.planned = rec
 	return err
 }

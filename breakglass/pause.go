@@ -202,7 +202,7 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 	// pause up: both must be done before anything is patched, neither
 	// waits for the other.
 	recorded := start(func() (*audit.Record, error) {
-		return e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
+		return e.recordSoon(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) {
 			r.SyncPolicy = &audit.SyncPolicy{Before: x.SyncPolicyBefore, After: x.SyncPolicyAfter}
 		})
 	})
