@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 )
 
@@ -43,6 +44,21 @@ func TestRolesAreLeastPrivilege(t *testing.T) {
 	}
 	// The tool's own Events are the user's: on-call may write one, which
 	// is why README says to trust the controller's alone.
+	// The pause's guard: on-call reads it by name (a break-glass checks it
+	// is in force), and can neither change nor remove it, nor read others.
+	guard := breakglass.PauseGuardPolicy
+	oncall.kubectl("get", "validatingadmissionpolicy", guard)
+	oncall.kubectl("get", "validatingadmissionpolicybinding", guard)
+	for _, args := range [][]string{
+		{"delete", "validatingadmissionpolicybinding", guard},
+		{"patch", "validatingadmissionpolicy", guard, "--type=merge", "-p", `{"spec":{"failurePolicy":"Ignore"}}`},
+		{"get", "validatingadmissionpolicy", "kubectl-gitops-breakglass-applications"},
+		{"get", "validatingadmissionpolicybindings"},
+	} {
+		if _, errOut, code := oncall.run("kubectl", args...); code == 0 || !strings.Contains(errOut, "forbidden") {
+			t.Errorf("on-call: kubectl %s: exit %d, %q, want forbidden", strings.Join(args, " "), code, errOut)
+		}
+	}
 	path := filepath.Join(dir, "own-event.yaml")
 	if err := os.WriteFile(path, []byte(event("kubectl-gitops")), 0o600); err != nil {
 		t.Fatal(err)

@@ -620,11 +620,23 @@ func (e *Env) RegisterCluster(ctx context.Context, name string) (string, error) 
 // name outside the pattern is refused.
 func waitPolicyEnforced(ctx context.Context, kube kubernetes.Interface) error {
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-gitops-audit-probe", Namespace: ArgoNamespace}}
+	// The events policy is applied last (deploy/policy/events.yaml): each
+	// policy is enforced once the API server has loaded it, and a test run
+	// first once met an audit policy in force and the events one not yet.
+	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-gitops-policy-probe", Namespace: ArgoNamespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", Namespace: ArgoNamespace, Name: "probe"},
+		Reason: "Probe", ReportingController: "kubectl-gitops-controller", ReportingInstance: "probe",
+		Source: corev1.EventSource{Component: "kubectl-gitops-controller"}, Type: corev1.EventTypeNormal}
+	refused := func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := kube.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			return nil
+		if refused(err) {
+			// Forbidden only: an Event the API server found invalid would
+			// say nothing of the policy.
+			if _, err = kube.CoreV1().Events(ArgoNamespace).Create(ctx, event, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); apierrors.IsForbidden(err) {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the admission policies of deploy/policy are not enforced after 30s (probe: %v)", err)
