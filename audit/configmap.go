@@ -104,18 +104,24 @@ func NewConfigMapStore(client kubernetes.Interface, namespace string) *ConfigMap
 // meanwhile, the create at the remembered position fails and the append
 // looks for the tip again, from there.
 func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
-	s.WaitHead()
-	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
+	f, to, err := s.store(ctx, r)
 	if err != nil {
 		return err
 	}
-	to := HeadState{Seq: r.Seq, Hash: r.Hash}
 	// The record is written, and it is what the log is: a head that
 	// cannot be moved (made immutable, say) does not make the write
 	// fail. Verify reports a head left behind.
 	seen, _ := s.advanceHead(ctx, f.headCM, to)
 	s.remember(to, seen)
 	return nil
+}
+
+// store writes r at the end of the log, once a head move under way is
+// done, and says where the head must go.
+func (s *ConfigMapStore) store(ctx context.Context, r *Record) (tipFound, HeadState, error) {
+	s.WaitHead()
+	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
+	return f, HeadState{Seq: r.Seq, Hash: r.Hash}, err
 }
 
 // AppendLater is Append returning once the record is stored: the head is
@@ -127,12 +133,10 @@ func (s *ConfigMapStore) Append(ctx context.Context, r *Record) error {
 // does; a process killed before it ends leaves the head one record
 // behind, as a kill between Append's two writes does.
 func (s *ConfigMapStore) AppendLater(ctx context.Context, r *Record) error {
-	s.WaitHead()
-	f, err := s.write(ctx, r, true, func(rec *Record, f tipFound) { rec.HeadFound = f.unnoted() })
+	f, to, err := s.store(ctx, r)
 	if err != nil {
 		return err
 	}
-	to := HeadState{Seq: r.Seq, Hash: r.Hash}
 	moving := make(chan struct{})
 	s.mu.Lock()
 	s.moving = moving

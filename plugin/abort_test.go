@@ -54,12 +54,28 @@ func (k *killSwitch) Append(ctx context.Context, r *audit.Record) error {
 // two left the log holding the Application for a session the Application
 // no longer carried, and the next break-glass there was an overlapping
 // session in the log.
+// killAt makes the engines of t write f's audit log through a kill
+// switch that fails every append from the at-th on.
+func killAt(t *testing.T, f *fakeCluster, at int) *killSwitch {
+	kill := &killSwitch{Store: f.audit, at: at}
+	stored, _ := testEngines.Load(t.Name())
+	build := stored.(func(*engineFlags) (*breakglass.Engine, error))
+	useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
+		e, err := build(flags)
+		if err == nil {
+			e.Audit = kill
+		}
+		return e, err
+	})
+	return kill
+}
+
 func TestAnAbortKilledAnywhereLeavesNoApplicationHeldForNobody(t *testing.T) {
 	for at := 1; ; at++ {
 		var finished bool
 		t.Run("", func(t *testing.T) {
 			f := newFakeCluster(t)
-			kill := &killSwitch{Store: f.audit, at: at}
+			kill := killAt(t, f, at)
 			f.dyn.PrependReactor("patch", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", nil)
 			})
@@ -69,15 +85,6 @@ func TestAnAbortKilledAnywhereLeavesNoApplicationHeldForNobody(t *testing.T) {
 					return true, nil, errKilled
 				}
 				return false, nil, nil
-			})
-			stored, _ := testEngines.Load(t.Name())
-			build := stored.(func(*engineFlags) (*breakglass.Engine, error))
-			useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
-				e, err := build(flags)
-				if err == nil {
-					e.Audit = kill
-				}
-				return e, err
 			})
 			if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code == ExitOK {
 				t.Fatalf("a rejected patch exited 0\n%s%s", out, errOut)
@@ -110,16 +117,7 @@ func TestAnAbortKilledAnywhereLeavesNoApplicationHeldForNobody(t *testing.T) {
 // restore while the run looked alive. The pause stays for restore to end.
 func TestPauseRecordFailingLeavesNoPendingMark(t *testing.T) {
 	f := newFakeCluster(t)
-	kill := &killSwitch{Store: f.audit, at: 2} // the planned record is written, the paused one is not
-	stored, _ := testEngines.Load(t.Name())
-	build := stored.(func(*engineFlags) (*breakglass.Engine, error))
-	useEngine(t, func(flags *engineFlags) (*breakglass.Engine, error) {
-		e, err := build(flags)
-		if err == nil {
-			e.Audit = kill
-		}
-		return e, err
-	})
+	killAt(t, f, 2) // the planned record is written, the paused one is not
 	code, _, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y")
 	if code == ExitOK || !strings.Contains(errOut, "nothing was patched, and sync stays paused") {
 		t.Fatalf("exit %d, %q", code, errOut)
