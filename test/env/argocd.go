@@ -625,7 +625,7 @@ func waitPolicyEnforced(ctx context.Context, kube kubernetes.Interface) error {
 	// first once met an audit policy in force and the events one not yet.
 	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-gitops-policy-probe", Namespace: ArgoNamespace},
 		InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", Namespace: ArgoNamespace, Name: "probe"},
-		Reason: "Probe", ReportingController: "kubectl-gitops-controller", ReportingInstance: "probe",
+		Reason:         "Probe", ReportingController: "kubectl-gitops-controller", ReportingInstance: "probe",
 		Source: corev1.EventSource{Component: "kubectl-gitops-controller"}, Type: corev1.EventTypeNormal}
 	refused := func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }
 	deadline := time.Now().Add(30 * time.Second)
