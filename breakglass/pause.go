@@ -223,7 +223,7 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 	if session.pauses() && paused.SyncsAutomatically() {
 		// The write did not pause: the schema the API server published
 		// (or a cached answer about it) was not this Application's.
-		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: automated sync is still on after the write (%s): nothing was patched; run the command again", x.App.Name, x.PauseMechanism))
+		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: automated sync is still on after the write (%s): nothing was patched; run the command again", x.App.Name, x.PauseMechanism), true)
 	}
 	x.confirmed = start(func() (argocd.App, error) { return e.WaitRefreshed(ctx, paused) })
 	app := paused
@@ -347,7 +347,9 @@ func (e *Engine) pauseParents(ctx context.Context, x *execution, known argocd.Ap
 // this session get their policy back and the child's session (if it was
 // written) is removed, under a context Ctrl-C does not cancel; then
 // breakglass.aborted says why.
-func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) error {
+// written says the child's pause write itself succeeded (and did not
+// pause): then the child's session is undone as a whole.
+func (e *Engine) abortPause(ctx context.Context, x *execution, cause error, written ...bool) error {
 	session := x.session
 	undo, cancel := undoContext(ctx)
 	defer cancel()
@@ -356,11 +358,15 @@ func (e *Engine) abortPause(ctx context.Context, x *execution, cause error) erro
 	}
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
-	if undoErr := e.restoreParents(undo, x.App, session); undoErr != nil {
-		outcome.Error += "; " + audit.PauseNotUndone + " (parents): " + undoErr.Error()
-		err = fmt.Errorf("%w; the parents' pause could not be undone (%v): run `%s`", cause, undoErr, next.Restore(x.App.Namespace, x.App.Name))
-	} else if len(session.PausedParents) > 0 {
+	var undoErr error
+	if len(written) > 0 && written[0] {
+		undoErr = e.undoPause(undo, x.App, session, audit.EventAborted, ownSession(x.App.Name, session.ID))
+	} else if undoErr = e.restoreParents(undo, x.App, session); undoErr == nil && len(session.PausedParents) > 0 {
 		_ = e.dropSession(undo, x.App, session.ID)
+	}
+	if undoErr != nil {
+		outcome.Error += "; " + audit.PauseNotUndone + ": " + undoErr.Error()
+		err = fmt.Errorf("%w; the pause could not be undone (%v): run `%s`", cause, undoErr, next.Restore(x.App.Namespace, x.App.Name))
 	}
 	if _, recErr := e.record(undo, x.subject(), session.ID, audit.EventAborted, outcome, nil); recErr != nil {
 		return fmt.Errorf("%v, and %w", err, recErr)

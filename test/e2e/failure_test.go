@@ -4,8 +4,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -286,5 +290,56 @@ func TestJoinAfterRestorePatchesNothing(t *testing.T) {
 	d, err := kubeFor(t, env.Admin.Name).AppsV1().Deployments("bg-late").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil || d.Annotations["late"] != "" {
 		t.Errorf("the late join patched the target: %v %v", d.Annotations, err)
+	}
+}
+
+// TestPauseThatDidNotTakeIsUndone: a schema answer kept in the user's
+// cache that is wrong for this API server (a 3.1 answer on 2.14, whose
+// Application schema prunes automated.enabled) makes the pause write leave
+// automated sync on. The break-glass sees it in the write's answer, undoes
+// the session and patches nothing.
+func TestPauseThatDidNotTakeIsUndone(t *testing.T) {
+	core(t)
+	if testEnv.Argo.Major() >= 3 {
+		t.Skip("the wrong answer is 3.1's on a 2.x schema")
+	}
+	created := deployApp(t, "bg-untaken")
+	home := t.TempDir()
+	oncall := newUser(t, env.Oncall.Name, "HOME="+home)
+	config, err := testEnv.RESTConfig(env.Oncall.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := kubeFor(t, env.Oncall.Name).Discovery().OpenAPIV3().Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gv, ok := paths["apis/argoproj.io/v1alpha1"]
+	if !ok {
+		t.Fatal("no OpenAPI schema for argoproj.io/v1alpha1")
+	}
+	// Where the plugin keeps the answer (plugin serverCacheDir, argocd schemaCache).
+	server := sha256.Sum256([]byte(config.Host))
+	doc := sha256.Sum256([]byte(gv.ServerRelativeURL()))
+	file := filepath.Join(home, ".kube", "cache", "kubectl-gitops", hex.EncodeToString(server[:8]), "schema", hex.EncodeToString(doc[:16])+".json")
+	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(`{"found":true,"enabled":true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut := mustRun(t, oncall, 1, "breakglass", "bg-untaken", "deployment/web", "--replicas", "4", "--reason", "wrong schema answer", "-y")
+	if !strings.Contains(errOut, "automated sync is still on after the write") {
+		t.Errorf("the pause that did not take was not named: %q", errOut)
+	}
+	want, _, _ := unstructured.NestedMap(created.Object, "spec", "syncPolicy")
+	if got := syncPolicyOf(t, "bg-untaken"); !reflect.DeepEqual(got, want) {
+		t.Errorf("sync policy %v, want %v", got, want)
+	}
+	if _, open := appAnnotations(t, "bg-untaken")[breakglass.SessionAnnotation]; open {
+		t.Errorf("the session was left open: %q", errOut)
+	}
+	if r := replicasIn(context.Background(), t, "bg-untaken"); r == 4 {
+		t.Error("the Deployment was patched")
 	}
 }
