@@ -139,13 +139,16 @@ func mergeAndRestore(t *testing.T, github *gitdouble.Server, number int, app, se
 		_, open := a.GetAnnotations()[breakglass.SessionAnnotation]
 		return !open, "session still open"
 	})
-	restored := false
-	for _, r := range sessionRecords(t, session) {
-		restored = restored || r.Event == audit.EventRestored && r.Outcome.Status == audit.StatusSucceeded && r.Actor.Username == controllerSA
-	}
-	if !restored {
-		t.Error("no breakglass.restored record by the controller")
-	}
+	// The session goes from the Application before the restore's
+	// succeeded record is written: wait for that too.
+	waitFor(ctx, t, "the controller's breakglass.restored record of "+app, func() (bool, string) {
+		for _, r := range sessionRecords(t, session) {
+			if r.Event == audit.EventRestored && r.Outcome.Status == audit.StatusSucceeded && r.Actor.Username == controllerSA {
+				return true, ""
+			}
+		}
+		return false, "no breakglass.restored record by the controller"
+	})
 	a := waitSynced(t, app, "")
 	if !autoSyncOn(mapOf(a, "spec", "syncPolicy")) {
 		t.Errorf("sync policy after the restore: %v", mapOf(a, "spec", "syncPolicy"))
