@@ -193,7 +193,7 @@ func (e *Engine) pause(ctx context.Context, x *execution) ([]string, argocd.App,
 		return sessionPatch(&s, policyPatch(app, x.SyncPolicyAfter))
 	}})
 	if err != nil {
-		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: %w", x.App.Name, err))
+		return nil, argocd.App{}, e.abortPause(ctx, x, fmt.Errorf("pausing %s: %w", x.App.Name, err), false)
 	}
 	if !session.holdsFields() {
 		session.Patches, x.pendingPatch = marked, x.planned.ID
@@ -308,7 +308,7 @@ func (e *Engine) pauseParents(ctx context.Context, x *execution, known argocd.Ap
 	if _, err := e.Write(ctx, known, argocd.Write{Check: unchanged, Patch: func(argocd.App) map[string]any {
 		return sessionPatch(session, nil)
 	}}); err != nil {
-		return nil, e.abortPause(ctx, x, fmt.Errorf("opening the session on %s: %w", x.App.Name, err))
+		return nil, e.abortPause(ctx, x, fmt.Errorf("opening the session on %s: %w", x.App.Name, err), false)
 	}
 	var warnings []string
 	for _, parent := range x.parents {
@@ -322,11 +322,11 @@ func (e *Engine) pauseParents(ctx context.Context, x *execution, known argocd.Ap
 			r.SyncPolicy = &audit.SyncPolicy{Before: before, After: pausedPolicy(before, x.disableAutomated)}
 		}
 		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusStarted}, withParent); err != nil {
-			return nil, e.abortPause(ctx, x, err)
+			return nil, e.abortPause(ctx, x, err, false)
 		}
 		pausedParent, err := e.pauseParent(ctx, parent, x.App.Name, session, x.disableAutomated)
 		if err != nil {
-			return nil, e.abortPause(ctx, x, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err))
+			return nil, e.abortPause(ctx, x, fmt.Errorf("pausing parent application %s: %w", parent.GetName(), err), false)
 		}
 		if _, err := e.record(ctx, x.subject(), session.ID, audit.EventPaused, audit.Outcome{Status: audit.StatusSucceeded}, withParent); err != nil {
 			return nil, err
@@ -347,9 +347,9 @@ func (e *Engine) pauseParents(ctx context.Context, x *execution, known argocd.Ap
 // this session get their policy back and the child's session (if it was
 // written) is removed, under a context Ctrl-C does not cancel; then
 // breakglass.aborted says why.
-// written says the child's pause write itself succeeded (and did not
+// childWritten says the child's pause write itself succeeded (and did not
 // pause): then the child's session is undone as a whole.
-func (e *Engine) abortPause(ctx context.Context, x *execution, cause error, written ...bool) error {
+func (e *Engine) abortPause(ctx context.Context, x *execution, cause error, childWritten bool) error {
 	session := x.session
 	undo, cancel := undoContext(ctx)
 	defer cancel()
@@ -359,7 +359,7 @@ func (e *Engine) abortPause(ctx context.Context, x *execution, cause error, writ
 	outcome := audit.Outcome{Status: audit.StatusFailed, Error: cause.Error()}
 	err := cause
 	var undoErr error
-	if len(written) > 0 && written[0] {
+	if childWritten {
 		undoErr = e.undoPause(undo, x.App, session, audit.EventAborted, ownSession(x.App.Name, session.ID))
 	} else if undoErr = e.restoreParents(undo, x.App, session); undoErr == nil && len(session.PausedParents) > 0 {
 		_ = e.dropSession(undo, x.App, session.ID)
