@@ -64,7 +64,7 @@ type SessionLog struct {
 	// Closed is the terminal record, nil while open.
 	Closed *Record
 	// Tickets are the Jira keys the session's own records filed or
-	// attached.
+	// attached (nil until there is one).
 	Tickets map[string]bool
 	// Reviews are the session's breakglass.reviewed records, read by the
 	// rules of review: the history and the verdict that stands.
@@ -78,6 +78,13 @@ type SessionLog struct {
 	joins    int
 	patched  bool
 	broken   bool
+}
+
+func (s *SessionLog) addTicket(key string) {
+	if s.Tickets == nil {
+		s.Tickets = map[string]bool{}
+	}
+	s.Tickets[key] = true
 }
 
 // Open says whether the session has no terminal record.
@@ -103,6 +110,12 @@ type Sessions struct {
 	// holders is the session holding each Application: it paused it and
 	// has not closed.
 	holders map[AppRef]string
+	// lean forgets, once a session closes, what no later record of it is
+	// checked against (its plan, its in-flight runs, its notices, the
+	// close's body): audit verify keeps every session of a log that may
+	// run to hundreds of thousands of records, and only the state machine
+	// reads them there. A lean session's Opened is nil once closed.
+	lean bool
 }
 
 // NewSessions starts an empty check.
@@ -132,7 +145,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	}
 	s := ss.byID[r.Session]
 	if s == nil {
-		s = &SessionLog{ID: r.Session, Members: map[string]bool{}, Tickets: map[string]bool{}}
+		s = &SessionLog{ID: r.Session, Members: map[string]bool{}}
 		ss.byID[r.Session] = s
 		if r.Event != EventPlanned || r.Application == nil {
 			s.broken = true
@@ -222,7 +235,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		if !s.Members[r.Actor.Username] && (len(s.Tickets) > 0 || r.Event != EventFiled || !ok) {
 			return broke(BreakForeignTicket, "%s by %s names ticket %s, which is not the session's", r.Event, r.Actor.Username, r.Ticket.Key)
 		}
-		s.Tickets[r.Ticket.Key] = true
+		s.addTicket(r.Ticket.Key)
 	}
 	switch r.Event {
 	case EventPaused:
@@ -244,7 +257,7 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		s.Notices = append(s.Notices, r)
 	case EventTicketed, EventFiled:
 		if ok && r.Ticket != nil && r.Ticket.Key != "" {
-			s.Tickets[r.Ticket.Key] = true
+			s.addTicket(r.Ticket.Key)
 		}
 	case EventAborted:
 		opening := s.joins == 0 && !s.patched
@@ -313,6 +326,13 @@ func (s *SessionLog) takeInFlight(match func(*Record) bool) *Record {
 func (ss *Sessions) close(s *SessionLog, r *Record) {
 	s.Closed, s.Phase = r, PhaseClosed
 	ss.release(s)
+	if ss.lean {
+		// What a record after the close is checked against: who the
+		// members were, the tickets, the reviews, and which record closed
+		// it (named in a break).
+		s.Opened, s.InFlight, s.Notices = nil, nil, nil
+		s.Closed = &Record{Seq: r.Seq, Event: r.Event, Session: r.Session, Actor: Actor{Username: r.Actor.Username}, Outcome: Outcome{Status: r.Outcome.Status}}
+	}
 }
 
 func (ss *Sessions) release(s *SessionLog) {

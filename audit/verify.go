@@ -224,7 +224,9 @@ func (v *Verifier) note(seq uint64, head HeadState) {
 
 // NewVerifier starts checking a chain from record 1.
 func NewVerifier() *Verifier {
-	return &Verifier{rep: Report{Breaks: []Break{}, Warnings: []Break{}}, expect: 1, prevKnown: true, sessions: NewSessions()}
+	sessions := NewSessions()
+	sessions.lean = true
+	return &Verifier{rep: Report{Breaks: []Break{}, Warnings: []Break{}}, expect: 1, prevKnown: true, sessions: sessions}
 }
 
 // From has the chain start after cut, the checkpoint a pruned log was
