@@ -10,6 +10,7 @@ package argocd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -41,7 +43,10 @@ var ApplicationSetGVR = schema.GroupVersionResource{Group: "argoproj.io", Versio
 type Client struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
-	Mapper  meta.RESTMapper
+	// Metadata lists Applications without their specs and statuses
+	// (AppsMarked); nil lists them whole.
+	Metadata metadata.Interface
+	Mapper   meta.RESTMapper
 	// AppNamespace is where Applications live.
 	AppNamespace string
 	// ArgoNamespace is where Argo CD itself runs: argocd-cm (tracking,
@@ -117,6 +122,81 @@ func (c *Client) listApplications(ctx context.Context, namespace, selector strin
 		}
 		opts.Continue = list.GetContinue()
 	}
+}
+
+// AppsMarked lists the Applications of namespace ("" for all) whose
+// annotations carry any of keys, as metadata only: App values with no spec
+// or status, which Whole reads. The specs and statuses of a thousand
+// Applications never cross the wire to find the few a session marks.
+func (c *Client) AppsMarked(ctx context.Context, namespace string, keys ...string) ([]App, error) {
+	marked := func(a metav1.Object) bool {
+		for _, k := range keys {
+			if _, ok := a.GetAnnotations()[k]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	var out []App
+	if c.Metadata == nil {
+		all, err := c.listApplications(ctx, namespace, "")
+		if err != nil {
+			return nil, fmt.Errorf("listing applications: %w", err)
+		}
+		for _, a := range all {
+			if marked(a) {
+				out = append(out, a)
+			}
+		}
+		return out, nil
+	}
+	client := c.Metadata.Resource(ApplicationGVR).Namespace(namespace)
+	opts := metav1.ListOptions{Limit: appPage}
+	for {
+		list, err := client.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing applications: %w", err)
+		}
+		for i := range list.Items {
+			if item := &list.Items[i]; marked(item) {
+				app := &unstructured.Unstructured{}
+				app.SetAPIVersion(ApplicationGVR.GroupVersion().String())
+				app.SetKind("Application")
+				app.SetNamespace(item.Namespace)
+				app.SetName(item.Name)
+				app.SetUID(item.UID)
+				app.SetResourceVersion(item.ResourceVersion)
+				app.SetLabels(item.Labels)
+				app.SetAnnotations(item.Annotations)
+				out = append(out, App{app})
+			}
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// Whole reads each of apps whole, several at once, in their order; one
+// deleted since drops out.
+func (c *Client) Whole(ctx context.Context, apps []App) ([]App, error) {
+	whole := make([]App, len(apps))
+	errs := make([]error, len(apps))
+	Parallel(len(apps), func(i int) {
+		whole[i], errs[i] = c.App(ctx, AppRef{Namespace: apps[i].GetNamespace(), Name: apps[i].GetName()})
+	})
+	out := make([]App, 0, len(apps))
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, ErrAppNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, whole[i])
+		}
+	}
+	return out, nil
 }
 
 // Known is an Application known only by namespace and name: a write

@@ -16,6 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
@@ -154,11 +155,15 @@ func (f *engineFlags) clusterEngine() (*breakglass.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	meta, err := metadata.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
 	mapper, err := f.configFlags.ToRESTMapper()
 	if err != nil {
 		return nil, err
 	}
-	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace, CacheDir: serverCacheDir(f.configFlags, config.Host)}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
+	e := &breakglass.Engine{Client: argocd.Client{Kube: kube, Dynamic: dyn, Metadata: meta, Mapper: mapper, AppNamespace: f.AppNamespace, ArgoNamespace: f.ArgoNamespace, CacheDir: serverCacheDir(f.configFlags, config.Host)}, Audit: audit.NewConfigMapStore(kube, f.AuditNamespace)}
 	e.Clusters = kubeconfigClusters{flags: f.configFlags}
 	e.Tickets = jira()
 	argo, err := f.argoServer()

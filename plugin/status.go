@@ -190,15 +190,20 @@ func (o *StatusOptions) stopped(ctx context.Context) bool {
 }
 
 func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine, namespace string) ([]*breakglass.SessionStatus, error) {
-	all, err := engine.Apps(ctx, argocd.AppQuery{Namespace: namespace})
+	// Only the Applications a session or a pause marks are read whole.
+	marked, err := engine.AppsMarked(ctx, namespace, breakglass.SessionAnnotation, breakglass.PausedByAnnotation)
 	if err != nil {
 		return nil, err
 	}
-	apps := breakglass.WithSession(all, o.App)
+	apps, err := engine.Whole(ctx, breakglass.WithSession(marked, o.App))
+	if err != nil {
+		return nil, err
+	}
+	apps = breakglass.WithSession(apps, o.App) // a session closed since the listing
 	if o.App != "" && len(apps) == 0 {
 		return nil, fmt.Errorf("no open break-glass session on %s in namespace %s", o.App, o.AppNamespace)
 	}
-	orphans, err := engine.OrphanedPauses(ctx, all)
+	orphans, err := engine.OrphanedPauses(ctx, marked)
 	if err != nil {
 		return nil, err
 	}
