@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
@@ -24,16 +27,30 @@ type Repo struct {
 	Base string
 	// Author is who commits when git has no identity configured.
 	Author string
+	// inProcess is a copy made with no git binary (CloneWith an Auth):
+	// repo is it, auth what reaches its remote.
+	inProcess bool
+	repo      *git.Repository
+	auth      transport.AuthMethod
 }
 
 // Clone checks out the branch that source's targetRevision follows into
 // dir. A targetRevision that is no branch (a tag, a commit) is refused:
 // nothing merged would move the Application.
 func Clone(ctx context.Context, source Source, dir, author string) (*Repo, error) {
-	r := &Repo{Dir: dir, URL: source.RepoURL, Author: author}
+	return CloneWith(ctx, source, dir, author, nil)
+}
+
+// CloneWith is Clone, in process with auth when auth is set (the
+// controller), with the git binary and the user's credentials when not.
+func CloneWith(ctx context.Context, source Source, dir, author string, auth *Auth) (*Repo, error) {
 	if strings.HasPrefix(source.RepoURL, "-") {
 		return nil, fmt.Errorf("%w: repository URL %q is not one", ErrCannotPropose, redact.Text(source.RepoURL))
 	}
+	if auth != nil {
+		return cloneInProcess(ctx, source, dir, author, auth)
+	}
+	r := &Repo{Dir: dir, URL: source.RepoURL, Author: author}
 	switch rev := source.TargetRevision; rev {
 	case "", "HEAD":
 		out, err := r.git(ctx, "", "ls-remote", "--symref", "--", source.RepoURL, "HEAD")
@@ -66,11 +83,17 @@ func Clone(ctx context.Context, source Source, dir, author string) (*Repo, error
 
 // Head is the commit checked out.
 func (r *Repo) Head(ctx context.Context) (string, error) {
+	if r.inProcess {
+		return r.headInProcess()
+	}
 	return r.git(ctx, r.Dir, "rev-parse", "HEAD")
 }
 
 // BranchExists is whether the remote already has branch.
 func (r *Repo) BranchExists(ctx context.Context, branch string) (bool, error) {
+	if r.inProcess {
+		return r.branchExistsInProcess(ctx, branch)
+	}
 	out, err := r.git(ctx, r.Dir, "ls-remote", "--heads", "origin", "refs/heads/"+branch)
 	return strings.TrimSpace(out) != "", err
 }
@@ -78,19 +101,15 @@ func (r *Repo) BranchExists(ctx context.Context, branch string) (bool, error) {
 // Commit writes files on a new branch and commits them with message,
 // returning the commit.
 func (r *Repo) Commit(ctx context.Context, branch, message string, files []File) (string, error) {
+	if r.inProcess {
+		return r.commitInProcess(branch, message, files)
+	}
 	if _, err := r.git(ctx, r.Dir, "checkout", "--quiet", "-b", branch); err != nil {
 		return "", err
 	}
 	args := []string{"add", "--"}
 	for _, f := range files {
-		full := filepath.Join(r.Dir, filepath.FromSlash(f.Path))
-		mode := os.FileMode(0o644) // a new file: a patch the proposal adds
-		if info, err := os.Stat(full); err == nil {
-			mode = info.Mode().Perm()
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", err
-		}
-		if err := os.WriteFile(full, f.Data, mode); err != nil {
+		if err := r.write(f); err != nil {
 			return "", err
 		}
 		args = append(args, f.Path)
@@ -110,8 +129,24 @@ func (r *Repo) Commit(ctx context.Context, branch, message string, files []File)
 
 // Push sends branch to the remote; it never overwrites a branch there.
 func (r *Repo) Push(ctx context.Context, branch string) error {
+	if r.inProcess {
+		return r.pushInProcess(ctx, branch)
+	}
 	_, err := r.git(ctx, r.Dir, "push", "--quiet", "origin", "refs/heads/"+branch+":refs/heads/"+branch)
 	return err
+}
+
+// write puts f in the working copy, keeping the mode of the file it
+// replaces.
+func (r *Repo) write(f File) error {
+	full := filepath.Join(r.Dir, filepath.FromSlash(f.Path))
+	mode := os.FileMode(0o644) // a new file: a patch the proposal adds
+	if info, err := os.Stat(full); err == nil {
+		mode = info.Mode().Perm()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(full, f.Data, mode)
 }
 
 // git runs git in dir ("" for none), never prompting: a command with no
