@@ -117,6 +117,10 @@ type Record struct {
 	// these, as the log has them.
 	Expires     *time.Time `json:"expires,omitempty"`
 	AutoRestore bool       `json:"autoRestore,omitempty"`
+	// Propose is, on the planned record that opens a session, whether its
+	// fix is to be proposed in Git (breakglass --propose): the in-cluster
+	// controller proposes it when no proposal is recorded.
+	Propose bool `json:"propose,omitempty"`
 	// Pinned is, on the planned record that opens a session, what the
 	// Application rendered from when the session opened: its sources,
 	// destination and project. Caught-up is judged against it alone.

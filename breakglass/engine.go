@@ -89,6 +89,9 @@ type Request struct {
 	// AutoRestore restores sync with no person once Git has caught up;
 	// nil takes the namespace's contract (default: no).
 	AutoRestore *bool
+	// Propose marks a new session's fix to be proposed in Git: the
+	// in-cluster controller proposes it when no proposal is recorded.
+	Propose bool
 	// Hold is how a new session holds the fix: HoldApp, HoldSync or
 	// HoldFields; "" takes the target namespace's contract, else HoldApp
 	// with FieldLevel and HoldSync without. A join keeps its session's.

@@ -71,3 +71,9 @@ func (e *Engine) eventComponent() string {
 	}
 	return EventComponent
 }
+
+// Notify emits an Event on app as the engine's component (see emit); a
+// failure to write it is logged by the caller through its return.
+func (e *Engine) Notify(ctx context.Context, app argocd.App, reason string, warning bool, format string, args ...any) string {
+	return e.emit(ctx, app, reason, warning, format, args...)
+}

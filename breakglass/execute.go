@@ -95,6 +95,7 @@ func newExecution(p *Plan) (*execution, error) {
 		ID: now.Format("20060102-150405") + "-" + rand.String(5), State: StatePausing,
 		OpenedBy: p.Actor.Username, OpenedAt: now, Reason: p.Redact(p.Request.Reason), Incident: p.Redact(p.Request.Incident),
 		GitRevision: p.Git.Revision, GitRevisions: p.Git.Revisions, AutoRestore: p.AutoRestore,
+		Propose: p.Request.Propose,
 	}
 	if p.app.Unstructured != nil {
 		session.SavedNotice = savedNotice(p.app)
@@ -125,7 +126,7 @@ func (e *Engine) recordPlanned(ctx context.Context, x *execution) error {
 		session := x.session
 		planned = func(r *audit.Record) {
 			x.withPatch(r)
-			r.Expires, r.AutoRestore = session.Expires, session.AutoRestore
+			r.Expires, r.AutoRestore, r.Propose = session.Expires, session.AutoRestore, session.Propose
 			if x.app.Unstructured != nil {
 				pin := x.app.Pin(redact.Text)
 				r.Pinned = &pin

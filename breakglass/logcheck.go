@@ -214,6 +214,7 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 	differ("gitRevision", s.GitRevision, logged.GitRevision)
 	differ("expires", s.Expires, logged.Expires)
 	differ("autoRestore", s.AutoRestore, logged.AutoRestore)
+	differ("propose", s.Propose, logged.Propose)
 	differ("gitRevisions", s.GitRevisions, logged.GitRevisions)
 	parents := map[string]any{}
 	for _, p := range s.PausedParents {
@@ -259,7 +260,7 @@ func (ls *loggedSession) session(s *Session) *Session {
 		ID: ls.log.ID, State: ls.state(), OpenedBy: ls.log.Opener, OpenedAt: opened.Time,
 		Reason: opened.Reason, Incident: opened.Incident,
 		TicketPending: s.TicketPending, TerminatedSync: s.TerminatedSync,
-		Expires: opened.Expires, AutoRestore: opened.AutoRestore,
+		Expires: opened.Expires, AutoRestore: opened.AutoRestore, Propose: opened.Propose,
 	}
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
 	if h := opened.Hold; h != nil {

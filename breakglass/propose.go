@@ -24,6 +24,11 @@ var ErrCannotPropose = proposal.ErrCannotPropose
 // ProposeRequest is what `kubectl gitops propose` asks for.
 type ProposeRequest struct {
 	App string
+	// Namespace is App's; "" is the engine's AppNamespace.
+	Namespace string
+	// Auth, when set, reaches Git in process with it (the controller,
+	// which has no git binary); nil runs git with the user's credentials.
+	Auth *proposal.Auth
 	// ProviderFor is the provider that opens the pull or merge request for
 	// a repository (nil: push the branch only); nil pushes only.
 	ProviderFor func(repoURL string) (proposal.Provider, error)
@@ -117,7 +122,11 @@ func (e *Engine) startProposing(ctx context.Context, req ProposeRequest) (*propo
 	if p.actor, err = e.Whoami(ctx); err != nil {
 		return nil, err
 	}
-	if p.app, err = e.withSession(ctx, e.Ref(req.App), "there is no live fix to propose"); err != nil {
+	ref := e.Ref(req.App)
+	if req.Namespace != "" {
+		ref.Namespace = req.Namespace
+	}
+	if p.app, err = e.withSession(ctx, ref, "there is no live fix to propose"); err != nil {
 		return nil, err
 	}
 	if p.st, err = e.CaughtUp(ctx, p.app, nil, false); err != nil {
@@ -164,7 +173,7 @@ func (p *proposing) resolveProvider() error {
 
 // changeIn checks source s out under dir and makes the change there.
 func (p *proposing) changeIn(ctx context.Context, s proposal.Source, dir string) (*proposal.Repo, string, *proposal.Change, error) {
-	repo, err := proposal.Clone(ctx, s, dir, p.actor.Username)
+	repo, err := proposal.CloneWith(ctx, s, dir, p.actor.Username, p.req.Auth)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("checking out %s: %w", redact.Text(s.RepoURL), err)
 	}
@@ -299,7 +308,11 @@ func (p *proposing) push(ctx context.Context, message, body string) (openErr, er
 		return nil, fmt.Errorf("committing the proposal: %w", err)
 	}
 	if err := p.repo.Push(ctx, branch); err != nil {
-		return nil, fmt.Errorf("pushing %s (with your own Git credentials): %w", branch, err)
+		whose := "with your own Git credentials"
+		if p.req.Auth != nil {
+			whose = "with the controller's Git token"
+		}
+		return nil, fmt.Errorf("pushing %s (%s): %w", branch, whose, err)
 	}
 	if p.provider != nil {
 		var opened *proposal.Opened

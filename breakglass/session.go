@@ -73,6 +73,9 @@ type Session struct {
 	// holds both; this is a copy.
 	Expires     *time.Time `json:"expires,omitempty"`
 	AutoRestore bool       `json:"autoRestore,omitempty"`
+	// Propose is whether the fix is to be proposed in Git, by the
+	// controller when nobody has (the planned record holds it).
+	Propose bool `json:"propose,omitempty"`
 	// SavedNotice is the Application's own Argo CD notice annotations,
 	// which the session's banner replaces until the close puts them back.
 	SavedNotice map[string]string `json:"savedNotice,omitempty"`

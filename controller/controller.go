@@ -64,6 +64,9 @@ type Controller struct {
 	// Mirroring copies the audit log off the cluster while this replica
 	// leads; nil mirrors nothing.
 	Mirroring *Mirroring
+	// Proposer proposes in Git the fix of sessions marked --propose that
+	// have no proposal; nil proposes none.
+	Proposer *Proposer
 
 	leading sync.Once
 	ready   chan struct{}
@@ -429,6 +432,10 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	// its record, which honestly differ for that while.
 	if len(st.Mismatch) > 0 && st.Untrusted == "" && len(st.InFlight) == 0 {
 		c.warnMismatch(ctx, engine, app, st, key)
+	}
+	// A session marked --propose that has no proposal gets one.
+	if !st.Interrupted() && len(st.InFlight) == 0 {
+		next = earliest(next, c.propose(ctx, app, st, key))
 	}
 	if !st.Session.AutoRestore || st.Untrusted != "" || st.SyncReenabled {
 		return next, nil

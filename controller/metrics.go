@@ -30,6 +30,9 @@ type Metrics struct {
 	autoRestores int
 	errors       int
 	notices      map[audit.Event]int
+	// proposals counts the controller's proposals by outcome: proposed,
+	// failed (tried again), given-up.
+	proposals map[string]int
 	// mirror is the mirror's state; nil without one.
 	mirror *mirrorMetric
 	// store is the leader's informer cache, which the session gauges are
@@ -86,6 +89,15 @@ func (m *Metrics) setLeader(on bool) { m.with(func() { m.leader = on }) }
 func (m *Metrics) countAutoRestore() { m.with(func() { m.autoRestores++ }) }
 
 func (m *Metrics) countError() { m.with(func() { m.errors++ }) }
+
+func (m *Metrics) countProposal(outcome string) {
+	m.with(func() {
+		if m.proposals == nil {
+			m.proposals = map[string]int{}
+		}
+		m.proposals[outcome]++
+	})
+}
 
 func (m *Metrics) countNotice(event audit.Event) {
 	m.with(func() {
@@ -181,6 +193,7 @@ var (
 		[]string{"namespace", "application"}, nil)
 	autoRestoresDesc = prometheus.NewDesc("kubectl_gitops_auto_restores_total", "Sessions this replica restored with no person.", nil, nil)
 	errorsDesc       = prometheus.NewDesc("kubectl_gitops_controller_errors_total", "Reconciles that failed (retried with backoff).", nil, nil)
+	proposalsDesc    = prometheus.NewDesc("kubectl_gitops_proposals_total", "The fixes of sessions marked --propose this replica proposed in Git, by outcome: proposed, failed (tried again), given-up.", []string{"outcome"}, nil)
 	// noticeDescs count the notices this replica recorded, by event.
 	noticeDescs = []struct {
 		event audit.Event
@@ -209,7 +222,7 @@ var (
 type sessionCollector struct{ m *Metrics }
 
 func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{leaderDesc, openDesc, ageDesc, expiredDesc, autoRestoresDesc, errorsDesc} {
+	for _, d := range []*prometheus.Desc{leaderDesc, openDesc, ageDesc, expiredDesc, autoRestoresDesc, errorsDesc, proposalsDesc} {
 		ch <- d
 	}
 	for _, n := range noticeDescs {
@@ -245,6 +258,9 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(n.desc, prometheus.CounterValue, float64(m.notices[n.event]))
 	}
 	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(m.errors))
+	for _, outcome := range []string{"proposed", "failed", "given-up"} {
+		ch <- prometheus.MustNewConstMetric(proposalsDesc, prometheus.CounterValue, float64(m.proposals[outcome]), outcome)
+	}
 	if mm := m.mirror; mm != nil {
 		age := 0.0
 		if !mm.oldest.IsZero() {

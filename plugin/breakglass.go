@@ -101,7 +101,7 @@ pick them from the Applications and their managed resources.`,
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
-	f.BoolVar(&o.Propose, "propose", false, "once the fix is live, propose it in Git as `kubectl gitops propose` does (with --provider, --api-url, --project)")
+	f.BoolVar(&o.Propose, "propose", false, "once the fix is live, propose it in Git as `kubectl gitops propose` does (with --provider, --api-url, --project); the session is marked, so the in-cluster controller proposes it if this run does not")
 	o.proposeFlags.add(cmd)
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan and the diff; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
@@ -148,6 +148,9 @@ func (o *BreakglassOptions) Complete(cmd *cobra.Command, args []string) error {
 		auto := o.AutoRestore
 		o.Request.AutoRestore = &auto
 	}
+	// The session is marked, so that the controller proposes the fix
+	// should this run not.
+	o.Request.Propose = o.Propose
 	return nil
 }
 
@@ -301,7 +304,7 @@ func (o *BreakglassOptions) proposalTrouble(p *breakglass.Proposed, err error) {
 		}
 	}
 	if err != nil {
-		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; run `%s` once that is fixed", explain(err, "propose", o.appRef()), next.Propose(o.appRef().Namespace, o.Request.App)))
+		warn(o.ErrOut, fmt.Sprintf("the fix is live, but it was not proposed in Git: %v; the session is marked --propose, so the in-cluster controller proposes it if it runs with Git credentials; else run `%s` once that is fixed", explain(err, "propose", o.appRef()), next.Propose(o.appRef().Namespace, o.Request.App)))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/controller"
+	"github.com/kubectl-gitops/kubectl-gitops/proposal"
 )
 
 // ControllerOptions holds the flags of `kubectl gitops controller`.
@@ -45,8 +46,25 @@ type ControllerOptions struct {
 	// PruneAfter is the cluster's retention of audit records (0: keep
 	// every record).
 	PruneAfter time.Duration
+	// ProposeAfter, ProposeAttempts: when and how often the controller
+	// proposes a session marked --propose that has no proposal (0
+	// attempts: never); proposeTo the provider for all repositories ("":
+	// from each URL) and proposeProjects each repository's project there.
+	ProposeAfter    time.Duration
+	ProposeAttempts int
+	proposeTo       string
+	proposeProjects map[string]string
 	genericiooptions.IOStreams
 }
+
+// The environment the controller pushes proposals with: a token with
+// write access to the repositories (GIT_TOKEN, from a Secret), sent over
+// HTTPS with GIT_USERNAME (default x-access-token). Its pull or merge
+// requests take GITHUB_TOKEN or GITLAB_TOKEN, as propose does.
+const (
+	gitTokenEnv    = "GIT_TOKEN"
+	gitUsernameEnv = "GIT_USERNAME"
+)
 
 // NewCmdController returns the controller command.
 func NewCmdController(factory *Factory) *cobra.Command {
@@ -78,7 +96,18 @@ deletes from the cluster the records older than that, once the mirror, read
 back, holds each under a compliance-mode lock and a checkpoint signed at the
 last of them; an open session's records stay. Credentials come from the
 environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, from a Secret), the
-shared files, or the pod's web identity (IRSA); never from a flag.`,
+shared files, or the pod's web identity (IRSA); never from a flag.
+
+A session opened with breakglass --propose whose fix has no proposal recorded
+--propose-after after it opened (the break-glass run failed to propose, or was
+killed) is proposed by the controller, as kubectl gitops propose does: in
+process (the image has no git), pushed over HTTPS with GIT_TOKEN (and
+GIT_USERNAME, default x-access-token) from a Secret, the pull or merge request
+opened with GITHUB_TOKEN or GITLAB_TOKEN (GITHUB_API_URL, GITLAB_API_URL for
+your own servers). A failed attempt is tried again after twice the wait, up to
+--propose-attempts times; then a NotProposed Warning Event says why. Helm
+sources need the helm binary, which the image does not have: they are left to
+kubectl gitops propose.`,
 		Example: `  kubectl gitops controller --all-namespaces --lease-namespace argocd --address :8080
 
   # Mirror the audit log to write-once storage, with signed checkpoints
@@ -90,6 +119,10 @@ shared files, or the pod's web identity (IRSA); never from a flag.`,
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
 	addAllNamespaces(cmd, &o.AllNamespaces, "Applications")
+	cmd.Flags().DurationVar(&o.ProposeAfter, "propose-after", 2*time.Minute, "how long after a session marked --propose opened the controller proposes its fix, if nobody has")
+	cmd.Flags().IntVar(&o.ProposeAttempts, "propose-attempts", 5, "how many times a failed proposal is tried, each wait twice the one before (0: the controller proposes nothing)")
+	cmd.Flags().StringVar(&o.proposeTo, "propose-provider", "", "where the controller's proposals are opened: github, gitlab or none (push the branch only); default: from each repository URL")
+	cmd.Flags().StringToStringVar(&o.proposeProjects, "propose-project", nil, "REPO_URL=PROJECT: the project on the provider of a repository whose URL does not name it (repeatable)")
 	cmd.Flags().StringVar(&o.LeaseNamespace, "lease-namespace", "argocd", "namespace of the Lease the replicas elect a leader with")
 	cmd.Flags().StringVar(&o.LeaseName, "lease-name", "kubectl-gitops-controller", "name of that Lease")
 	cmd.Flags().DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease holds: another replica takes over within it")
@@ -141,6 +174,8 @@ func (o *ControllerOptions) Validate() error {
 		return usageErrorf("--tsa %q: give the timestamp authority's http(s) URL", o.TSA)
 	case o.PruneAfter > 0 && (o.CheckpointKey == "" || o.AcceptUnlocked):
 		return usageErrorf("--prune-after needs --mirror on a bucket with Object Lock (not --mirror-accept-unlocked) and --checkpoint-key: records leave the cluster only under lock and a signed checkpoint")
+	case o.ProposeAfter <= 0 || o.ProposeAttempts < 0:
+		return usageErrorf("--propose-after must be positive and --propose-attempts not negative")
 	case o.PruneAfter > 0 && o.MirrorRetention > 0 && o.MirrorRetention <= o.PruneAfter:
 		return usageErrorf("--mirror-retention %s must be longer than --prune-after %s: a record leaves the cluster only while its lock in the mirror runs", o.MirrorRetention, o.PruneAfter)
 	}
@@ -231,6 +266,17 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 	}
 	if err := o.mirroring(ctx, c, engine); err != nil {
 		return err
+	}
+	if err := (&proposeFlags{Provider: o.proposeTo, projectFlag: "propose-project"}).validate(); err != nil {
+		return err
+	}
+	if o.ProposeAttempts > 0 {
+		c.Proposer = &controller.Proposer{After: o.ProposeAfter, Attempts: o.ProposeAttempts,
+			Auth: proposal.Auth{Username: os.Getenv(gitUsernameEnv), Token: os.Getenv(gitTokenEnv)},
+			ProviderFor: func(repoURL string) (proposal.Provider, error) {
+				f := proposeFlags{Provider: o.proposeTo, Project: o.proposeProjects[repoURL], projectFlag: "propose-project"}
+				return f.provider(repoURL)
+			}}
 	}
 	listener, err := net.Listen("tcp", o.Address)
 	if err != nil {

@@ -119,6 +119,76 @@ func TestProposeClosesTheLoop(t *testing.T) {
 	assertChainIntact(t, oncall)
 }
 
+// TestControllerProposesWhatTheBreakglassCouldNot: the on-call has no
+// GitHub token at 3 a.m., so break-glass --propose puts the fix live and
+// warns that it could not propose it; the session is marked, and the
+// controller, which has no git binary on its PATH (as in its image),
+// proposes it with its own token: the branch holds the live value alone,
+// the pull request is opened, breakglass.proposed is the controller's.
+// Merging it restores the session with no one else's hand.
+func TestControllerProposesWhatTheBreakglassCouldNot(t *testing.T) {
+	core(t)
+	e := environment(t)
+	github := startGitHub(t)
+	file := "apps/pr-ctrl/deployment.yaml"
+	var head string
+	createApp(t, "pr-ctrl", func(*unstructured.Unstructured, string) {
+		var err error
+		if head, err = e.Git.Commit("pr-ctrl: comments", map[string]string{file: commentedDeployment("pr-ctrl")}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitSynced(t, "pr-ctrl", head)
+
+	oncall := newUser(t, env.Oncall.Name)
+	_, errOut := mustRun(t, oncall, 0, "breakglass", "pr-ctrl", "deployment/web", "--image", "web=registry.example/web:hotfix",
+		"--reason", "5xx after 1.0.0", "--auto-restore", "--propose", "--provider", "github", "--api-url", github.API(), "--project", "acme/deploy", "-y")
+	if !strings.Contains(errOut, "it was not proposed in Git") || !strings.Contains(errOut, "GITHUB_TOKEN") {
+		t.Fatalf("breakglass --propose with no token:\n%s", errOut)
+	}
+	session := sessionOf(t, "pr-ctrl").ID
+	branch := breakglass.ProposalBranch(session)
+	if len(github.Changes()) != 3 {
+		t.Fatalf("a pull request was opened with no token: %+v", github.Changes())
+	}
+
+	noGit := t.TempDir() // the image has no git: nor has this PATH
+	startReplicaWith(t, "replica-proposer", []string{"--audit-namespace", e.ArgoNamespace, "--propose-after", "1s",
+		"--propose-provider", "github", "--propose-project", e.Git.URL() + "=acme/deploy"},
+		[]string{"GITHUB_TOKEN=" + githubToken, "GITHUB_API_URL=" + github.API(), "PATH=" + noGit})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var recorded *audit.Record
+	waitFor(ctx, t, "the controller's breakglass.proposed record", func() (bool, string) {
+		for _, r := range sessionRecords(t, session) {
+			if r.Event == audit.EventProposed {
+				recorded = r
+			}
+		}
+		return recorded != nil, "no breakglass.proposed record"
+	})
+	if recorded.Actor.Username != controllerSA || recorded.Outcome.Status != audit.StatusSucceeded || recorded.Proposal == nil || recorded.Proposal.Number != 4 || recorded.Proposal.Branch != branch {
+		t.Fatalf("breakglass.proposed: %+v %+v", recorded, recorded.Proposal)
+	}
+	prs := github.Changes()
+	if len(prs) != 4 || prs[3].Head != branch || prs[3].Base != "main" || !strings.Contains(prs[3].Body, session) {
+		t.Fatalf("pull requests %+v", prs)
+	}
+	proposed, err := e.Git.Show(branch, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(commentedDeployment("pr-ctrl"), env.FixtureImage, "registry.example/web:hotfix", 1); proposed+"\n" != want {
+		t.Errorf("the proposed file:\n%s\nwant:\n%s", proposed, want)
+	}
+	out, _ := mustRun(t, oncall, 0, "status", "pr-ctrl")
+	if !strings.Contains(out, "PR #4 open") {
+		t.Errorf("status:\n%s", out)
+	}
+	mergeAndRestore(t, github, 4, "pr-ctrl", session)
+	assertChainIntact(t, oncall)
+}
+
 // mergeAndRestore is all a person does once a proposal is open: merge
 // pull request number (the session's branch) of app. Argo CD then sees Git
 // caught up and the controller restores the auto-restore session by

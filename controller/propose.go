@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/proposal"
+)
+
+// Proposer proposes in Git the fix of a session marked so (breakglass
+// --propose) when no proposal is recorded for it: the break-glass run
+// proposes right after its patch with the person's own credentials, and
+// when that failed (no credentials at 3 a.m., the provider down) or was
+// killed, the loop still closes.
+type Proposer struct {
+	// Auth reaches Git in process: the controller's image has no git.
+	Auth proposal.Auth
+	// ProviderFor opens the pull or merge request for a repository (nil
+	// pushes the branch only).
+	ProviderFor func(repoURL string) (proposal.Provider, error)
+	// After is how long after a session opened the controller leaves its
+	// proposal to the break-glass run (0: 2m); a failed attempt is tried
+	// again after twice as long as the one before, Attempts times at most
+	// (0: 5).
+	After    time.Duration
+	Attempts int
+
+	tries map[string]try
+}
+
+// try is where the proposals of one session stand.
+type try struct {
+	n    int
+	next time.Time
+	done bool
+}
+
+// EventProposed and EventNotProposed are the reasons of the Events the
+// controller's proposals emit.
+const (
+	EventProposed    = "Proposed"
+	EventNotProposed = "NotProposed"
+)
+
+func (p *Proposer) after() time.Duration {
+	if p.After == 0 {
+		return 2 * time.Minute
+	}
+	return p.After
+}
+
+func (p *Proposer) attempts() int {
+	if p.Attempts == 0 {
+		return 5
+	}
+	return p.Attempts
+}
+
+// propose proposes st's fix when the session is marked, has no proposal
+// and its turn has come; it returns when to look again (zero: no need).
+func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass.SessionStatus, key string) time.Time {
+	p := c.Proposer
+	s := st.Session
+	if p == nil || !s.Propose || st.Proposal != nil || st.Untrusted != "" {
+		return time.Time{}
+	}
+	if p.tries == nil {
+		p.tries = map[string]try{}
+	}
+	t := p.tries[s.ID]
+	if t.next.IsZero() {
+		t.next = s.OpenedAt.Add(p.after())
+	}
+	switch {
+	case t.done:
+		return time.Time{}
+	case time.Now().Before(t.next):
+		p.tries[s.ID] = t
+		return t.next
+	}
+	t.n++
+	// A clone of a large repository must not hold the queue for long.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	proposed, err := c.Engine.Propose(ctx, breakglass.ProposeRequest{App: app.GetName(), Namespace: app.GetNamespace(), Auth: &p.Auth, ProviderFor: p.ProviderFor})
+	retry := err != nil && !final(err) && t.n < p.attempts()
+	switch {
+	case err == nil:
+		t.done = true
+		where := proposed.Proposal.URL
+		if where == "" {
+			where = "branch " + proposed.Proposal.Branch
+		}
+		c.logf("%s: proposed session %s's fix in Git: %s", key, s.ID, where)
+		c.Engine.Notify(ctx, app, EventProposed, false, "session %s's fix is proposed in Git: %s", s.ID, where)
+		c.Metrics.countProposal("proposed")
+	case retry:
+		t.next = time.Now().Add(p.after() << (t.n - 1))
+		c.logf("%s: proposing session %s's fix failed (attempt %d of %d, next at %s): %v", key, s.ID, t.n, p.attempts(), t.next.Format(time.RFC3339), err)
+		c.Metrics.countProposal("failed")
+	default:
+		t.done = true
+		c.logf("%s: not proposing session %s's fix: %v", key, s.ID, err)
+		c.Engine.Notify(ctx, app, EventNotProposed, true, "session %s's fix was not proposed in Git (%d attempt(s)): %v; propose it with kubectl gitops propose %s -n %s", s.ID, t.n, err, app.GetName(), app.GetNamespace())
+		c.Metrics.countProposal("given-up")
+	}
+	p.tries[s.ID] = t
+	if t.done {
+		return time.Time{}
+	}
+	return t.next
+}
+
+// final is whether a proposal's failure would fail again the same way:
+// the change cannot be proposed, there is nothing to propose, or a branch
+// or proposal is there already.
+func final(err error) bool {
+	return errors.Is(err, breakglass.ErrCannotPropose) || errors.Is(err, breakglass.ErrNothingToDo) ||
+		errors.Is(err, argocd.ErrConflict) || errors.Is(err, breakglass.ErrSessionMismatch) || errors.Is(err, breakglass.ErrRetargeted)
+}
