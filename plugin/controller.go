@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,6 +55,8 @@ type ControllerOptions struct {
 	ProposeAttempts int
 	proposeTo       string
 	proposeProjects map[string]string
+	// gitHosts are the hosts GIT_TOKEN may be sent to.
+	gitHosts []string
 	genericiooptions.IOStreams
 }
 
@@ -123,6 +126,7 @@ kubectl gitops propose.`,
 	cmd.Flags().IntVar(&o.ProposeAttempts, "propose-attempts", 5, "how many times a failed proposal is tried, each wait twice the one before (0: the controller proposes nothing)")
 	cmd.Flags().StringVar(&o.proposeTo, "propose-provider", "", "where the controller's proposals are opened: github, gitlab or none (push the branch only); default: from each repository URL")
 	cmd.Flags().StringToStringVar(&o.proposeProjects, "propose-project", nil, "REPO_URL=PROJECT: the project on the provider of a repository whose URL does not name it (repeatable)")
+	cmd.Flags().StringArrayVar(&o.gitHosts, "propose-git-host", nil, "a host GIT_TOKEN may be sent to, besides github.com, gitlab.com and the hosts of GITHUB_API_URL and GITLAB_API_URL (repeatable): a repository elsewhere is left to kubectl gitops propose")
 	cmd.Flags().StringVar(&o.LeaseNamespace, "lease-namespace", "argocd", "namespace of the Lease the replicas elect a leader with")
 	cmd.Flags().StringVar(&o.LeaseName, "lease-name", "kubectl-gitops-controller", "name of that Lease")
 	cmd.Flags().DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease holds: another replica takes over within it")
@@ -180,6 +184,21 @@ func (o *ControllerOptions) Validate() error {
 		return usageErrorf("--mirror-retention %s must be longer than --prune-after %s: a record leaves the cluster only while its lock in the mirror runs", o.MirrorRetention, o.PruneAfter)
 	}
 	return nil
+}
+
+// tokenHosts are the hosts the controller sends GIT_TOKEN to: the public
+// providers', those of the providers' APIs it is given, and those named.
+func (o *ControllerOptions) tokenHosts() []string {
+	hosts := []string{"github.com", "gitlab.com"}
+	for _, env := range []string{githubAPIEnv, gitlabAPIEnv} {
+		if u, err := url.Parse(os.Getenv(env)); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, strings.ToLower(u.Hostname()))
+		}
+	}
+	for _, h := range o.gitHosts {
+		hosts = append(hosts, strings.ToLower(h))
+	}
+	return hosts
 }
 
 // mirroring opens the mirror and checks its bucket, or says why not.
@@ -272,7 +291,7 @@ func (o *ControllerOptions) Run(ctx context.Context) error {
 	}
 	if o.ProposeAttempts > 0 {
 		c.Proposer = &controller.Proposer{After: o.ProposeAfter, Attempts: o.ProposeAttempts,
-			Auth: proposal.Auth{Username: os.Getenv(gitUsernameEnv), Token: os.Getenv(gitTokenEnv)},
+			Auth: proposal.Auth{Username: os.Getenv(gitUsernameEnv), Token: os.Getenv(gitTokenEnv), Hosts: o.tokenHosts()},
 			ProviderFor: func(repoURL string) (proposal.Provider, error) {
 				f := proposeFlags{Provider: o.proposeTo, Project: o.proposeProjects[repoURL], projectFlag: "propose-project"}
 				return f.provider(repoURL)

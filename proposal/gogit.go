@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,10 @@ type Auth struct {
 	// Token is the password; "" sends no credentials (a repository that
 	// lets anyone push, or one on this machine).
 	Token string
+	// Hosts are the only hosts Token is sent to: an Application's source
+	// names its repository, and whoever may point one at a server of
+	// theirs must not get the controller's token.
+	Hosts []string
 }
 
 func (a *Auth) method(repoURL string) (transport.AuthMethod, error) {
@@ -49,6 +54,9 @@ func (a *Auth) method(repoURL string) (transport.AuthMethod, error) {
 	}
 	if a.Token == "" || u.Scheme == "file" {
 		return nil, nil
+	}
+	if !slices.Contains(a.Hosts, strings.ToLower(u.Hostname())) {
+		return nil, fmt.Errorf("%w: the controller sends its Git token only to %s, not to %s: add the host with --propose-git-host if it is yours, or propose with kubectl gitops propose", ErrCannotPropose, strings.Join(a.Hosts, ", "), u.Hostname())
 	}
 	user := a.Username
 	if user == "" {

@@ -124,7 +124,7 @@ func TestInProcessGitPushesWithTheToken(t *testing.T) {
 	defer server.Close()
 	url := server.URL + "/deploy.git"
 
-	if _, err := proposeInProcess(t, url, &Auth{Token: "s3cr3t-token"}, false); err != nil {
+	if _, err := proposeInProcess(t, url, &Auth{Token: "s3cr3t-token", Hosts: []string{"127.0.0.1"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := gitRun(t, bare, "show", "kubectl-gitops/s1:app/deployment.yaml"); got != "replicas: 5 # kept" {
@@ -136,9 +136,16 @@ func TestInProcessGitPushesWithTheToken(t *testing.T) {
 		}
 	}
 
-	_, err := CloneWith(context.Background(), Source{RepoURL: url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", &Auth{Token: "wrong"})
+	_, err := CloneWith(context.Background(), Source{RepoURL: url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", &Auth{Token: "wrong", Hosts: []string{"127.0.0.1"}})
 	if err == nil || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("a refused token: %v", err)
+	}
+	// A repository on a host not named is refused before any request:
+	// whoever points an Application at their server gets no token.
+	before := len(users)
+	_, err = CloneWith(context.Background(), Source{RepoURL: url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", &Auth{Token: "s3cr3t-token", Hosts: []string{"github.com"}})
+	if !errors.Is(err, ErrCannotPropose) || len(users) != before {
+		t.Errorf("a host not named: %v, %d requests", err, len(users)-before)
 	}
 	// SSH is the user's, through the git binary: the controller refuses it.
 	_, err = CloneWith(context.Background(), Source{RepoURL: "git@github.com:acme/deploy.git", TargetRevision: "main"}, t.TempDir(), "c", &Auth{Token: "t"})
