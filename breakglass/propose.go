@@ -178,6 +178,12 @@ func (p *proposing) changeIn(ctx context.Context, s proposal.Source, dir string)
 		return nil, "", nil, fmt.Errorf("checking out %s: %w", redact.Text(s.RepoURL), err)
 	}
 	kind := proposal.KindOf(s, repo.Dir)
+	if p.req.Auth != nil && kind == proposal.KindKustomize {
+		// The controller renders nothing that reaches past the checkout.
+		if err := proposal.LocalKustomization(repo.Dir, s.Path); err != nil {
+			return nil, "", nil, err
+		}
+	}
 	change, err := proposal.Make(ctx, repo.Dir, kind, s, proposal.App{Name: p.app.GetName(), Namespace: p.app.Destination().Namespace}, p.edits, p.tag)
 	return repo, kind, change, err
 }

@@ -83,9 +83,9 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 	}
 	t.n++
 	// A clone of a large repository must not hold the queue for long.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	proposing, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	proposed, err := c.Engine.Propose(ctx, breakglass.ProposeRequest{App: app.GetName(), Namespace: app.GetNamespace(), Auth: &p.Auth, ProviderFor: p.ProviderFor})
+	proposed, err := c.Engine.Propose(proposing, breakglass.ProposeRequest{App: app.GetName(), Namespace: app.GetNamespace(), Auth: &p.Auth, ProviderFor: p.ProviderFor})
 	retry := err != nil && !final(err) && t.n < p.attempts()
 	switch {
 	case err == nil:
@@ -95,7 +95,7 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 			where = "branch " + proposed.Proposal.Branch
 		}
 		c.logf("%s: proposed session %s's fix in Git: %s", key, s.ID, where)
-		c.Engine.Notify(ctx, app, EventProposed, false, "session %s's fix is proposed in Git: %s", s.ID, where)
+		c.notify(ctx, app, key, EventProposed, false, "session %s's fix is proposed in Git: %s", s.ID, where)
 		c.Metrics.countProposal("proposed")
 	case retry:
 		t.next = time.Now().Add(p.after() << (t.n - 1))
@@ -104,7 +104,7 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 	default:
 		t.done = true
 		c.logf("%s: not proposing session %s's fix: %v", key, s.ID, err)
-		c.Engine.Notify(ctx, app, EventNotProposed, true, "session %s's fix was not proposed in Git (%d attempt(s)): %v; propose it with kubectl gitops propose %s -n %s", s.ID, t.n, err, app.GetName(), app.GetNamespace())
+		c.notify(ctx, app, key, EventNotProposed, true, "session %s's fix was not proposed in Git (%d attempt(s)): %v; propose it with kubectl gitops propose %s -n %s", s.ID, t.n, err, app.GetName(), app.GetNamespace())
 		c.Metrics.countProposal("given-up")
 	}
 	p.tries[s.ID] = t
@@ -112,6 +112,13 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 		return time.Time{}
 	}
 	return t.next
+}
+
+// notify emits an Event on app, logging one that could not be written.
+func (c *Controller) notify(ctx context.Context, app argocd.App, key, reason string, warning bool, format string, args ...any) {
+	if w := c.Engine.Notify(ctx, app, reason, warning, format, args...); w != "" {
+		c.logf("%s: %s", key, w)
+	}
 }
 
 // final is whether a proposal's failure would fail again the same way:

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,18 +187,24 @@ func (o *ControllerOptions) Validate() error {
 	return nil
 }
 
-// tokenHosts are the hosts the controller sends GIT_TOKEN to: the public
-// providers', those of the providers' APIs it is given, and those named.
+// tokenHosts are the hosts the controller sends GIT_TOKEN to: github.com
+// and gitlab.com unless the provider's API is another server's (a GitHub
+// Enterprise or self-managed GitLab token is not for them), that server's
+// host, and those named with --propose-git-host.
 func (o *ControllerOptions) tokenHosts() []string {
-	hosts := []string{"github.com", "gitlab.com"}
-	for _, env := range []string{githubAPIEnv, gitlabAPIEnv} {
-		if u, err := url.Parse(os.Getenv(env)); err == nil && u.Hostname() != "" {
-			hosts = append(hosts, strings.ToLower(u.Hostname()))
+	var hosts []string
+	for env, public := range map[string]string{githubAPIEnv: "github.com", gitlabAPIEnv: "gitlab.com"} {
+		u, err := url.Parse(os.Getenv(env))
+		if err != nil || u.Hostname() == "" || strings.TrimPrefix(strings.ToLower(u.Hostname()), "api.") == public {
+			hosts = append(hosts, public)
+			continue
 		}
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
 	}
 	for _, h := range o.gitHosts {
 		hosts = append(hosts, strings.ToLower(h))
 	}
+	slices.Sort(hosts)
 	return hosts
 }
 

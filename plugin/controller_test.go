@@ -564,3 +564,25 @@ func TestControllerNoticesAnOrphanedPause(t *testing.T) {
 		t.Error("no Warning Event OrphanedPause on the paused Application")
 	}
 }
+
+// GIT_TOKEN is sent only to the hosts it is for: a GitHub Enterprise or
+// self-managed GitLab token never to github.com or gitlab.com.
+func TestControllerTokenHosts(t *testing.T) {
+	for _, c := range []struct {
+		github, gitlab string
+		named          []string
+		want           string
+	}{
+		{"", "", nil, "github.com gitlab.com"},
+		{"https://api.github.com", "https://gitlab.com/api/v4", nil, "github.com gitlab.com"},
+		{"https://ghe.example/api/v3", "", []string{"Git.Example:8443"}, "ghe.example git.example:8443 gitlab.com"},
+		{"", "https://git.corp/api/v4", nil, "git.corp github.com"},
+	} {
+		t.Setenv(githubAPIEnv, c.github)
+		t.Setenv(gitlabAPIEnv, c.gitlab)
+		o := &ControllerOptions{gitHosts: c.named}
+		if got := strings.Join(o.tokenHosts(), " "); got != c.want {
+			t.Errorf("%+v: %s, want %s", c, got, c.want)
+		}
+	}
+}

@@ -32,6 +32,7 @@ type Repo struct {
 	inProcess bool
 	repo      *git.Repository
 	auth      transport.AuthMethod
+	caBundle  []byte
 }
 
 // Clone checks out the branch that source's targetRevision follows into

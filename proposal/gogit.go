@@ -41,10 +41,14 @@ type Auth struct {
 	// Token is the password; "" sends no credentials (a repository that
 	// lets anyone push, or one on this machine).
 	Token string
-	// Hosts are the only hosts Token is sent to: an Application's source
-	// names its repository, and whoever may point one at a server of
-	// theirs must not get the controller's token.
+	// Hosts are the only hosts Token is sent to, over HTTPS on port 443
+	// (HOST:PORT for another port): an Application's source names its
+	// repository, and whoever may point one at a server of theirs must
+	// not get the controller's token.
 	Hosts []string
+	// CABundle is PEM certificates to trust besides the system's (a
+	// self-hosted server's own CA).
+	CABundle []byte
 }
 
 func (a *Auth) method(repoURL string) (transport.AuthMethod, error) {
@@ -55,8 +59,12 @@ func (a *Auth) method(repoURL string) (transport.AuthMethod, error) {
 	if a.Token == "" || u.Scheme == "file" {
 		return nil, nil
 	}
-	if !slices.Contains(a.Hosts, strings.ToLower(u.Hostname())) {
-		return nil, fmt.Errorf("%w: the controller sends its Git token only to %s, not to %s: add the host with --propose-git-host if it is yours, or propose with kubectl gitops propose", ErrCannotPropose, strings.Join(a.Hosts, ", "), u.Hostname())
+	host := strings.ToLower(u.Hostname())
+	if u.Port() != "" && u.Port() != "443" {
+		host += ":" + u.Port()
+	}
+	if u.Scheme != "https" || !slices.Contains(a.Hosts, host) {
+		return nil, fmt.Errorf("%w: the controller sends its Git token only over HTTPS to %s, not to %s://%s: add the host with --propose-git-host if it is yours, or propose with kubectl gitops propose", ErrCannotPropose, strings.Join(a.Hosts, ", "), u.Scheme, host)
 	}
 	user := a.Username
 	if user == "" {
@@ -92,7 +100,7 @@ func cloneInProcess(ctx context.Context, source Source, dir, author string, auth
 		return nil, err
 	}
 	localGit.Do(func() { client.InstallProtocol("file", server.NewServer(gitDirLoader{})) })
-	r := &Repo{Dir: dir, URL: source.RepoURL, Author: author, auth: method, inProcess: true}
+	r := &Repo{Dir: dir, URL: source.RepoURL, Author: author, auth: method, caBundle: auth.CABundle, inProcess: true}
 	refs, err := r.list(ctx)
 	if err != nil {
 		return nil, err
@@ -109,8 +117,13 @@ func cloneInProcess(ctx context.Context, source Source, dir, author string, auth
 			return nil, fmt.Errorf("%w: targetRevision %s is not a branch of %s (a tag or a commit), so a merged change would not move the Application; change it by hand", ErrCannotPropose, rev, redact.Text(source.RepoURL))
 		}
 	}
+	depth := 1 // the branch's tip is all a proposal needs
+	if strings.HasPrefix(source.RepoURL, "file://") {
+		depth = 0 // served in process, which has no shallow clones
+	}
 	r.repo, err = git.PlainCloneContext(ctx, dir, false, &git.CloneOptions{
 		URL: source.RepoURL, Auth: method, ReferenceName: plumbing.NewBranchReferenceName(r.Base), SingleBranch: true,
+		Depth: depth, CABundle: auth.CABundle,
 	})
 	if err != nil {
 		return nil, gitError("clone", err)
@@ -121,7 +134,7 @@ func cloneInProcess(ctx context.Context, source Source, dir, author string, auth
 // list is the remote's references by name.
 func (r *Repo) list(ctx context.Context) (map[plumbing.ReferenceName]*plumbing.Reference, error) {
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.auth})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.auth, CABundle: r.caBundle})
 	if err != nil {
 		return nil, gitError("ls-remote", err)
 	}
@@ -140,6 +153,9 @@ func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) string {
 		return ""
 	}
 	if head.Type() == plumbing.SymbolicReference {
+		if !head.Target().IsBranch() {
+			return ""
+		}
 		return head.Target().Short()
 	}
 	var at []string
@@ -197,7 +213,7 @@ func (r *Repo) commitInProcess(branch, message string, files []File) (string, er
 
 func (r *Repo) pushInProcess(ctx context.Context, branch string) error {
 	ref := "refs/heads/" + branch
-	err := r.repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", Auth: r.auth, RefSpecs: []config.RefSpec{config.RefSpec(ref + ":" + ref)}})
+	err := r.repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", Auth: r.auth, RefSpecs: []config.RefSpec{config.RefSpec(ref + ":" + ref)}, CABundle: r.caBundle})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil
 	}

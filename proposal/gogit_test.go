@@ -2,6 +2,7 @@ package proposal
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -111,7 +112,7 @@ func TestInProcessGitPushesWithTheToken(t *testing.T) {
 	bare := upstream(t)
 	gitRun(t, bare, "config", "http.receivepack", "true")
 	var users []string
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
 		users = append(users, user)
 		if !ok || pass != "s3cr3t-token" {
@@ -123,8 +124,11 @@ func TestInProcessGitPushesWithTheToken(t *testing.T) {
 	}))
 	defer server.Close()
 	url := server.URL + "/deploy.git"
+	host := strings.TrimPrefix(server.URL, "https://")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})
+	auth := func(token string, hosts ...string) *Auth { return &Auth{Token: token, Hosts: hosts, CABundle: ca} }
 
-	if _, err := proposeInProcess(t, url, &Auth{Token: "s3cr3t-token", Hosts: []string{"127.0.0.1"}}, false); err != nil {
+	if _, err := proposeInProcess(t, url, auth("s3cr3t-token", host), false); err != nil {
 		t.Fatal(err)
 	}
 	if got := gitRun(t, bare, "show", "kubectl-gitops/s1:app/deployment.yaml"); got != "replicas: 5 # kept" {
@@ -136,20 +140,61 @@ func TestInProcessGitPushesWithTheToken(t *testing.T) {
 		}
 	}
 
-	_, err := CloneWith(context.Background(), Source{RepoURL: url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", &Auth{Token: "wrong", Hosts: []string{"127.0.0.1"}})
+	_, err := CloneWith(context.Background(), Source{RepoURL: url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", auth("wrong", host))
 	if err == nil || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("a refused token: %v", err)
 	}
 	// A repository on a host not named is refused before any request:
 	// whoever points an Application at their server gets no token.
 	before := len(users)
-	_, err = CloneWith(context.Background(), Source{RepoURL: url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", &Auth{Token: "s3cr3t-token", Hosts: []string{"github.com"}})
-	if !errors.Is(err, ErrCannotPropose) || len(users) != before {
-		t.Errorf("a host not named: %v, %d requests", err, len(users)-before)
+	for _, refused := range []struct {
+		url  string
+		auth *Auth
+	}{
+		{url, auth("s3cr3t-token", "github.com")},
+		{url, auth("s3cr3t-token", "127.0.0.1")}, // the host, but another port than 443
+		{strings.Replace(url, "https://", "http://", 1), auth("s3cr3t-token", host)},
+	} {
+		_, err = CloneWith(context.Background(), Source{RepoURL: refused.url, TargetRevision: "main"}, filepath.Join(t.TempDir(), "repo"), "c", refused.auth)
+		if !errors.Is(err, ErrCannotPropose) || len(users) != before || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s with hosts %v: %v, %d requests", refused.url, refused.auth.Hosts, err, len(users)-before)
+		}
 	}
 	// SSH is the user's, through the git binary: the controller refuses it.
 	_, err = CloneWith(context.Background(), Source{RepoURL: "git@github.com:acme/deploy.git", TargetRevision: "main"}, t.TempDir(), "c", &Auth{Token: "t"})
 	if !errors.Is(err, ErrCannotPropose) {
 		t.Errorf("an SSH URL: %v", err)
+	}
+}
+
+// The controller renders only what the checkout holds: a kustomization
+// (or one it includes) naming a URL, a remote base or a path outside the
+// repository is refused before kustomize fetches anything.
+func TestLocalKustomizationRefusesWhatIsElsewhere(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, data string) {
+		full := filepath.Join(root, filepath.FromSlash(path))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("base/kustomization.yaml", "resources:\n- deployment.yaml\n")
+	write("base/deployment.yaml", "kind: Deployment\n")
+	write("prod/kustomization.yaml", "resources:\n- ../base\n")
+	if err := LocalKustomization(root, "prod"); err != nil {
+		t.Fatalf("a local overlay: %v", err)
+	}
+	for name, entry := range map[string]string{
+		"url":     "https://attacker.example/slow.yaml",
+		"remote":  "github.com/acme/deploy//base?ref=main",
+		"outside": "../../etc",
+	} {
+		write("base/kustomization.yaml", "resources:\n- deployment.yaml\n- "+entry+"\n")
+		if err := LocalKustomization(root, "prod"); !errors.Is(err, ErrCannotPropose) || !strings.Contains(err.Error(), "base") {
+			t.Errorf("%s in an included base: %v", name, err)
+		}
 	}
 }

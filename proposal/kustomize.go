@@ -3,6 +3,7 @@ package proposal
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -538,4 +539,53 @@ var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
 // patchFileName is the file of session's patch of t, in the overlay.
 func patchFileName(session string, t audit.Target) string {
 	return unsafeName.ReplaceAllString(strings.ToLower("kubectl-gitops-"+session+"-"+t.Kind+"-"+t.Name), "-") + ".yaml"
+}
+
+// LocalKustomization refuses a kustomization at dir (slash-separated,
+// relative to root) that reaches beyond root: a resource, base or
+// component that is a URL or a remote repository, or a path outside the
+// checkout, in it or in any local kustomization it includes. kustomize
+// fetches those with no deadline; the controller, one worker for every
+// session, must not wait on a server an Application's author chose.
+func LocalKustomization(root, dir string) error {
+	seen := map[string]bool{}
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		if seen[dir] {
+			return nil
+		}
+		seen[dir] = true
+		name := kustomizationFile(dir)
+		if name == "" {
+			return nil // a directory of plain resources
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		var k struct {
+			Resources  []string `yaml:"resources"`
+			Bases      []string `yaml:"bases"`
+			Components []string `yaml:"components"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCannotPropose, name, err)
+		}
+		where, _ := filepath.Rel(root, dir)
+		for _, entry := range append(append(k.Resources, k.Bases...), k.Components...) {
+			target := filepath.Join(dir, filepath.FromSlash(entry))
+			rel, err := filepath.Rel(root, target)
+			_, statErr := os.Stat(target)
+			if strings.Contains(entry, "://") || err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || statErr != nil {
+				return fmt.Errorf("%w: the kustomization in %s names %q, which is not a file or directory of the repository (a remote resource or base): the controller fetches nothing from elsewhere; propose it with kubectl gitops propose", ErrCannotPropose, filepath.ToSlash(where), redact.Text(entry))
+			}
+			if info, err := os.Stat(target); err == nil && info.IsDir() {
+				if err := walk(target); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(filepath.Join(root, filepath.FromSlash(dir)))
 }

@@ -29,6 +29,22 @@ func commentedDeployment(namespace string) string {
 	return strings.Replace(d, "        image: "+env.FixtureImage, "        # pinned: bump through a pull request\n        image: \""+env.FixtureImage+"\"", 1)
 }
 
+// createCommentedApp creates Application app from a Deployment kept
+// with comments (commentedDeployment), synced, and returns its file.
+func createCommentedApp(t *testing.T, app string) string {
+	t.Helper()
+	file := "apps/" + app + "/deployment.yaml"
+	var head string
+	createApp(t, app, func(*unstructured.Unstructured, string) {
+		var err error
+		if head, err = environment(t).Git.Commit(app+": comments", map[string]string{file: commentedDeployment(app)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitSynced(t, app, head)
+	return file
+}
+
 // startGitHub is a GitHub double for the environment's repository, as
 // project acme/deploy: it opens a pull request only from a branch the
 // repository has.
@@ -56,15 +72,7 @@ func TestProposeClosesTheLoop(t *testing.T) {
 	jira := startJira(t)
 	startReplica(t, "replica-propose", jiraEnv(jira.URL, jiraToken)...)
 	github := startGitHub(t)
-	file := "apps/pr-loop/deployment.yaml"
-	var head string
-	createApp(t, "pr-loop", func(*unstructured.Unstructured, string) {
-		var err error
-		if head, err = e.Git.Commit("pr-loop: comments", map[string]string{file: commentedDeployment("pr-loop")}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	waitSynced(t, "pr-loop", head)
+	file := createCommentedApp(t, "pr-loop")
 
 	oncall := newUser(t, env.Oncall.Name, append(jiraEnv(jira.URL, jiraToken), "GITHUB_TOKEN="+githubToken, "GITHUB_API_URL="+github.API())...)
 	out, errOut := mustRun(t, oncall, 0, "breakglass", "pr-loop", "deployment/web", "--image", "web=registry.example/web:hotfix",
@@ -130,15 +138,7 @@ func TestControllerProposesWhatTheBreakglassCouldNot(t *testing.T) {
 	core(t)
 	e := environment(t)
 	github := startGitHub(t)
-	file := "apps/pr-ctrl/deployment.yaml"
-	var head string
-	createApp(t, "pr-ctrl", func(*unstructured.Unstructured, string) {
-		var err error
-		if head, err = e.Git.Commit("pr-ctrl: comments", map[string]string{file: commentedDeployment("pr-ctrl")}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	waitSynced(t, "pr-ctrl", head)
+	file := createCommentedApp(t, "pr-ctrl")
 
 	oncall := newUser(t, env.Oncall.Name)
 	_, errOut := mustRun(t, oncall, 0, "breakglass", "pr-ctrl", "deployment/web", "--image", "web=registry.example/web:hotfix",
