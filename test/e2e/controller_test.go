@@ -360,7 +360,7 @@ func TestControllerMayOnlyRestore(t *testing.T) {
 	store := audit.NewConfigMapStore(kubeFromKubeconfig(t, sa.env[1][len("KUBECONFIG="):]), e.ArgoNamespace)
 	err := store.Append(context.Background(), &audit.Record{Event: audit.EventPlanned, Session: "cr-forged", Actor: audit.Actor{Username: controllerSA},
 		Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "cr-attack"}, Outcome: audit.Outcome{Status: audit.StatusStarted}})
-	if err == nil || !strings.Contains(err.Error(), "may append only restore, notice, resolved-run and ticket records") {
+	if err == nil || !strings.Contains(err.Error(), "may append only restore, notice, proposal, resolved-run and ticket records") {
 		t.Errorf("the controller appended a planned record: %v", err)
 	}
 	// A notice is the controller's: one written ahead by on-call would
