@@ -150,7 +150,17 @@ func (e *Engine) CaughtUp(ctx context.Context, app argocd.App, argo *argocd.Serv
 // its last reconcile, saying so. Nothing waits per Application.
 func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argocd.Server, refresh Refresh) ([]*SessionStatus, error) {
 	notes, stale := make([][]string, len(apps)), make([]bool, len(apps))
-	if refresh.Request {
+	// Refreshes not waited for are requested while the sessions are
+	// judged as of the last reconcile: nothing here reads their answer.
+	var refreshed *pending[refreshNotes]
+	switch {
+	case refresh.Request && refresh.Wait == 0:
+		asked := append([]argocd.App(nil), apps...)
+		refreshed = start(func() (refreshNotes, error) {
+			n, s := e.refreshAll(ctx, asked, 0)
+			return refreshNotes{n, s}, nil
+		})
+	case refresh.Request:
 		notes, stale = e.refreshAll(ctx, apps, refresh.Wait)
 	}
 	// Each session is judged by its records and its Application's: read
@@ -169,7 +179,7 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argoc
 	out := make([]*SessionStatus, len(apps))
 	errs := make([]error, len(apps))
 	argocd.Parallel(len(apps), func(i int) {
-		if out[i], errs[i] = e.evaluate(ctx, read, apps[i], argo, notes[i]); errs[i] != nil {
+		if out[i], errs[i] = e.evaluate(ctx, read, apps[i], argo, nil); errs[i] != nil {
 			return
 		}
 		// A run interrupted before it recorded its patch is resolved
@@ -178,18 +188,31 @@ func (e *Engine) CaughtUpAll(ctx context.Context, apps []argocd.App, argo *argoc
 			app, resolved, err := e.Resolve(ctx, apps[i], out[i], false)
 			if err != nil {
 				out[i].Notes = append(out[i].Notes, "could not resolve the interrupted run: "+argocd.Brief(err))
-			} else if out[i], errs[i] = e.evaluate(ctx, e.log(), app, argo, append(notes[i], resolved...)); errs[i] != nil {
+			} else if out[i], errs[i] = e.evaluate(ctx, e.log(), app, argo, resolved); errs[i] != nil {
 				return
 			}
 		}
-		out[i].Stale = stale[i]
 	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
 	}
+	if refreshed != nil {
+		r, _ := refreshed.wait()
+		notes, stale = r.notes, r.stale
+	}
+	for i, st := range out {
+		// What the state is as of comes first, as when it was awaited.
+		st.Notes, st.Stale = append(append([]string(nil), notes[i]...), st.Notes...), stale[i]
+	}
 	return out, nil
+}
+
+// refreshNotes is what refreshAll says of each Application.
+type refreshNotes struct {
+	notes [][]string
+	stale []bool
 }
 
 // refreshAll requests a refresh of every Application at once and waits,

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -135,6 +136,17 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 		namespace = ""
 	}
 	deadline := time.Now().Add(o.Timeout)
+	// What the log says beside the sessions (reviews awaited, the
+	// mirror) is read while they are evaluated, and told after them.
+	var notesAside bytes.Buffer
+	aside := make(chan struct{})
+	go func() {
+		defer close(aside)
+		if !o.Watch && !o.Wait {
+			o.noteAwaitingReview(ctx, engine, &notesAside)
+			o.noteMirror(ctx, engine, &notesAside)
+		}
+	}()
 	for {
 		statuses, err := o.evaluate(ctx, engine, namespace)
 		if o.stopped(ctx) {
@@ -168,8 +180,8 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 			for _, n := range notes {
 				note(o.ErrOut, "note: %s", n)
 			}
-			o.noteAwaitingReview(ctx, engine)
-			o.noteMirror(ctx, engine)
+			<-aside
+			_, _ = o.ErrOut.Write(notesAside.Bytes())
 			return exitCode(bool(o.ExitCode) || o.Wait).answer(!ready, nil)
 		}
 		select {
@@ -396,13 +408,13 @@ func ticketColumn(s *breakglass.Session) string {
 // stands for yet (never reviewed, or rejected) and which is the oldest;
 // nothing when none, or when the log cannot be read (the listing above is
 // what status is for).
-func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakglass.Engine) {
+func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakglass.Engine, w io.Writer) {
 	waiting, err := engine.AwaitingReview(ctx)
 	if err != nil || len(waiting) == 0 {
 		return
 	}
 	oldest := waiting[0]
-	note(o.ErrOut, "%d closed session(s) await review (never reviewed, or rejected); the oldest is %s on %s, %s at %s: %s",
+	note(w, "%d closed session(s) await review (never reviewed, or rejected); the oldest is %s on %s, %s at %s: %s",
 		len(waiting), oldest.Session, appName(oldest), strings.TrimPrefix(string(oldest.Event), "breakglass."), oldest.Time.UTC().Format(time.RFC3339), next.AuditLogUnreviewed())
 }
 
@@ -414,7 +426,7 @@ const mirrorStale = 2 * time.Minute
 // noteMirror tells where the audit log's mirror stands, as the
 // controller's leader last published it (controller --mirror), and how
 // long ago: nothing when no controller ever published one.
-func (o *StatusOptions) noteMirror(ctx context.Context, engine *breakglass.Engine) {
+func (o *StatusOptions) noteMirror(ctx context.Context, engine *breakglass.Engine, w io.Writer) {
 	log, ok := engine.Audit.(*audit.ConfigMapStore)
 	if !ok {
 		return
@@ -422,12 +434,12 @@ func (o *StatusOptions) noteMirror(ctx context.Context, engine *breakglass.Engin
 	st, err := log.MirrorState(ctx)
 	switch {
 	case err != nil:
-		note(o.ErrOut, "mirror: %v", err)
+		note(w, "mirror: %v", err)
 		return
 	case st == nil:
 		return
 	}
-	note(o.ErrOut, "%s", describeMirror(st, time.Now()))
+	note(w, "%s", describeMirror(st, time.Now()))
 }
 
 // describeMirror says st in one line, as of now.
