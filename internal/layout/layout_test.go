@@ -18,7 +18,7 @@ const module = "github.com/kubectl-gitops/kubectl-gitops/"
 var allowed = map[string][]string{
 	"cmd/kubectl-gitops": {"plugin"},
 	"plugin":             {"controller", "breakglass", "proposal", "drift", "argocd", "ticket", "audit", "redact", "next"},
-	"controller":         {"breakglass", "argocd", "audit", "next"},
+	"controller":         {"breakglass", "proposal", "argocd", "audit", "next"},
 	"breakglass":         {"proposal", "drift", "argocd", "ticket", "audit", "redact", "next"},
 	"proposal":           {"argocd", "audit", "redact", "next"},
 	"drift":              {"argocd", "audit", "redact", "next"},
