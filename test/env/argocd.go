@@ -117,13 +117,20 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 		// no setting moves: it removes the file and binds it, so two
 		// environments starting at once must take turns.
 		err := onePerHost("argocd-commit-server", func() error {
-			commit, err := e.start("argocd-commit-server", append(common, "ARGOCD_BINARY_NAME=argocd-commit-server"), bins.ArgoCD,
-				"--address=127.0.0.1", "--port="+strconv.Itoa(ports[6]),
-				"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(ports[7]))
-			if err != nil {
-				return err
-			}
-			return commit.waitFor(ctx, time.Minute, tcpReady(commitAddr))
+			// It starts well after its ports were chosen, and an outgoing
+			// connection may have been given one of them meanwhile (a
+			// clean-clone run lost one): such a start is tried again on
+			// other ports.
+			return retryBind(3, []int{ports[6], ports[7]}, func(p []int) error {
+				commitAddr = "127.0.0.1:" + strconv.Itoa(p[0])
+				commit, err := e.start("argocd-commit-server", append(common, "ARGOCD_BINARY_NAME=argocd-commit-server"), bins.ArgoCD,
+					"--address=127.0.0.1", "--port="+strconv.Itoa(p[0]),
+					"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(p[1]))
+				if err != nil {
+					return err
+				}
+				return commit.waitFor(ctx, time.Minute, tcpReady(commitAddr))
+			})
 		})
 		if err != nil {
 			return err
@@ -161,6 +168,20 @@ func (e *Env) startArgoCD(ctx context.Context, bins Binaries, opts Options) erro
 
 // onePerHost runs start while holding a lock every environment on this
 // host shares, for a process that takes a host-wide resource as it starts.
+// retryBind starts a process on ports, and again on fresh ones, up to
+// attempts times in all, when it could not bind them.
+func retryBind(attempts int, ports []int, start func([]int) error) error {
+	for i := 1; ; i++ {
+		err := start(ports)
+		if err == nil || i == attempts || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		if ports, err = freePorts(len(ports)); err != nil {
+			return err
+		}
+	}
+}
+
 func onePerHost(name string, start func() error) error {
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "kubectl-gitops-env-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
