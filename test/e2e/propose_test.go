@@ -68,7 +68,6 @@ func startGitHub(t *testing.T) *gitdouble.Server {
 // auto-restore session by itself.
 func TestProposeClosesTheLoop(t *testing.T) {
 	core(t)
-	e := environment(t)
 	jira := startJira(t)
 	startReplica(t, "replica-propose", jiraEnv(jira.URL, jiraToken)...)
 	github := startGitHub(t)
@@ -83,20 +82,7 @@ func TestProposeClosesTheLoop(t *testing.T) {
 	session := sessionOf(t, "pr-loop").ID
 	branch := breakglass.ProposalBranch(session)
 
-	// The pull request: from the session's branch into main, saying why.
-	prs := github.Changes()
-	if len(prs) != 4 || prs[3].Head != branch || prs[3].Base != "main" || !strings.Contains(prs[3].Body, session) || !strings.Contains(prs[3].Body, "5xx after 1.0.0") {
-		t.Fatalf("pull requests %+v", prs)
-	}
-	// The branch changes the image and nothing else: comments, quotes and
-	// order are Git's.
-	proposed, err := e.Git.Show(branch, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := strings.Replace(commentedDeployment("pr-loop"), env.FixtureImage, "registry.example/web:hotfix", 1); proposed+"\n" != want {
-		t.Errorf("the proposed file:\n%s\nwant:\n%s", proposed, want)
-	}
+	assertProposedHotfix(t, github, "pr-loop", file, session)
 	// The record, by the on-call, and the ticket links the PR.
 	var recorded *audit.Record
 	for _, r := range sessionRecords(t, session) {
@@ -170,17 +156,7 @@ func TestControllerProposesWhatTheBreakglassCouldNot(t *testing.T) {
 	if recorded.Actor.Username != controllerSA || recorded.Outcome.Status != audit.StatusSucceeded || recorded.Proposal == nil || recorded.Proposal.Number != 4 || recorded.Proposal.Branch != branch {
 		t.Fatalf("breakglass.proposed: %+v %+v", recorded, recorded.Proposal)
 	}
-	prs := github.Changes()
-	if len(prs) != 4 || prs[3].Head != branch || prs[3].Base != "main" || !strings.Contains(prs[3].Body, session) {
-		t.Fatalf("pull requests %+v", prs)
-	}
-	proposed, err := e.Git.Show(branch, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := strings.Replace(commentedDeployment("pr-ctrl"), env.FixtureImage, "registry.example/web:hotfix", 1); proposed+"\n" != want {
-		t.Errorf("the proposed file:\n%s\nwant:\n%s", proposed, want)
-	}
+	assertProposedHotfix(t, github, "pr-ctrl", file, session)
 	// The on-call has no token to ask GitHub the request's state: status
 	// names it from the record.
 	out, _ := mustRun(t, oncall, 0, "status", "pr-ctrl")
@@ -189,6 +165,26 @@ func TestControllerProposesWhatTheBreakglassCouldNot(t *testing.T) {
 	}
 	mergeAndRestore(t, github, 4, "pr-ctrl", session)
 	assertChainIntact(t, oncall)
+}
+
+// assertProposedHotfix checks the fourth pull request (after the three
+// startGitHub adds) is session's, from its branch into main, saying why,
+// and that the branch changes app's file to the hotfix image and nothing
+// else: comments, quotes and order are Git's.
+func assertProposedHotfix(t *testing.T, github *gitdouble.Server, app, file, session string) {
+	t.Helper()
+	branch := breakglass.ProposalBranch(session)
+	prs := github.Changes()
+	if len(prs) != 4 || prs[3].Head != branch || prs[3].Base != "main" || !strings.Contains(prs[3].Body, session) || !strings.Contains(prs[3].Body, "5xx after 1.0.0") {
+		t.Fatalf("pull requests %+v", prs)
+	}
+	proposed, err := environment(t).Git.Show(branch, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(commentedDeployment(app), env.FixtureImage, "registry.example/web:hotfix", 1); proposed+"\n" != want {
+		t.Errorf("the proposed file:\n%s\nwant:\n%s", proposed, want)
+	}
 }
 
 // mergeAndRestore is all a person does once a proposal is open: merge
