@@ -116,6 +116,66 @@ type Sessions struct {
 	// run to hundreds of thousands of records, and only the state machine
 	// reads them there. A lean session's Opened is nil once closed.
 	lean bool
+	// closed are the lean check's closed sessions, kept compact (byID
+	// no longer holds them); names interns what they repeat.
+	closed map[string]*closedSession
+	names  map[string]string
+}
+
+// closedSession is what a lean check keeps of a closed session: what a
+// later record of it (ticket work, a review, a run that lost the race to
+// the close) is checked against, in about 200 bytes where the session's
+// log took over a kilobyte. At 100,000 records audit verify holds 25,000
+// of them.
+type closedSession struct {
+	app     AppRef
+	members []string
+	tickets []string
+	reviews *Reviews
+	seq     uint64
+	event   Event
+	actor   string
+	status  string
+}
+
+// compact is s's closed form, its strings interned.
+func (ss *Sessions) compact(s *SessionLog) *closedSession {
+	in := func(v string) string {
+		if w, ok := ss.names[v]; ok {
+			return w
+		}
+		ss.names[v] = v
+		return v
+	}
+	c := &closedSession{app: AppRef{Namespace: in(s.Application.Namespace), Name: in(s.Application.Name)},
+		seq: s.Closed.Seq, event: Event(in(string(s.Closed.Event))), actor: in(s.Closed.Actor.Username), status: in(s.Closed.Outcome.Status)}
+	for m := range s.Members {
+		c.members = append(c.members, in(m))
+	}
+	for t := range s.Tickets {
+		c.tickets = append(c.tickets, t)
+	}
+	if len(s.Reviews.History) > 0 {
+		reviews := s.Reviews
+		c.reviews = &reviews
+	}
+	return c
+}
+
+// expand is c as a session log again, for a record of it to be checked.
+func (c *closedSession) expand(id string) *SessionLog {
+	s := &SessionLog{ID: id, Application: c.app, Members: make(map[string]bool, len(c.members)), Phase: PhaseClosed,
+		Closed: &Record{Seq: c.seq, Event: c.event, Session: id, Actor: Actor{Username: c.actor}, Outcome: Outcome{Status: c.status}}}
+	for _, m := range c.members {
+		s.Members[m] = true
+	}
+	for _, t := range c.tickets {
+		s.addTicket(t)
+	}
+	if c.reviews != nil {
+		s.Reviews = *c.reviews
+	}
+	return s
 }
 
 // NewSessions starts an empty check.
@@ -123,9 +183,28 @@ func NewSessions() *Sessions {
 	return &Sessions{byID: map[string]*SessionLog{}, holders: map[AppRef]string{}}
 }
 
+// newLeanSessions starts an empty check that keeps of a closed session
+// only what later records of it are checked against.
+func newLeanSessions() *Sessions {
+	ss := NewSessions()
+	ss.lean, ss.closed, ss.names = true, map[string]*closedSession{}, map[string]string{}
+	return ss
+}
+
 // Session is the session id as the records so far tell it, nil when none
 // of its records came by.
-func (ss *Sessions) Session(id string) *SessionLog { return ss.byID[id] }
+func (ss *Sessions) Session(id string) *SessionLog {
+	if c := ss.closed[id]; c != nil {
+		return c.expand(id)
+	}
+	return ss.byID[id]
+}
+
+// Known says whether a record of session id came by.
+func (ss *Sessions) Known(id string) bool {
+	_, closed := ss.closed[id]
+	return closed || ss.byID[id] != nil
+}
 
 // Holder is the session the records say holds app (paused and not
 // closed), "" when none.
@@ -140,10 +219,20 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 	if r.Session == "" {
 		return true, nil
 	}
+	if c := ss.closed[r.Session]; c != nil {
+		s := c.expand(r.Session)
+		ok, b := ss.move(s, r)
+		ss.closed[r.Session] = ss.compact(s)
+		return ok, b
+	}
+	return ss.move(ss.byID[r.Session], r)
+}
+
+// move moves s (nil: a session none of whose records came by) by r.
+func (ss *Sessions) move(s *SessionLog, r *Record) (bool, *Break) {
 	broke := func(kind BreakKind, format string, args ...any) (bool, *Break) {
 		return false, &Break{Kind: kind, Seq: r.Seq, Detail: fmt.Sprintf("session %s: ", r.Session) + fmt.Sprintf(format, args...)}
 	}
-	s := ss.byID[r.Session]
 	if s == nil {
 		s = &SessionLog{ID: r.Session, Members: map[string]bool{}}
 		ss.byID[r.Session] = s
@@ -327,11 +416,11 @@ func (ss *Sessions) close(s *SessionLog, r *Record) {
 	s.Closed, s.Phase = r, PhaseClosed
 	ss.release(s)
 	if ss.lean {
-		// What a record after the close is checked against: who the
-		// members were, the tickets, the reviews, and which record closed
-		// it (named in a break).
-		s.Opened, s.InFlight, s.Notices = nil, nil, nil
-		s.Closed = &Record{Seq: r.Seq, Event: r.Event, Session: r.Session, Actor: Actor{Username: r.Actor.Username}, Outcome: Outcome{Status: r.Outcome.Status}}
+		// Kept: what a record after the close is checked against (who
+		// the members were, the tickets, the reviews, and which record
+		// closed it, named in a break).
+		delete(ss.byID, s.ID)
+		ss.closed[s.ID] = ss.compact(s)
 	}
 }
 

@@ -224,9 +224,7 @@ func (v *Verifier) note(seq uint64, head HeadState) {
 
 // NewVerifier starts checking a chain from record 1.
 func NewVerifier() *Verifier {
-	sessions := NewSessions()
-	sessions.lean = true
-	return &Verifier{rep: Report{Breaks: []Break{}, Warnings: []Break{}}, expect: 1, prevKnown: true, sessions: sessions}
+	return &Verifier{rep: Report{Breaks: []Break{}, Warnings: []Break{}}, expect: 1, prevKnown: true, sessions: newLeanSessions()}
 }
 
 // From has the chain start after cut, the checkpoint a pruned log was
@@ -342,7 +340,7 @@ func (v *Verifier) Add(e Entry) {
 	// to were closed before it; and a session whose first record kept is
 	// not its plan began before it (a review or ticket work since): the
 	// mirror holds the whole of both.
-	begunBefore := v.cut != nil && rec.Session != "" && v.sessions.Session(rec.Session) == nil && rec.Event != EventPlanned
+	begunBefore := v.cut != nil && rec.Session != "" && !v.sessions.Known(rec.Session) && rec.Event != EventPlanned
 	if begunBefore && sound && !v.beforeCut[rec.Session] {
 		if v.beforeCut == nil {
 			v.beforeCut = map[string]bool{}

@@ -9,9 +9,10 @@ import (
 // audit verify keeps every session of the log it walks, and a log runs to
 // hundreds of thousands of records: a closed session must keep only what a
 // later record of it is checked against (members, tickets, reviews, the
-// close), never its records' bodies. Before, it kept its plan and close
+// close), never its records' bodies. It once kept its plan and close
 // whole, 2.3 kB a session, and verify's memory at 100,000 records was twice
-// that at 10,000.
+// that at 10,000; then a session log with a stub close, 1.2 kB, and still
+// 1.54 times.
 func TestVerifierKeepsLittleOfAClosedSession(t *testing.T) {
 	const sessions = 5000
 	target := &Target{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
@@ -57,7 +58,7 @@ func TestVerifierKeepsLittleOfAClosedSession(t *testing.T) {
 	}
 	per := int64(after.HeapAlloc-before.HeapAlloc) / sessions
 	t.Logf("%d bytes a closed session", per)
-	if per > 1500 {
+	if per > 400 {
 		t.Errorf("the verifier keeps %d bytes a closed session; at 100,000 records that is %d MiB", per, per*25000>>20)
 	}
 	runtime.KeepAlive(v)
