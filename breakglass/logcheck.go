@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -23,8 +24,10 @@ type loggedSession struct {
 	holder string
 	// paused is whether a record says the Application itself was paused.
 	paused bool
-	// proposal is the newest Git change proposed for the session's fix.
-	proposal *audit.Proposal
+	// proposal is the newest Git change proposed for the session's fix;
+	// proposing are when pushes of it were started, oldest first.
+	proposal  *audit.Proposal
+	proposing []time.Time
 }
 
 // state is how far the session got, as its records say: pausing until
@@ -136,8 +139,12 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 			ls.parentNS[r.Application.Name] = r.Application.Namespace
 		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded && r.Patch != nil:
 			ls.patches = append(ls.patches, r)
+		case r.Event == audit.EventProposed && r.Proposal != nil && r.Outcome.Status == audit.StatusStarted:
+			ls.proposing = append(ls.proposing, r.Time)
 		case r.Event == audit.EventProposed && r.Proposal != nil:
-			// A branch pushed whose request failed is a proposal too.
+			// A branch pushed whose request failed is a proposal too; one
+			// only started (written ahead of the push) is not, nor a
+			// failed push (its record names no proposal).
 			ls.proposal = r.Proposal
 		}
 	}

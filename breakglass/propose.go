@@ -331,27 +331,40 @@ func (p *proposing) push(ctx context.Context, message, body string) (openErr, er
 
 // publish commits and pushes the branch with the user's own credentials,
 // opens the pull or merge request, records breakglass.proposed and links
-// it from the ticket. What it returns is nil until the branch is pushed.
+// it from the ticket. A started record, naming the branch, goes ahead of
+// the push: a run killed or refused by the log after it leaves no branch
+// the log does not name. What it returns is nil until the branch is
+// pushed.
 func (p *proposing) publish(ctx context.Context) (*Proposed, error) {
 	st, out, branch := p.st, p.out, p.out.Proposal.Branch
+	subj := subject{actor: p.actor, app: st.App, cluster: p.app.Destination().Server, git: st.GitAt(), reason: st.Session.Reason, incident: st.Session.Incident}
+	if len(st.Targets) > 0 {
+		subj.target = st.Targets[0].Target
+	}
+	proposedAs := func(r *audit.Record) {
+		proposed := out.Proposal
+		r.Proposal = &proposed
+	}
+	started, err := p.record(ctx, subj, st.Session.ID, audit.EventProposed, audit.Outcome{Status: audit.StatusStarted}, proposedAs)
+	if err != nil {
+		return nil, err
+	}
 	openErr, err := p.push(ctx, commitMessage(st, out), requestBody(st, out))
 	if err != nil {
+		// The started record's end: the log must not read as a proposal
+		// whose outcome is unknown. It names no proposal (nothing counts).
+		if _, rerr := p.record(ctx, subj, st.Session.ID, audit.EventProposed, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil); rerr != nil {
+			return nil, fmt.Errorf("%w; and %v", err, rerr)
+		}
 		return nil, err
 	}
 	outcome := audit.Outcome{Status: audit.StatusSucceeded}
 	if openErr != nil {
 		outcome = audit.Outcome{Status: audit.StatusFailed, Error: "the branch is pushed; opening the request failed: " + openErr.Error()}
 	}
-	subj := subject{actor: p.actor, app: st.App, cluster: p.app.Destination().Server, git: st.GitAt(), reason: st.Session.Reason, incident: st.Session.Incident}
-	if len(st.Targets) > 0 {
-		subj.target = st.Targets[0].Target
-	}
-	recorded, err := p.record(ctx, subj, st.Session.ID, audit.EventProposed, outcome, func(r *audit.Record) {
-		proposed := out.Proposal
-		r.Proposal = &proposed
-	})
+	recorded, err := p.record(ctx, subj, st.Session.ID, audit.EventProposed, outcome, proposedAs)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("branch %s is pushed, and record %d names it, but its outcome could not be recorded: %w", branch, started.Seq, err)
 	}
 	if openErr != nil {
 		return out, fmt.Errorf("branch %s is pushed, but opening the %s request failed: %w", branch, out.Proposal.Provider, openErr)

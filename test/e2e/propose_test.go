@@ -84,14 +84,9 @@ func TestProposeClosesTheLoop(t *testing.T) {
 
 	assertProposedHotfix(t, github, "pr-loop", file, session)
 	// The record, by the on-call, and the ticket links the PR.
-	var recorded *audit.Record
-	for _, r := range sessionRecords(t, session) {
-		if r.Event == audit.EventProposed {
-			recorded = r
-		}
-	}
-	if recorded == nil || recorded.Proposal == nil || recorded.Proposal.Number != 4 || recorded.Proposal.Branch != branch || recorded.Outcome.Status != audit.StatusSucceeded || recorded.Actor.Username != env.Oncall.Name {
-		t.Fatalf("breakglass.proposed record: %+v", recorded)
+	recorded := proposedRecords(t, session, env.Oncall.Name, branch)
+	if recorded.Proposal.Number != 4 {
+		t.Fatalf("breakglass.proposed record: %+v", recorded.Proposal)
 	}
 	issues := sessionIssues(jira, session)
 	if len(issues) != 1 || !contains(issues[0].RemoteLinks, recorded.Proposal.URL) || !strings.Contains(strings.Join(issues[0].Comments, "\n"), "|"+recorded.Proposal.URL+"]") {
@@ -144,17 +139,16 @@ func TestControllerProposesWhatTheBreakglassCouldNot(t *testing.T) {
 		[]string{"GITHUB_TOKEN=" + githubToken, "GITHUB_API_URL=" + github.API(), "PATH=" + noGit})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var recorded *audit.Record
 	waitFor(ctx, t, "the controller's breakglass.proposed record", func() (bool, string) {
 		for _, r := range sessionRecords(t, session) {
-			if r.Event == audit.EventProposed {
-				recorded = r
+			if r.Event == audit.EventProposed && r.Outcome.Status != audit.StatusStarted {
+				return true, ""
 			}
 		}
-		return recorded != nil, "no breakglass.proposed record"
+		return false, "no breakglass.proposed outcome"
 	})
-	if recorded.Actor.Username != controllerSA || recorded.Outcome.Status != audit.StatusSucceeded || recorded.Proposal == nil || recorded.Proposal.Number != 4 || recorded.Proposal.Branch != branch {
-		t.Fatalf("breakglass.proposed: %+v %+v", recorded, recorded.Proposal)
+	if recorded := proposedRecords(t, session, controllerSA, branch); recorded.Proposal.Number != 4 {
+		t.Fatalf("breakglass.proposed: %+v", recorded.Proposal)
 	}
 	assertProposedHotfix(t, github, "pr-ctrl", file, session)
 	// The on-call has no token to ask GitHub the request's state: status
@@ -228,6 +222,30 @@ func mapOf(u *unstructured.Unstructured, fields ...string) map[string]any {
 	return m
 }
 
+// proposedRecords checks session's breakglass.proposed records: exactly
+// a started one by actor naming branch, written ahead of the push, then
+// its success naming the same branch; it returns the success.
+func proposedRecords(t *testing.T, session, actor, branch string) *audit.Record {
+	t.Helper()
+	var proposed []*audit.Record
+	for _, r := range sessionRecords(t, session) {
+		if r.Event == audit.EventProposed {
+			proposed = append(proposed, r)
+		}
+	}
+	ok := len(proposed) == 2
+	for i, status := range []string{audit.StatusStarted, audit.StatusSucceeded} {
+		ok = ok && proposed[i].Outcome.Status == status && proposed[i].Actor.Username == actor && proposed[i].Proposal != nil && proposed[i].Proposal.Branch == branch
+	}
+	if !ok || proposed[0].Proposal.Commit != "" || proposed[1].Proposal.Commit == "" {
+		for _, r := range proposed {
+			t.Logf("breakglass.proposed %d: %s by %s: %+v", r.Seq, r.Outcome.Status, r.Actor.Username, r.Proposal)
+		}
+		t.Fatalf("session %s's proposal is not one started record by %s naming %s, then its success", session, actor, branch)
+	}
+	return proposed[1]
+}
+
 // TestProposeRefusesWhatItCannotProve: a dry run shows the change and
 // pushes nothing; an Application pinned to a commit is refused (a merged
 // branch would not move it); a fix changed live since the session is
@@ -261,6 +279,30 @@ func TestProposeRefusesWhatItCannotProve(t *testing.T) {
 	if _, errOut := mustRun(t, noToken, 2, append([]string{"propose", "pr-dry"}, where...)...); !strings.Contains(errOut, "set GITHUB_TOKEN") {
 		t.Errorf("propose without a token: %s", errOut)
 	}
+	// The push is refused: the record written ahead of it names the
+	// branch, the next one says it failed, and no proposal counts.
+	unprotect, err := e.Git.RefuseBranches("kubectl-gitops/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := mustRun(t, oncall, 1, append([]string{"propose", "pr-dry"}, where...)...); !strings.Contains(errOut, "are protected") {
+		t.Errorf("propose whose push is refused: %s", errOut)
+	}
+	unprotect()
+	dry := sessionOf(t, "pr-dry").ID
+	var tried []*audit.Record
+	for _, r := range sessionRecords(t, dry) {
+		if r.Event == audit.EventProposed {
+			tried = append(tried, r)
+		}
+	}
+	if len(tried) != 2 || tried[0].Outcome.Status != audit.StatusStarted || tried[0].Proposal == nil || tried[0].Proposal.Branch != breakglass.ProposalBranch(dry) ||
+		tried[1].Outcome.Status != audit.StatusFailed || tried[1].Proposal != nil || !strings.Contains(tried[1].Outcome.Error, "are protected") {
+		t.Errorf("the refused push's records: %+v", tried)
+	}
+	if st := statusJSON(t, oncall, "pr-dry"); st.Proposal != nil {
+		t.Errorf("a refused push counts as a proposal: %+v", st.Proposal)
+	}
 	// The live value is no longer the session's: proposing it would write
 	// someone else's change into Git in the session's name.
 	newUser(t, env.Admin.Name).kubectl("-n", "pr-dry", "scale", "deployment/web", "--replicas", "6")
@@ -274,7 +316,7 @@ func TestProposeRefusesWhatItCannotProve(t *testing.T) {
 			t.Errorf("%s: a branch was pushed", app)
 		}
 		for _, r := range sessionRecords(t, session) {
-			if r.Event == audit.EventProposed {
+			if r.Event == audit.EventProposed && (app != "pr-dry" || r.Outcome.Status == audit.StatusSucceeded) {
 				t.Errorf("%s: a proposal was recorded: %+v", app, r.Proposal)
 			}
 		}

@@ -114,6 +114,18 @@ func (g *GitRepo) HasBranch(branch string) bool {
 	return err == nil
 }
 
+// RefuseBranches has the repository refuse pushes to branches under
+// prefix, as a protected-branch rule of a provider does, until the
+// returned func is called.
+func (g *GitRepo) RefuseBranches(prefix string) (func(), error) {
+	hook := filepath.Join(g.Dir, ".git", "hooks", "pre-receive")
+	script := "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/heads/" + prefix + "*) echo \"branches " + prefix + "* are protected\" >&2; exit 1;; esac\ndone\n"
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		return nil, err
+	}
+	return func() { os.Remove(hook) }, nil
+}
+
 // Show is the content of path at rev (a branch or a commit).
 func (g *GitRepo) Show(rev, path string) (string, error) {
 	return g.git("show", rev+":"+path)
