@@ -96,6 +96,10 @@ type SessionStatus struct {
 	// Proposal is the newest Git change proposed for the session's fix
 	// (breakglass.proposed), as the audit log has it; nil when none.
 	Proposal *audit.Proposal `json:"proposal,omitempty"`
+	// ProposalPushes are when runs started pushing a proposal of the fix
+	// (started breakglass.proposed records), oldest first: how often the
+	// controller tried, however often it restarted.
+	ProposalPushes []time.Time `json:"-"`
 	// ProposalState is the state of its pull or merge request as the
 	// provider answered the caller (open, merged, closed); "" when not
 	// asked or not known. The engine never asks: it is the reader's.
@@ -331,7 +335,7 @@ func sessionStatus(ctx context.Context, log logReader, app argocd.App, fieldLeve
 		st.Session = annotated
 	} else {
 		st.InFlight = view.log.inFlight(time.Now())
-		st.Proposal = view.log.proposal
+		st.Proposal, st.ProposalPushes = view.log.proposal, view.log.proposing
 		if pinned := view.log.log.Opened.Pinned; pinned != nil {
 			st.Retargeted = argocd.PinChanges(*pinned, app.Pin(redact.Text))
 		}

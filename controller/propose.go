@@ -70,11 +70,13 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 	if p.tries == nil {
 		p.tries = map[string]try{}
 	}
-	t := p.tries[s.ID]
-	if t.next.IsZero() {
-		t.next = s.OpenedAt.Add(p.after())
-	}
+	was := p.tries[s.ID]
+	t := p.schedule(was, s.OpenedAt, st.ProposalPushes)
 	switch {
+	case t.done && !was.done:
+		p.tries[s.ID] = t
+		c.logf("%s: not proposing session %s's fix: %d attempts are recorded, --propose-attempts is %d", key, s.ID, t.n, p.attempts())
+		return time.Time{}
 	case t.done:
 		return time.Time{}
 	case time.Now().Before(t.next):
@@ -112,6 +114,24 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 		return time.Time{}
 	}
 	return t.next
+}
+
+// schedule is t brought up to the log: an attempt that reached the push
+// is recorded (a started breakglass.proposed), so a restarted controller
+// counts it as well as its own, and waits twice as long after the last
+// one as before it; attempts that failed before (a clone) only this
+// process counts.
+func (p *Proposer) schedule(t try, opened time.Time, pushes []time.Time) try {
+	if n := len(pushes); n > t.n {
+		t.n, t.next = n, pushes[n-1].Add(p.after()<<(n-1))
+	}
+	if t.next.IsZero() {
+		t.next = opened.Add(p.after())
+	}
+	if t.n >= p.attempts() {
+		t.done = true
+	}
+	return t
 }
 
 // notify emits an Event on app, logging one that could not be written.
