@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,6 +102,15 @@ func (c *Client) WaitApplication(ctx context.Context, name string, done func(App
 		return got, fmt.Errorf("could not watch application %s", key)
 	}
 	return got, nil
+}
+
+// WaitApp waits, at most wait, until done holds for the Application key
+// (namespace/name), and returns it as last seen and whether done held.
+func (c *Client) WaitApp(ctx context.Context, key string, wait time.Duration, done func(App) bool) (App, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	app, ok := c.WaitApps(ctx, []string{key}, done)[key]
+	return app, ok && done(app)
 }
 
 // WaitRefreshed waits, at most the controller wait, until the controller

@@ -380,10 +380,7 @@ func (e *Engine) sawPatch(ctx context.Context, app argocd.App, target audit.Targ
 	if outOfSync(app) {
 		return app
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(sawPatchWait, e.ControllerTimeout()))
-	defer cancel()
-	key := app.GetNamespace() + "/" + app.GetName()
-	if seen := e.WaitApps(ctx, []string{key}, outOfSync)[key]; seen.Unstructured != nil && outOfSync(seen) {
+	if seen, ok := e.WaitApp(ctx, app.GetNamespace()+"/"+app.GetName(), min(sawPatchWait, e.ControllerTimeout()), outOfSync); ok {
 		return seen
 	}
 	return app
@@ -436,12 +433,8 @@ func (e *Engine) terminateSync(ctx context.Context, ref audit.AppRef, session *S
 	if app.SyncQueued() {
 		// Queued, not yet started: it cannot be terminated until an
 		// operation worker starts it, and it would apply Git once it does.
-		key := appRef(ref).String()
-		wait, cancel := context.WithTimeout(ctx, e.ControllerTimeout())
-		started := func(a argocd.App) bool { return !a.SyncQueued() }
-		seen := e.WaitApps(wait, []string{key}, started)[key]
-		cancel()
-		if seen.Unstructured == nil || !started(seen) {
+		seen, started := e.WaitApp(ctx, appRef(ref).String(), e.ControllerTimeout(), func(a argocd.App) bool { return !a.SyncQueued() })
+		if !started {
 			return fmt.Sprintf("a sync operation queued on %s did not start within %s, so it could not be terminated", name, e.ControllerTimeout())
 		}
 		app = seen
@@ -472,10 +465,8 @@ func (e *Engine) terminateSync(ctx context.Context, ref audit.AppRef, session *S
 		return fmt.Sprintf("a sync operation (started %s) is running and could not be terminated (%v): it may apply Git's state over the patch", started, err)
 	}
 	session.TerminatedSync = started
-	ctx, cancel := context.WithTimeout(ctx, e.ControllerTimeout())
-	defer cancel()
 	stopped := func(app argocd.App) bool { _, running := app.SyncRunning(); return !running }
-	if app := e.WaitApps(ctx, []string{appRef(ref).String()}, stopped)[appRef(ref).String()]; app.Unstructured != nil && stopped(app) {
+	if _, ok := e.WaitApp(ctx, appRef(ref).String(), e.ControllerTimeout(), stopped); ok {
 		return ""
 	}
 	return fmt.Sprintf("the sync operation started %s was asked to terminate but is still running after %s", started, e.ControllerTimeout())
