@@ -214,6 +214,11 @@ func (ss *Sessions) Unreviewed() []*SessionLog {
 			out = append(out, s)
 		}
 	}
+	for id, c := range ss.closed { // a lean check's
+		if c.event != EventAborted && (c.reviews == nil || !c.reviews.Approved()) {
+			out = append(out, c.expand(id))
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Closed.Seq < out[j].Closed.Seq })
 	return out
 }

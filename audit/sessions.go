@@ -123,14 +123,19 @@ type Sessions struct {
 }
 
 // closedSession is what a lean check keeps of a closed session: what a
-// later record of it (ticket work, a review, a run that lost the race to
-// the close) is checked against, in about 200 bytes where the session's
-// log took over a kilobyte. At 100,000 records audit verify holds 25,000
-// of them.
+// later record of it (ticket work, a review, a close again) is checked
+// against, in about 200 bytes where the session's log took over a
+// kilobyte. At 100,000 records audit verify holds 25,000 of them. Its
+// maps are shared with the session log it expands to, never copied, so
+// that a record after the close costs the same however many members or
+// tickets the session has.
 type closedSession struct {
-	app     AppRef
-	members []string
-	tickets []string
+	app AppRef
+	// member is the one member, members every member when there are
+	// more (nil otherwise).
+	member  string
+	members map[string]bool
+	tickets map[string]bool
 	reviews *Reviews
 	seq     uint64
 	event   Event
@@ -147,13 +152,14 @@ func (ss *Sessions) compact(s *SessionLog) *closedSession {
 		ss.names[v] = v
 		return v
 	}
-	c := &closedSession{app: AppRef{Namespace: in(s.Application.Namespace), Name: in(s.Application.Name)},
+	c := &closedSession{app: AppRef{Namespace: in(s.Application.Namespace), Name: in(s.Application.Name)}, tickets: s.Tickets,
 		seq: s.Closed.Seq, event: Event(in(string(s.Closed.Event))), actor: in(s.Closed.Actor.Username), status: in(s.Closed.Outcome.Status)}
-	for m := range s.Members {
-		c.members = append(c.members, in(m))
-	}
-	for t := range s.Tickets {
-		c.tickets = append(c.tickets, t)
+	if len(s.Members) == 1 {
+		for m := range s.Members {
+			c.member = in(m)
+		}
+	} else {
+		c.members = s.Members
 	}
 	if len(s.Reviews.History) > 0 {
 		reviews := s.Reviews
@@ -164,18 +170,28 @@ func (ss *Sessions) compact(s *SessionLog) *closedSession {
 
 // expand is c as a session log again, for a record of it to be checked.
 func (c *closedSession) expand(id string) *SessionLog {
-	s := &SessionLog{ID: id, Application: c.app, Members: make(map[string]bool, len(c.members)), Phase: PhaseClosed,
+	s := &SessionLog{ID: id, Application: c.app, Members: c.members, Tickets: c.tickets, Phase: PhaseClosed,
 		Closed: &Record{Seq: c.seq, Event: c.event, Session: id, Actor: Actor{Username: c.actor}, Outcome: Outcome{Status: c.status}}}
-	for _, m := range c.members {
-		s.Members[m] = true
-	}
-	for _, t := range c.tickets {
-		s.addTicket(t)
+	if s.Members == nil {
+		s.Members = map[string]bool{c.member: true}
 	}
 	if c.reviews != nil {
 		s.Reviews = *c.reviews
 	}
 	return s
+}
+
+// lostToClose is whether r, of a closed session, is a run or a notice
+// that lost the race to the close: it changed nothing, and nothing acts
+// on it.
+func lostToClose(r *Record) bool {
+	switch r.Event {
+	case EventRestored, EventForced:
+		return r.Outcome.Status != StatusSucceeded
+	case EventPlanned, EventAborted, EventExpired, EventReenabled, EventRetargeted, EventReverted, EventProposed:
+		return true
+	}
+	return r.Resolves != "" && (r.Event == EventPatched || r.Event == EventAbandoned)
 }
 
 // NewSessions starts an empty check.
@@ -220,6 +236,9 @@ func (ss *Sessions) Add(r *Record) (bool, *Break) {
 		return true, nil
 	}
 	if c := ss.closed[r.Session]; c != nil {
+		if lostToClose(r) {
+			return false, nil
+		}
 		s := c.expand(r.Session)
 		ok, b := ss.move(s, r)
 		ss.closed[r.Session] = ss.compact(s)
@@ -291,9 +310,7 @@ func (ss *Sessions) move(s *SessionLog, r *Record) (bool, *Break) {
 		s.Closed = r
 		return true, &Break{Kind: BreakCloseWithoutRestore, Seq: first.Seq,
 			Detail: fmt.Sprintf("session %s: %s by %s closed it, but the Application stayed held until %s by %s (record %d)", r.Session, first.Event, first.Actor.Username, r.Event, r.Actor.Username, r.Seq)}
-	case s.Closed != nil && (closing && r.Outcome.Status != StatusSucceeded || r.Event == EventPlanned || r.Event == EventAborted || notice || proposal || resolving):
-		// A restore, a join or a notice that lost the race to the close:
-		// it changed nothing, and nothing acts on it.
+	case s.Closed != nil && lostToClose(r):
 		return false, nil
 	case s.Closed != nil && !ticketWork:
 		return broke(BreakReplayed, "%s after the session was closed by %s (record %d)", r.Event, s.Closed.Event, s.Closed.Seq)

@@ -313,3 +313,56 @@ func TestConcurrentJoinsByOnePersonEndTheirOwnRuns(t *testing.T) {
 		t.Errorf("runs in flight %v, want pa,pb (pc recorded its patch)", ids)
 	}
 }
+
+// TestUnreviewedInBothChecks: the sessions no approval stands for are the
+// same whether closed sessions are kept whole or compact.
+func TestUnreviewedInBothChecks(t *testing.T) {
+	steps := []step{
+		{EventPlanned, "a", "alice", "web", StatusStarted, ""},
+		{EventPaused, "a", "alice", "web", "", ""},
+		{EventRestored, "a", "carol", "web", "", ""},
+		{EventPlanned, "b", "bob", "api", StatusStarted, ""},
+		{EventPaused, "b", "bob", "api", "", ""},
+		{EventRestored, "b", "carol", "api", "", ""},
+		{EventReviewed, "b", "rita", "api", "", ""},
+		{EventPlanned, "c", "bob", "db", StatusStarted, ""},
+		{EventAborted, "c", "bob", "db", StatusFailed, ""},
+	}
+	for check, start := range checks {
+		ss := start()
+		for i, st := range steps {
+			ss.Add(st.record(i + 1))
+		}
+		got := ss.Unreviewed()
+		if len(got) != 1 || got[0].ID != "a" || got[0].Closed.Seq != 3 {
+			t.Errorf("%s: unreviewed %+v, want session a closed at 3", check, got)
+		}
+	}
+}
+
+// TestARecordAfterTheCloseCostsTheSameHoweverBigTheSession: the lean
+// check copies no member or ticket set for a record of a closed session
+// (it did, so a member's thousands of ticket records after the close
+// made audit verify quadratic).
+func TestARecordAfterTheCloseCostsTheSameHoweverBigTheSession(t *testing.T) {
+	ss := newLeanSessions()
+	seq := 0
+	add := func(st step) {
+		seq++
+		ss.Add(st.record(seq))
+	}
+	add(step{EventPlanned, "s", "alice", "web", StatusStarted, ""})
+	add(step{EventPaused, "s", "alice", "web", "", ""})
+	for i := 0; i < 2000; i++ {
+		add(step{EventTicketed, "s", "alice", "web", "", "OPS-" + strconv.Itoa(i)})
+		add(step{EventPlanned, "s", "joiner-" + strconv.Itoa(i), "web", StatusStarted, ""})
+	}
+	add(step{EventRestored, "s", "carol", "web", "", ""})
+	queued := step{EventQueued, "s", "alice", "web", StatusQueued, "OPS-7"}.record(seq + 1)
+	if ok, b := ss.Add(queued); !ok || b != nil {
+		t.Fatalf("ticket work after the close: %v %v", ok, b)
+	}
+	if allocs := testing.AllocsPerRun(20, func() { ss.Add(queued) }); allocs > 10 {
+		t.Errorf("a record after the close of a session with 2,000 members and tickets allocates %.0f times", allocs)
+	}
+}
