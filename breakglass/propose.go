@@ -350,11 +350,14 @@ func (p *proposing) publish(ctx context.Context) (*Proposed, error) {
 		return nil, err
 	}
 	openErr, err := p.push(ctx, commitMessage(st, out), requestBody(st, out))
+	// The started record gets its outcome even when ctx ended during the
+	// push (the controller's deadline, Ctrl-C).
+	outcomeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if err != nil {
-		// The started record's end: the log must not read as a proposal
-		// whose outcome is unknown. It names no proposal (nothing counts).
-		if _, rerr := p.record(ctx, subj, st.Session.ID, audit.EventProposed, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil); rerr != nil {
-			return nil, fmt.Errorf("%w; and %v", err, rerr)
+		// It names no proposal: nothing counts.
+		if _, rerr := p.record(outcomeCtx, subj, st.Session.ID, audit.EventProposed, audit.Outcome{Status: audit.StatusFailed, Error: err.Error()}, nil); rerr != nil {
+			return nil, fmt.Errorf("%w; and record %d (started) was left without its outcome: %v", err, started.Seq, rerr)
 		}
 		return nil, err
 	}
@@ -362,7 +365,7 @@ func (p *proposing) publish(ctx context.Context) (*Proposed, error) {
 	if openErr != nil {
 		outcome = audit.Outcome{Status: audit.StatusFailed, Error: "the branch is pushed; opening the request failed: " + openErr.Error()}
 	}
-	recorded, err := p.record(ctx, subj, st.Session.ID, audit.EventProposed, outcome, proposedAs)
+	recorded, err := p.record(outcomeCtx, subj, st.Session.ID, audit.EventProposed, outcome, proposedAs)
 	if err != nil {
 		return out, fmt.Errorf("branch %s is pushed, and record %d names it, but its outcome could not be recorded: %w", branch, started.Seq, err)
 	}
