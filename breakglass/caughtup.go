@@ -33,6 +33,13 @@ type TargetState struct {
 	Detail   string   `json:"detail"`
 }
 
+// ProposalPush is a run that started pushing a session's proposal: when,
+// as its record says, and who (stamped by the API server).
+type ProposalPush struct {
+	At time.Time
+	By string
+}
+
 // SessionStatus is the catch-up state of one open session.
 type SessionStatus struct {
 	App     audit.AppRef `json:"application"`
@@ -96,10 +103,10 @@ type SessionStatus struct {
 	// Proposal is the newest Git change proposed for the session's fix
 	// (breakglass.proposed), as the audit log has it; nil when none.
 	Proposal *audit.Proposal `json:"proposal,omitempty"`
-	// ProposalPushes are when runs started pushing a proposal of the fix
-	// (started breakglass.proposed records), oldest first: how often the
-	// controller tried, however often it restarted.
-	ProposalPushes []time.Time `json:"-"`
+	// ProposalPushes are the runs that started pushing a proposal of the
+	// fix (started breakglass.proposed records), oldest first: how often
+	// the controller tried, however often it restarted.
+	ProposalPushes []ProposalPush `json:"-"`
 	// ProposalState is the state of its pull or merge request as the
 	// provider answered the caller (open, merged, closed); "" when not
 	// asked or not known. The engine never asks: it is the reader's.

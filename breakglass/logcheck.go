@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
@@ -25,9 +24,9 @@ type loggedSession struct {
 	// paused is whether a record says the Application itself was paused.
 	paused bool
 	// proposal is the newest Git change proposed for the session's fix;
-	// proposing are when pushes of it were started, oldest first.
+	// proposing are the pushes of it started, oldest first.
 	proposal  *audit.Proposal
-	proposing []time.Time
+	proposing []ProposalPush
 }
 
 // state is how far the session got, as its records say: pausing until
@@ -140,7 +139,7 @@ func foldSession(app audit.AppRef, id string, records, ofApp []*audit.Record) *l
 		case r.Event == audit.EventPatched && r.Outcome.Status == audit.StatusSucceeded && r.Patch != nil:
 			ls.patches = append(ls.patches, r)
 		case r.Event == audit.EventProposed && r.Proposal != nil && r.Outcome.Status == audit.StatusStarted:
-			ls.proposing = append(ls.proposing, r.Time)
+			ls.proposing = append(ls.proposing, ProposalPush{At: r.Time, By: r.Actor.Username})
 		case r.Event == audit.EventProposed && r.Proposal != nil:
 			// A branch pushed whose request failed is a proposal too; one
 			// only started (written ahead of the push) is not, nor a

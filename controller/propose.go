@@ -29,6 +29,9 @@ type Proposer struct {
 	Attempts int
 
 	tries map[string]try
+	// self is the controller's own username, whose started proposal
+	// records are its attempts ("" until asked).
+	self string
 }
 
 // try is where the proposals of one session stand.
@@ -71,11 +74,13 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 		p.tries = map[string]try{}
 	}
 	was := p.tries[s.ID]
-	t := p.schedule(was, s.OpenedAt, st.ProposalPushes)
+	t := p.schedule(was, s.OpenedAt, p.own(ctx, c, key, st.ProposalPushes), time.Now())
 	switch {
 	case t.done && !was.done:
 		p.tries[s.ID] = t
 		c.logf("%s: not proposing session %s's fix: %d attempts are recorded, --propose-attempts is %d", key, s.ID, t.n, p.attempts())
+		c.notify(ctx, app, key, EventNotProposed, true, "session %s's fix was not proposed in Git: the audit log records %d attempt(s) by the controller; propose it with kubectl gitops propose %s -n %s", s.ID, t.n, app.GetName(), app.GetNamespace())
+		c.Metrics.countProposal("given-up")
 		return time.Time{}
 	case t.done:
 		return time.Time{}
@@ -100,7 +105,7 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 		c.notify(ctx, app, key, EventProposed, false, "session %s's fix is proposed in Git: %s", s.ID, where)
 		c.Metrics.countProposal("proposed")
 	case retry:
-		t.next = time.Now().Add(p.after() << (t.n - 1))
+		t.next = time.Now().Add(p.backoff(t.n))
 		c.logf("%s: proposing session %s's fix failed (attempt %d of %d, next at %s): %v", key, s.ID, t.n, p.attempts(), t.next.Format(time.RFC3339), err)
 		c.Metrics.countProposal("failed")
 	default:
@@ -116,14 +121,43 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 	return t.next
 }
 
+// own are the times of the pushes the controller itself started. Anyone
+// may record a proposal of a session; only the controller's own records
+// count its attempts, so none written by someone else can make it give
+// up or wait. When it cannot tell who it is, it counts only in memory.
+func (p *Proposer) own(ctx context.Context, c *Controller, key string, pushes []breakglass.ProposalPush) []time.Time {
+	if len(pushes) == 0 {
+		return nil
+	}
+	if p.self == "" {
+		actor, err := c.Engine.Whoami(ctx)
+		if err != nil {
+			c.logf("%s: counting the proposal attempts in the audit log: %v", key, err)
+			return nil
+		}
+		p.self = actor.Username
+	}
+	var own []time.Time
+	for _, push := range pushes {
+		if push.By == p.self {
+			own = append(own, push.At)
+		}
+	}
+	return own
+}
+
 // schedule is t brought up to the log: an attempt that reached the push
 // is recorded (a started breakglass.proposed), so a restarted controller
 // counts it as well as its own, and waits twice as long after the last
-// one as before it; attempts that failed before (a clone) only this
-// process counts.
-func (p *Proposer) schedule(t try, opened time.Time, pushes []time.Time) try {
+// one (no later than now) as before it; attempts that failed before (a
+// clone) only this process counts.
+func (p *Proposer) schedule(t try, opened time.Time, pushes []time.Time, now time.Time) try {
 	if n := len(pushes); n > t.n {
-		t.n, t.next = n, pushes[n-1].Add(p.after()<<(n-1))
+		last := pushes[n-1]
+		if last.After(now) {
+			last = now
+		}
+		t.n, t.next = n, last.Add(p.backoff(n))
 	}
 	if t.next.IsZero() {
 		t.next = opened.Add(p.after())
@@ -132,6 +166,16 @@ func (p *Proposer) schedule(t try, opened time.Time, pushes []time.Time) try {
 		t.done = true
 	}
 	return t
+}
+
+// backoff is the wait after the nth attempt: After, doubled for each
+// attempt before it until it is a day or more.
+func (p *Proposer) backoff(n int) time.Duration {
+	d := p.after()
+	for i := 1; i < n && d < 24*time.Hour; i++ {
+		d *= 2
+	}
+	return d
 }
 
 // notify emits an Event on app, logging one that could not be written.

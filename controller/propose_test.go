@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
 
 // TestProposerCountsThePushesTheLogRecords: the attempts a controller
@@ -29,10 +32,39 @@ func TestProposerCountsThePushesTheLogRecords(t *testing.T) {
 		"restarted after two pushes: the third waits twice as long":   {try{}, at(1, 2), try{n: 2, next: opened.Add(4 * time.Minute)}},
 		"restarted after the last push: given up":                     {try{}, at(1, 2, 4), try{n: 3, next: opened.Add(8 * time.Minute), done: true}},
 		"this process's clones that failed before any push count too": {try{n: 2, next: opened.Add(5 * time.Minute)}, at(1), try{n: 2, next: opened.Add(5 * time.Minute)}},
-		"someone else's push since this process's last attempt":       {try{n: 1, next: opened.Add(2 * time.Minute)}, at(1, 3), try{n: 2, next: opened.Add(5 * time.Minute)}},
+		"another replica's push since this process's last attempt":    {try{n: 1, next: opened.Add(2 * time.Minute)}, at(1, 3), try{n: 2, next: opened.Add(5 * time.Minute)}},
+		"a push recorded as in the future waits from now":             {try{}, at(1, 600), try{n: 2, next: opened.Add(62 * time.Minute)}},
 	} {
-		if got := p.schedule(tc.was, opened, tc.pushes); got != tc.want {
+		if got := p.schedule(tc.was, opened, tc.pushes, opened.Add(time.Hour)); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
+	}
+}
+
+// TestProposerCountsOnlyItsOwnPushes: anyone may record a proposal of a
+// session, but records written by someone else neither count as the
+// controller's attempts nor hold it back.
+func TestProposerCountsOnlyItsOwnPushes(t *testing.T) {
+	now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	p := &Proposer{self: "system:serviceaccount:argocd:kubectl-gitops-controller"}
+	pushes := []breakglass.ProposalPush{
+		{At: now, By: "mallory"},
+		{At: now.Add(time.Minute), By: p.self},
+		{At: now.Add(24 * time.Hour), By: "mallory"},
+	}
+	got := p.own(context.Background(), nil, "argocd/web", pushes)
+	if len(got) != 1 || !got[0].Equal(now.Add(time.Minute)) {
+		t.Errorf("own pushes %v, want only the controller's", got)
+	}
+}
+
+// TestBackoffIsBounded: the wait doubles per attempt, up to a day, and
+// never overflows into an immediate retry however many attempts are set.
+func TestBackoffIsBounded(t *testing.T) {
+	p := &Proposer{After: 2 * time.Minute}
+	for n, want := range map[int]time.Duration{1: 2 * time.Minute, 2: 4 * time.Minute, 5: 32 * time.Minute, 11: 2048 * time.Minute, 40: 2048 * time.Minute, 1000: 2048 * time.Minute} {
+		if got := p.backoff(n); got != want {
+			t.Errorf("backoff(%d) = %s, want %s", n, got, want)
 		}
 	}
 }
