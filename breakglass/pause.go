@@ -488,9 +488,10 @@ func (e *Engine) OrphanedPauses(ctx context.Context, apps []argocd.App) ([]strin
 }
 
 // RecordOrphan records app's orphaned pause (why, as OrphanedPauses says
-// it) as a breakglass.orphaned notice outside any session, and emits a
-// Warning Event on app; warnings are what could not be told.
-func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, why string) ([]string, error) {
+// it) or session annotation as a breakglass.orphaned notice outside any
+// session, and emits a Warning Event of reason on app; warnings are what
+// could not be told.
+func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, reason, why string) ([]string, error) {
 	actor, err := e.Whoami(ctx)
 	if err != nil {
 		return nil, err
@@ -501,7 +502,7 @@ func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, why string) (
 	if _, err := e.record(ctx, p, "", audit.EventOrphaned, audit.Outcome{Status: audit.StatusSucceeded}, func(r *audit.Record) { r.Target = nil }); err != nil {
 		return nil, err
 	}
-	if w := e.emit(ctx, app, EventOrphanedReason, true, "%s", why); w != "" {
+	if w := e.emit(ctx, app, reason, true, "%s", why); w != "" {
 		return []string{w}, nil
 	}
 	return nil, nil
@@ -614,8 +615,12 @@ const PausedByAnnotation = audit.KeyPrefix + "paused-by"
 // already restored): there is nothing to put back.
 var errNotPausedHere = errors.New("not paused by this session")
 
-// EventOrphanedReason is the Warning Event of an orphaned pause.
-const EventOrphanedReason = "OrphanedPause"
+// The Warning Events of an orphaned pause and of a session annotation no
+// session of the audit log accounts for.
+const (
+	EventOrphanedReason        = "OrphanedPause"
+	EventOrphanedSessionReason = "OrphanedSession"
+)
 
 // Argo CD (3.5 and newer) shows an Application's notice annotations as a
 // banner on its page and an icon in its lists (the Argo CD module's

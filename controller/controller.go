@@ -388,6 +388,14 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	if err != nil {
 		return time.Time{}, err
 	}
+	// A session annotation the log has no session for is what a pause
+	// by hand looks like (the admission policy lets one appear, since CEL
+	// cannot read the log): recorded and told at once.
+	if why := st.Unaccounted(); why != "" {
+		if err := c.orphanSession(ctx, engine, app, why); err != nil {
+			return time.Time{}, err
+		}
+	}
 	if c.targets != nil {
 		// A change of a patched object brings the Application back here,
 		// where its live values are read (breakglass.reverted).
@@ -513,6 +521,28 @@ func (c *Controller) warnMismatch(ctx context.Context, engine *breakglass.Engine
 	}
 }
 
+// orphanSession records, once per annotation, app's session annotation
+// that no session of the log accounts for (why).
+func (c *Controller) orphanSession(ctx context.Context, engine *breakglass.Engine, app argocd.App, why string) error {
+	key := app.GetNamespace() + "/" + app.GetName()
+	annotation := app.GetAnnotations()[breakglass.SessionAnnotation]
+	paused := ""
+	if !app.SyncsAutomatically() {
+		paused = ", while its automated sync is off"
+	}
+	msg := fmt.Sprintf("application %s carries a break-glass session annotation (%s) that no session of the audit log accounts for: %s%s. Restore cannot close it; see when and with what it was written with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who), and have a cluster admin remove the %s annotation",
+		key, clip(annotation, 120), why, paused, app.GetName(), app.GetNamespace(), breakglass.SessionAnnotation)
+	return c.recordOrphan(ctx, engine, app, "orphaned session "+key+" "+annotation, breakglass.EventOrphanedSessionReason, msg)
+}
+
+// clip is s cut to at most n bytes, marked when cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 // orphan records, once per mark, a paused-by mark on app that no open
 // session of the log accounts for.
 func (c *Controller) orphan(ctx context.Context, engine *breakglass.Engine, app argocd.App) error {
@@ -521,17 +551,23 @@ func (c *Controller) orphan(ctx context.Context, engine *breakglass.Engine, app 
 	if err != nil || len(orphans) == 0 {
 		return err
 	}
-	told := "orphan " + key + " " + app.GetAnnotations()[breakglass.PausedByAnnotation]
+	return c.recordOrphan(ctx, engine, app, "orphan "+key+" "+app.GetAnnotations()[breakglass.PausedByAnnotation], breakglass.EventOrphanedReason, orphans[0])
+}
+
+// recordOrphan records msg about app once per told, as a
+// breakglass.orphaned notice with a Warning Event of reason.
+func (c *Controller) recordOrphan(ctx context.Context, engine *breakglass.Engine, app argocd.App, told, reason, msg string) error {
 	if _, done := c.noticed[told]; done {
 		return nil
 	}
-	warnings, err := engine.RecordOrphan(ctx, app, orphans[0])
+	key := app.GetNamespace() + "/" + app.GetName()
+	warnings, err := engine.RecordOrphan(ctx, app, reason, msg)
 	if err != nil {
-		return fmt.Errorf("recording an orphaned pause: %w", err)
+		return fmt.Errorf("recording %s: %w", reason, err)
 	}
 	c.noticed[told] = time.Now()
 	c.Metrics.countNotice(audit.EventOrphaned)
-	c.logf("%s: %s", key, orphans[0])
+	c.logf("%s: %s", key, msg)
 	for _, w := range warnings {
 		c.logf("%s: warning: %s", key, w)
 	}

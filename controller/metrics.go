@@ -203,7 +203,7 @@ var (
 		{audit.EventReenabled, prometheus.NewDesc("kubectl_gitops_sync_reenabled_total", "Sessions this replica found with sync turned back on behind them (breakglass.reenabled).", nil, nil)},
 		{audit.EventRetargeted, prometheus.NewDesc("kubectl_gitops_retargeted_total", "Sessions this replica found repointed behind them (breakglass.retargeted).", nil, nil)},
 		{audit.EventReverted, prometheus.NewDesc("kubectl_gitops_reverted_total", "Sessions this replica found with their live fix reverted (breakglass.reverted).", nil, nil)},
-		{audit.EventOrphaned, prometheus.NewDesc("kubectl_gitops_orphaned_pauses_total", "Applications this replica found paused with a paused-by mark no open session accounts for (breakglass.orphaned).", nil, nil)},
+		{audit.EventOrphaned, prometheus.NewDesc("kubectl_gitops_orphaned_pauses_total", "Applications this replica found with a paused-by mark or a session annotation no open session of the audit log accounts for (breakglass.orphaned).", nil, nil)},
 	}
 )
 

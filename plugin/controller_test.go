@@ -565,6 +565,69 @@ func TestControllerNoticesAnOrphanedPause(t *testing.T) {
 	}
 }
 
+// TestControllerNoticesAnUnaccountedSession: a session annotation written
+// by hand (the admission policy lets one appear with a pause, since CEL
+// cannot read the log) holds the Application for a session the log never
+// opened: recorded once as breakglass.orphaned, with a Warning Event
+// OrphanedSession. Before, nothing but status named it.
+func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
+	f := newFakeCluster(t)
+	app := f.app()
+	annotations := app.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[breakglass.SessionAnnotation] = `{"id":"20261207-030000-ghost","openedBy":"mallory","state":"patched"}`
+	app.SetAnnotations(annotations)
+	_ = unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "enabled")
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.audit.Path, nil, 0o600); err != nil { // an empty log, as a new install's
+		t.Fatal(err)
+	}
+	_, metrics := runController(t, time.Hour)
+	orphaned := func() (out []*audit.Record) {
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "web" {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for deadline := time.Now().Add(15 * time.Second); len(orphaned()) == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no breakglass.orphaned record within 15s")
+		}
+	}
+	time.Sleep(2 * time.Second) // a few resyncs
+	got := orphaned()
+	if len(got) != 1 || got[0].Session != "" || !strings.Contains(got[0].Reason, "20261207-030000-ghost") || !strings.Contains(got[0].Reason, "no verified audit record opens") || !strings.Contains(got[0].Reason, "automated sync is off") {
+		t.Fatalf("orphaned records %+v, want one naming the annotation's session", got)
+	}
+	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, ev := range list.Items {
+		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventOrphanedSessionReason && ev.InvolvedObject.Name == "web"
+	}
+	if !warned {
+		t.Error("no Warning Event OrphanedSession on the Application")
+	}
+	rec := httptest.NewRecorder()
+	metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := families["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 1 {
+		t.Errorf("kubectl_gitops_orphaned_pauses_total %v, want 1", n)
+	}
+}
+
 // GIT_TOKEN is sent only to the hosts it is for: a GitHub Enterprise or
 // self-managed GitLab token never to github.com or gitlab.com.
 func TestControllerTokenHosts(t *testing.T) {

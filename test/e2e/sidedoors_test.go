@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
@@ -34,6 +35,49 @@ func TestSilentPauseIsNamed(t *testing.T) {
 	}
 	newUser(t, env.Admin.Name).kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-silent", "--type=merge", "-p",
 		`{"metadata":{"annotations":{"`+breakglass.PausedByAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
+}
+
+// TestHandMadeSessionIsRecorded: an on-call pauses an automated
+// Application with a session annotation written by hand, which the
+// admission policy lets appear (CEL cannot read the log). No session of the
+// log opened it: the controller records it as breakglass.orphaned within
+// seconds, with a Warning Event OrphanedSession, and restore refuses it.
+// Before, only status named it, when someone ran it.
+func TestHandMadeSessionIsRecorded(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-ghost")
+	startReplica(t, "replica-ghost")
+	oncall := newUser(t, env.Oncall.Name)
+	annotation := `{"id":"20261207-030000-ghost","openedBy":"` + env.Oncall.Name + `","state":"patched"}`
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{breakglass.SessionAnnotation: annotation}},
+		"spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}}})
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghost", "--type=merge", "-p", string(patch))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var orphaned []*audit.Record
+	waitFor(ctx, t, "a breakglass.orphaned record of sd-ghost", func() (bool, string) {
+		orphaned = nil
+		for _, r := range allRecords(t) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "sd-ghost" {
+				orphaned = append(orphaned, r)
+			}
+		}
+		return len(orphaned) > 0, "none yet"
+	})
+	if r := orphaned[0]; len(orphaned) != 1 || r.Actor.Username != controllerSA || r.Session != "" ||
+		!strings.Contains(r.Reason, "20261207-030000-ghost") || !strings.Contains(r.Reason, "automated sync is off") {
+		t.Errorf("orphaned records: %+v", orphaned)
+	}
+	admin := newUser(t, env.Admin.Name)
+	events := admin.kubectl("-n", e.ArgoNamespace, "get", "events", "--field-selector", "type=Warning,involvedObject.name=sd-ghost", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}")
+	if !strings.Contains(events, breakglass.EventOrphanedSessionReason) {
+		t.Errorf("warning events of sd-ghost: %q, want %s", events, breakglass.EventOrphanedSessionReason)
+	}
+	if _, errOut := mustRun(t, oncall, 1, "restore", "sd-ghost", "--force", "--reason", "ghost", "-y"); !strings.Contains(errOut, "no open session there to restore") {
+		t.Errorf("restore --force of a hand-made session: %s", errOut)
+	}
+	admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghost", "--type=merge", "-p",
+		`{"metadata":{"annotations":{"`+breakglass.SessionAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
 }
 
 // TestForgedCloseIsNamed (issue 32, item 2): a second on-call appends a
