@@ -384,6 +384,10 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 		}
 		return time.Time{}, c.orphan(ctx, engine, app)
 	}
+	if _, err := breakglass.SessionOf(app); err != nil {
+		// No session at all, though it holds the Application as one.
+		return time.Time{}, c.orphanSession(ctx, engine, app, err.Error())
+	}
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
 	if err != nil {
 		return time.Time{}, err

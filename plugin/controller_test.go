@@ -583,25 +583,36 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// And one that is no session at all, though it starts as one must.
+	other := f.app().DeepCopy()
+	other.SetName("other")
+	other.SetResourceVersion("")
+	other.SetAnnotations(map[string]string{breakglass.SessionAnnotation: `{"id":"20261207-030000-mangled",oops`})
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(f.audit.Path, nil, 0o600); err != nil { // an empty log, as a new install's
 		t.Fatal(err)
 	}
 	_, metrics := runController(t, time.Hour)
-	orphaned := func() (out []*audit.Record) {
+	orphaned := func(app string) (out []*audit.Record) {
 		for _, r := range records(t, f) {
-			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "web" {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == app {
 				out = append(out, r)
 			}
 		}
 		return out
 	}
-	for deadline := time.Now().Add(15 * time.Second); len(orphaned()) == 0; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); len(orphaned("web")) == 0 || len(orphaned("other")) == 0; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no breakglass.orphaned record within 15s")
+			t.Fatal("no breakglass.orphaned records of both within 15s")
 		}
 	}
 	time.Sleep(2 * time.Second) // a few resyncs
-	got := orphaned()
+	if got := orphaned("other"); len(got) != 1 || !strings.Contains(got[0].Reason, "is not a session") {
+		t.Errorf("orphaned records of the mangled annotation %+v", got)
+	}
+	got := orphaned("web")
 	if len(got) != 1 || got[0].Session != "" || !strings.Contains(got[0].Reason, "20261207-030000-ghost") || !strings.Contains(got[0].Reason, "no verified audit record opens") || !strings.Contains(got[0].Reason, "automated sync is off") {
 		t.Fatalf("orphaned records %+v, want one naming the annotation's session", got)
 	}
@@ -623,8 +634,8 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := families["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 1 {
-		t.Errorf("kubectl_gitops_orphaned_pauses_total %v, want 1", n)
+	if n := families["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 2 {
+		t.Errorf("kubectl_gitops_orphaned_pauses_total %v, want 2", n)
 	}
 }
 
