@@ -536,7 +536,10 @@ func (c *Controller) orphanSession(ctx context.Context, engine *breakglass.Engin
 	}
 	msg := fmt.Sprintf("application %s carries a break-glass session annotation (%s) that no session of the audit log accounts for: %s%s. Restore cannot close it; see when and with what it was written with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who), and have a cluster admin remove the %s annotation",
 		key, clip(annotation, 120), why, paused, app.GetName(), app.GetNamespace(), breakglass.SessionAnnotation)
-	return c.recordOrphan(ctx, engine, app, "orphaned session "+key+" "+annotation, breakglass.EventOrphanedSessionReason, msg)
+	// Told once per session id: the policy lets the rest of the value
+	// change, and each rewrite must not write another record.
+	id, _, _ := strings.Cut(strings.TrimPrefix(annotation, `{"id":"`), `"`)
+	return c.recordOrphan(ctx, engine, app, "orphaned session "+key+" "+id, breakglass.EventOrphanedSessionReason, msg)
 }
 
 // clip is s cut to at most n bytes, marked when cut.

@@ -608,6 +608,17 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 			t.Fatal("no breakglass.orphaned records of both within 15s")
 		}
 	}
+	// Rewriting the rest of the value (the policy allows it while the id
+	// stays) writes no further record.
+	annotations[breakglass.SessionAnnotation] = `{"id":"20261207-030000-ghost","openedBy":"mallory","state":"paused"}`
+	if app, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Get(context.Background(), "web", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else {
+		app.SetAnnotations(annotations)
+		if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	time.Sleep(2 * time.Second) // a few resyncs
 	if got := orphaned("other"); len(got) != 1 || !strings.Contains(got[0].Reason, "is not a session") {
 		t.Errorf("orphaned records of the mangled annotation %+v", got)
