@@ -593,20 +593,6 @@ func (st *SessionStatus) Interrupted() bool {
 	return false
 }
 
-// Unaccounted says why the session annotation is no session of the audit
-// log at all, "" when the log has one to act on: written by hand, copied
-// from another Application, or left by a closed one. Nothing the tool
-// does closes it (not even a forced restore): a person must look.
-func (st *SessionStatus) Unaccounted() string {
-	switch {
-	case st.trusted:
-		return ""
-	case st.Untrusted != "":
-		return st.Untrusted
-	}
-	return "no verified audit record opens session " + st.Session.ID
-}
-
 // Restorable is the one caught-up decision, which status' READY,
 // --exit-code and --wait and restore all ask: every patched resource is
 // caught up, as of a refresh Argo CD's controller made (a state as of an

@@ -508,6 +508,64 @@ func (e *Engine) RecordOrphan(ctx context.Context, app argocd.App, reason, why s
 	return nil, nil
 }
 
+// UnaccountedSession says why app's session annotation is no session the
+// audit log has open there, "" when the log has one (or there is no
+// annotation): written by hand with a pause (the admission policy lets
+// one appear, since CEL cannot read the log), copied from another
+// Application, left by a closed session, or no session at all past the
+// leading id the policy checks (an open session whose annotation is
+// mangled past its id is the log's, and no orphan). It says nothing ("")
+// while the log cannot be trusted to hold every open session: its head
+// gone while records remain, or naming a record that is not stored (a
+// lost log, a restore-log under way). Read app afresh: a cached one may
+// still carry an annotation a close removed before its record.
+func (e *Engine) UnaccountedSession(ctx context.Context, app argocd.App) (string, error) {
+	value, annotated := app.GetAnnotations()[SessionAnnotation]
+	if !annotated {
+		return "", nil
+	}
+	s, parseErr := ParseSession(value)
+	if parseErr != nil {
+		id, _, _ := strings.Cut(strings.TrimPrefix(value, `{"id":"`), `"`)
+		s = &Session{ID: id}
+	}
+	ref := audit.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()}
+	view, err := e.log().view(ctx, ref, s, !app.SyncsAutomatically())
+	if err != nil || view.session != nil {
+		return "", err
+	}
+	if lost, err := e.logLost(ctx); lost || err != nil {
+		return "", err
+	}
+	if parseErr != nil {
+		return parseErr.Error(), nil
+	}
+	return view.untrusted, nil
+}
+
+// logLost says whether the audit log cannot be trusted to hold every open
+// session's records (see UnaccountedSession); stores that cannot tell say
+// no.
+func (e *Engine) logLost(ctx context.Context) (bool, error) {
+	store, ok := e.Audit.(interface {
+		Tip(context.Context) (uint64, error)
+		StoredRecord(context.Context, uint64) (audit.Entry, bool, error)
+	})
+	if !ok {
+		return false, nil
+	}
+	head, err := e.Audit.Head(ctx)
+	if err != nil {
+		return false, err
+	}
+	if head == nil {
+		tip, err := store.Tip(ctx)
+		return tip > 0, err
+	}
+	_, found, err := store.StoredRecord(ctx, head.Seq)
+	return !found, err
+}
+
 // unaccounted says why the log does not account for app's paused-by mark
 // by ("" when it does: an open session of the child it names paused app).
 func (e *Engine) unaccounted(ctx context.Context, app argocd.App, by string) (string, error) {

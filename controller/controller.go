@@ -12,9 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,6 +75,9 @@ type Controller struct {
 	// refreshed is when each Application's refresh was last requested;
 	// noticed when each notice was recorded, told its reminder last told.
 	refreshed, noticed, told map[string]time.Time
+	// orphanedSessions is the session id of each Application's annotation
+	// recorded as no session's, until the annotation goes.
+	orphanedSessions map[string]string
 	// evaluated is each Application as last evaluated without error.
 	evaluated map[string]evaluation
 	// targets watches the live objects open sessions patched; forced
@@ -168,6 +173,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	defer queue.ShutDown()
 	c.refreshed, c.noticed, c.told, c.evaluated = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]evaluation{}
+	c.orphanedSessions = map[string]string{}
 	close(c.readyCh())
 	for c.processNext(ctx, queue, store) {
 	}
@@ -193,18 +199,32 @@ func (c *Controller) watch(ctx context.Context) (cache.Store, workqueue.TypedRat
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
 	go func() { <-ctx.Done(); queue.ShutDown() }()
+	marked := func(obj any) (*unstructured.Unstructured, bool) {
+		app, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, false
+		}
+		_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
+		_, paused := app.GetAnnotations()[breakglass.PausedByAnnotation]
+		return app, open || paused
+	}
 	enqueue := func(obj any) {
-		if app, ok := obj.(*unstructured.Unstructured); ok {
-			_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
-			_, marked := app.GetAnnotations()[breakglass.PausedByAnnotation]
-			if open || marked {
-				queue.Add(app.GetNamespace() + "/" + app.GetName())
-			}
+		if app, ok := marked(obj); ok {
+			queue.Add(app.GetNamespace() + "/" + app.GetName())
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue,
+		// A mark that goes is seen too: what was kept for it is dropped.
+		UpdateFunc: func(old, obj any) {
+			if _, was := marked(old); was {
+				if app, ok := obj.(*unstructured.Unstructured); ok {
+					queue.Add(app.GetNamespace() + "/" + app.GetName())
+				}
+				return
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		queue.ShutDown()
 		return nil, nil, err
@@ -382,11 +402,15 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 		if c.targets != nil {
 			c.targets.forget(key)
 		}
+		delete(c.orphanedSessions, key)
 		return time.Time{}, c.orphan(ctx, engine, app)
 	}
 	if _, err := breakglass.SessionOf(app); err != nil {
-		// No session at all, though it holds the Application as one.
-		return time.Time{}, c.orphanSession(ctx, engine, app, err.Error())
+		// Maybe no session at all, though it holds the Application as one.
+		if recorded, orphanErr := c.orphanSession(ctx, engine, app); recorded || orphanErr != nil {
+			return time.Time{}, orphanErr
+		}
+		return time.Time{}, err
 	}
 	st, err := engine.CaughtUp(ctx, app, c.Argo, false)
 	if err != nil {
@@ -395,8 +419,8 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	// A session annotation the log has no session for is what a pause
 	// by hand looks like (the admission policy lets one appear, since CEL
 	// cannot read the log): recorded and told at once.
-	if why := st.Unaccounted(); why != "" {
-		if err := c.orphanSession(ctx, engine, app, why); err != nil {
+	if st.Untrusted != "" {
+		if _, err := c.orphanSession(ctx, engine, app); err != nil {
 			return time.Time{}, err
 		}
 	}
@@ -525,27 +549,46 @@ func (c *Controller) warnMismatch(ctx context.Context, engine *breakglass.Engine
 	}
 }
 
-// orphanSession records, once per annotation, app's session annotation
-// that no session of the log accounts for (why).
-func (c *Controller) orphanSession(ctx context.Context, engine *breakglass.Engine, app argocd.App, why string) error {
-	key := app.GetNamespace() + "/" + app.GetName()
-	annotation := app.GetAnnotations()[breakglass.SessionAnnotation]
+// orphanSession records app's session annotation when no session of the
+// log accounts for it, once per session id while the annotation stays,
+// and says whether it did. The Application is read afresh: the cached one
+// may still carry the annotation of a session whose close removed it
+// before its record.
+func (c *Controller) orphanSession(ctx context.Context, engine *breakglass.Engine, cached argocd.App) (bool, error) {
+	key := cached.GetNamespace() + "/" + cached.GetName()
+	annotation := cached.GetAnnotations()[breakglass.SessionAnnotation]
+	id, _, _ := strings.Cut(strings.TrimPrefix(annotation, `{"id":"`), `"`)
+	if c.orphanedSessions[key] == id {
+		return false, nil
+	}
+	app, err := engine.App(ctx, argocd.AppRef{Namespace: cached.GetNamespace(), Name: cached.GetName()})
+	if err != nil || app.GetAnnotations()[breakglass.SessionAnnotation] != annotation {
+		return false, err // changed since: its own event follows
+	}
+	why, err := engine.UnaccountedSession(ctx, app)
+	if err != nil || why == "" {
+		return false, err
+	}
 	paused := ""
 	if !app.SyncsAutomatically() {
 		paused = ", while its automated sync is off"
 	}
-	msg := fmt.Sprintf("application %s carries a break-glass session annotation (%s) that no session of the audit log accounts for: %s%s. Restore cannot close it; see when and with what it was written with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who), and have a cluster admin remove the %s annotation",
-		key, clip(annotation, 120), why, paused, app.GetName(), app.GetNamespace(), breakglass.SessionAnnotation)
-	// Told once per session id: the policy lets the rest of the value
-	// change, and each rewrite must not write another record.
-	id, _, _ := strings.Cut(strings.TrimPrefix(annotation, `{"id":"`), `"`)
-	return c.recordOrphan(ctx, engine, app, "orphaned session "+key+" "+id, breakglass.EventOrphanedSessionReason, msg)
+	msg := fmt.Sprintf("application %s carries a break-glass session annotation %s that no session of the audit log accounts for: %s%s. Restore cannot close it; see when and with what it was written with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who), and have a cluster admin remove the %s annotation",
+		key, strconv.Quote(clip(annotation, 120)), strconv.Quote(clip(why, 200)), paused, app.GetName(), app.GetNamespace(), breakglass.SessionAnnotation)
+	if err := c.recordOrphan(ctx, engine, app, "", breakglass.EventOrphanedSessionReason, msg); err != nil {
+		return false, err
+	}
+	c.orphanedSessions[key] = id
+	return true, nil
 }
 
-// clip is s cut to at most n bytes, marked when cut.
+// clip is s cut to at most n bytes on a rune boundary, marked when cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
@@ -561,10 +604,10 @@ func (c *Controller) orphan(ctx context.Context, engine *breakglass.Engine, app 
 	return c.recordOrphan(ctx, engine, app, "orphan "+key+" "+app.GetAnnotations()[breakglass.PausedByAnnotation], breakglass.EventOrphanedReason, orphans[0])
 }
 
-// recordOrphan records msg about app once per told, as a
-// breakglass.orphaned notice with a Warning Event of reason.
+// recordOrphan records msg about app once per told ("": the caller keeps
+// count), as a breakglass.orphaned notice with a Warning Event of reason.
 func (c *Controller) recordOrphan(ctx context.Context, engine *breakglass.Engine, app argocd.App, told, reason, msg string) error {
-	if _, done := c.noticed[told]; done {
+	if _, done := c.noticed[told]; done && told != "" {
 		return nil
 	}
 	key := app.GetNamespace() + "/" + app.GetName()
@@ -572,7 +615,9 @@ func (c *Controller) recordOrphan(ctx context.Context, engine *breakglass.Engine
 	if err != nil {
 		return fmt.Errorf("recording %s: %w", reason, err)
 	}
-	c.noticed[told] = time.Now()
+	if told != "" {
+		c.noticed[told] = time.Now()
+	}
 	c.Metrics.countNotice(audit.EventOrphaned)
 	c.logf("%s: %s", key, msg)
 	for _, w := range warnings {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -568,32 +569,51 @@ func TestControllerNoticesAnOrphanedPause(t *testing.T) {
 // TestControllerNoticesAnUnaccountedSession: a session annotation written
 // by hand (the admission policy lets one appear with a pause, since CEL
 // cannot read the log) holds the Application for a session the log never
-// opened: recorded once as breakglass.orphaned, with a Warning Event
-// OrphanedSession. Before, nothing but status named it.
+// opened: recorded once per session id as breakglass.orphaned, with a
+// Warning Event OrphanedSession, and again once it comes back after going.
+// So is one that is no session at all; but not an open session whose
+// annotation was mangled past its id (the log has it). Before, only status
+// named any of them, when someone ran it.
 func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 	f := newFakeCluster(t)
-	app := f.app()
-	annotations := app.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
 	}
-	annotations[breakglass.SessionAnnotation] = `{"id":"20261207-030000-ghost","openedBy":"mallory","state":"patched"}`
-	app.SetAnnotations(annotations)
-	_ = unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "enabled")
-	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
+	annotate := func(name, value string) {
+		t.Helper()
+		app, err := apps.Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			app = f.app().DeepCopy()
+			app.SetName(name)
+			app.SetResourceVersion("")
+			app.SetAnnotations(nil)
+			_ = unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "enabled")
+			app, err = apps.Create(context.Background(), app, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		annotations := app.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		if value == "" {
+			delete(annotations, breakglass.SessionAnnotation)
+		} else {
+			annotations[breakglass.SessionAnnotation] = value
+		}
+		app.SetAnnotations(annotations)
+		if _, err := apps.Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// And one that is no session at all, though it starts as one must.
-	other := f.app().DeepCopy()
-	other.SetName("other")
-	other.SetResourceVersion("")
-	other.SetAnnotations(map[string]string{breakglass.SessionAnnotation: `{"id":"20261207-030000-mangled",oops`})
-	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(f.audit.Path, nil, 0o600); err != nil { // an empty log, as a new install's
-		t.Fatal(err)
-	}
+	ghost := `{"id":"20261207-030000-ghost\nforged log line ` + strings.Repeat("x", 4000) + `","openedBy":"mallory","state":"patched"}`
+	annotate("ghost", ghost)
+	annotate("mangled", `{"id":"20261207-030000-mangled",oops`)
+	// The real session's annotation, mangled past its id.
+	real := sessionOn(t, f).ID
+	annotate("web", `{"id":"`+real+`",oops`)
 	_, metrics := runController(t, time.Hour)
 	orphaned := func(app string) (out []*audit.Record) {
 		for _, r := range records(t, f) {
@@ -603,37 +623,44 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(15 * time.Second); len(orphaned("web")) == 0 || len(orphaned("other")) == 0; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no breakglass.orphaned records of both within 15s")
+	waitOrphans := func(app string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); len(orphaned(app)) < n; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d breakglass.orphaned records of %s within 15s, want %d", len(orphaned(app)), app, n)
+			}
 		}
 	}
+	waitOrphans("ghost", 1)
+	waitOrphans("mangled", 1)
 	// Rewriting the rest of the value (the policy allows it while the id
 	// stays) writes no further record.
-	annotations[breakglass.SessionAnnotation] = `{"id":"20261207-030000-ghost","openedBy":"mallory","state":"paused"}`
-	if app, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Get(context.Background(), "web", metav1.GetOptions{}); err != nil {
-		t.Fatal(err)
-	} else {
-		app.SetAnnotations(annotations)
-		if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	annotate("ghost", `{"id":"20261207-030000-ghost\nforged log line `+strings.Repeat("x", 4000)+`","openedBy":"mallory","state":"paused"}`)
 	time.Sleep(2 * time.Second) // a few resyncs
-	if got := orphaned("other"); len(got) != 1 || !strings.Contains(got[0].Reason, "is not a session") {
+	got := orphaned("ghost")
+	if len(got) != 1 || got[0].Session != "" || !strings.Contains(got[0].Reason, "20261207-030000-ghost") || !strings.Contains(got[0].Reason, "no verified audit record opens") ||
+		!strings.Contains(got[0].Reason, "automated sync is off") || strings.Contains(got[0].Reason, "\n") || len(got[0].Reason) > 1000 {
+		t.Fatalf("orphaned records %+v, want one naming the annotation's session, quoted and clipped", got)
+	}
+	if got := orphaned("mangled"); len(got) != 1 || !strings.Contains(got[0].Reason, "is not a session") {
 		t.Errorf("orphaned records of the mangled annotation %+v", got)
 	}
-	got := orphaned("web")
-	if len(got) != 1 || got[0].Session != "" || !strings.Contains(got[0].Reason, "20261207-030000-ghost") || !strings.Contains(got[0].Reason, "no verified audit record opens") || !strings.Contains(got[0].Reason, "automated sync is off") {
-		t.Fatalf("orphaned records %+v, want one naming the annotation's session", got)
+	if got := orphaned("web"); len(got) != 0 {
+		t.Errorf("an open session whose annotation was mangled past its id was recorded as no session's: %+v", got)
 	}
+	// Gone and back with the same id: recorded again.
+	annotate("ghost", "")
+	time.Sleep(1500 * time.Millisecond)
+	annotate("ghost", ghost)
+	waitOrphans("ghost", 2)
+
 	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	warned := false
 	for _, ev := range list.Items {
-		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventOrphanedSessionReason && ev.InvolvedObject.Name == "web"
+		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventOrphanedSessionReason && ev.InvolvedObject.Name == "ghost"
 	}
 	if !warned {
 		t.Error("no Warning Event OrphanedSession on the Application")
@@ -645,8 +672,8 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := families["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 2 {
-		t.Errorf("kubectl_gitops_orphaned_pauses_total %v, want 2", n)
+	if n := families["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 3 {
+		t.Errorf("kubectl_gitops_orphaned_pauses_total %v, want 3", n)
 	}
 }
 

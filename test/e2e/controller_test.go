@@ -325,6 +325,14 @@ func TestControllerRestoresWhenGitCatchesUp(t *testing.T) {
 	for _, app := range []string{"cr-wait", "cr-expire", "cr-toggle"} {
 		mustRun(t, oncall, 0, "restore", app, "--force", "--reason", "test over", "-y")
 	}
+	// Honest closes, one with sync on behind it (cr-toggle), raced by the
+	// leader's reads: none of them is a session annotation nobody's.
+	time.Sleep(3 * time.Second)
+	for _, r := range allRecords(t) {
+		if r.Event == audit.EventOrphaned && r.Application != nil && strings.HasPrefix(r.Application.Name, "cr-") {
+			t.Errorf("an honest session was recorded as an orphan: %s", r.Reason)
+		}
+	}
 }
 
 // sessionOfApp says whether app has an open session.

@@ -52,6 +52,11 @@ func TestHandMadeSessionIsRecorded(t *testing.T) {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{breakglass.SessionAnnotation: annotation}},
 		"spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}}})
 	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghost", "--type=merge", "-p", string(patch))
+	admin := newUser(t, env.Admin.Name)
+	t.Cleanup(func() {
+		admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghost", "--type=merge", "-p",
+			`{"metadata":{"annotations":{"`+breakglass.SessionAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var orphaned []*audit.Record
@@ -68,7 +73,6 @@ func TestHandMadeSessionIsRecorded(t *testing.T) {
 		!strings.Contains(r.Reason, "20261207-030000-ghost") || !strings.Contains(r.Reason, "automated sync is off") {
 		t.Errorf("orphaned records: %+v", orphaned)
 	}
-	admin := newUser(t, env.Admin.Name)
 	events := admin.kubectl("-n", e.ArgoNamespace, "get", "events", "--field-selector", "type=Warning,involvedObject.name=sd-ghost", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}")
 	if !strings.Contains(events, breakglass.EventOrphanedSessionReason) {
 		t.Errorf("warning events of sd-ghost: %q, want %s", events, breakglass.EventOrphanedSessionReason)
@@ -76,8 +80,6 @@ func TestHandMadeSessionIsRecorded(t *testing.T) {
 	if _, errOut := mustRun(t, oncall, 1, "restore", "sd-ghost", "--force", "--reason", "ghost", "-y"); !strings.Contains(errOut, "no open session there to restore") {
 		t.Errorf("restore --force of a hand-made session: %s", errOut)
 	}
-	admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghost", "--type=merge", "-p",
-		`{"metadata":{"annotations":{"`+breakglass.SessionAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
 }
 
 // TestForgedCloseIsNamed (issue 32, item 2): a second on-call appends a
