@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
@@ -137,13 +138,7 @@ func TestControllerOnFakes(t *testing.T) {
 		t.Errorf("last record %s/%s, want a succeeded breakglass.restored", r.Event, r.Outcome.Status)
 	}
 	// What it did shows on /metrics, its work queue's adds too.
-	rec := httptest.NewRecorder()
-	metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	families := scrape(t, metrics)
 	if n := families["kubectl_gitops_auto_restores_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 1 {
 		t.Errorf("kubectl_gitops_auto_restores_total %v, want 1", n)
 	}
@@ -553,17 +548,36 @@ func TestControllerNoticesAnOrphanedPause(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Errorf("%d orphaned notices, want 1", n)
 	}
+	assertWarned(t, f, breakglass.EventOrphanedReason, "other")
+}
+
+// assertWarned checks that f has a Warning Event of reason on Application
+// name.
+func assertWarned(t *testing.T, f *fakeCluster, reason, name string) {
+	t.Helper()
 	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	warned := false
 	for _, ev := range list.Items {
-		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventOrphanedReason && ev.InvolvedObject.Name == "other"
+		if ev.Type == "Warning" && ev.Reason == reason && ev.InvolvedObject.Name == name {
+			return
+		}
 	}
-	if !warned {
-		t.Error("no Warning Event OrphanedPause on the paused Application")
+	t.Errorf("no Warning Event %s on application %s", reason, name)
+}
+
+// scrape is metrics' /metrics page, parsed.
+func scrape(t *testing.T, metrics *controller.Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return families
 }
 
 // TestControllerNoticesAnUnaccountedSession: a session annotation written
@@ -654,25 +668,8 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 	annotate("ghost", ghost)
 	waitOrphans("ghost", 2)
 
-	list, err := f.kube.CoreV1().Events("argocd").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	warned := false
-	for _, ev := range list.Items {
-		warned = warned || ev.Type == "Warning" && ev.Reason == breakglass.EventOrphanedSessionReason && ev.InvolvedObject.Name == "ghost"
-	}
-	if !warned {
-		t.Error("no Warning Event OrphanedSession on the Application")
-	}
-	rec := httptest.NewRecorder()
-	metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := families["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 3 {
+	assertWarned(t, f, breakglass.EventOrphanedSessionReason, "ghost")
+	if n := scrape(t, metrics)["kubectl_gitops_orphaned_pauses_total"].GetMetric(); len(n) != 1 || n[0].GetCounter().GetValue() != 3 {
 		t.Errorf("kubectl_gitops_orphaned_pauses_total %v, want 3", n)
 	}
 }
