@@ -28,6 +28,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -178,7 +179,21 @@ func createAppFrom(t *testing.T, name string, files map[string]string, path stri
 	if _, err := appsClient(t).Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { dropApp(t, name) })
 	return head
+}
+
+// dropApp deletes Application name once its test is over (it has no
+// finalizer: what it deployed stays). Argo CD's controller refreshes every
+// Application at each resync and renders each again at every commit of
+// the shared repository, each refresh a write of the Application the
+// admission policies judge: kept, a shard's hundred Applications of
+// finished tests kept its two cores busy for the tests still running.
+func dropApp(t *testing.T, name string) {
+	err := appsClient(t).Delete(context.Background(), name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Logf("deleting Application %s after the test: %v", name, err)
+	}
 }
 
 // waitSynced waits until Argo CD reports the Application Synced, at
