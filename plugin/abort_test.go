@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 )
@@ -135,5 +136,96 @@ func TestPauseRecordFailingLeavesNoPendingMark(t *testing.T) {
 	}
 	if replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); replicas != 2 {
 		t.Errorf("replicas %d: patched although its run failed before the patch", replicas)
+	}
+}
+
+// TestAnAbortThatCannotDropTheSessionKeepsItForRestore: with a
+// self-healing parent, the child's session is written before the parents
+// are paused. When the child's own pause then fails, the abort puts the
+// parents back and removes the session; when that removal fails too, the
+// Application keeps a session annotation. The abort used to be recorded
+// as a close regardless: the log held the Application for no one while it
+// carried the session, which restore refused (no open session) and which
+// refused every new break-glass there ("a session was opened meanwhile"),
+// until a cluster admin removed it. Now the abort says the pause was not
+// undone, the log keeps the session, and restore ends it.
+func TestAnAbortThatCannotDropTheSessionKeepsItForRestore(t *testing.T) {
+	f := newFakeCluster(t)
+	ctx := context.Background()
+	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
+	root := object(t, `{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": {"name": "root", "namespace": "argocd", "resourceVersion": "1"},
+		"spec": {
+			"project": "default",
+			"source": {"repoURL": "https://git.example/apps.git", "path": "apps", "targetRevision": "HEAD"},
+			"destination": {"server": "https://kubernetes.default.svc", "namespace": "argocd"},
+			"syncPolicy": {"automated": {"prune": true, "selfHeal": true}}
+		}}`)
+	if _, err := apps.Create(ctx, root, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web, err := apps.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "root:argoproj.io/Application:argocd/web"})
+	web.SetLabels(map[string]string{"app.kubernetes.io/instance": "root"})
+	if _, err := apps.Update(ctx, web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The child's first write (its session, before the parents) lands;
+	// every later write of the child fails: its pause, then the removal of
+	// its session.
+	var mu sync.Mutex
+	childWrites, refuse := 0, true
+	f.dyn.PrependReactor("patch", "applications", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		patch := a.(clienttesting.PatchAction)
+		if patch.GetName() != "web" || strings.Contains(string(patch.GetPatch()), "reconciledAt") {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if childWrites++; childWrites > 1 && refuse {
+			return true, nil, apierrors.NewServiceUnavailable("the API server is going away")
+		}
+		return false, nil, nil
+	})
+	code, _, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y")
+	if code == ExitOK || !strings.Contains(errOut, "the pause could not be undone") || !strings.Contains(errOut, "kubectl gitops restore web") {
+		t.Fatalf("exit %d, %s", code, errOut)
+	}
+	parent, err := apps.Get(ctx, "root", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by := parent.GetAnnotations()[breakglass.PausedByAnnotation]; by != "" || !argocd.AppOf(parent).SyncsAutomatically() {
+		t.Errorf("the parent is still paused (%q)", by)
+	}
+	s, err := breakglass.SessionOf(f.app())
+	if err != nil {
+		t.Fatalf("the removal of the session failed, yet web carries none: %v", err)
+	}
+	entries, err := f.audit.Entries(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sessions := audit.Legal(audit.Records(entries))
+	if holder := sessions.Holder(audit.AppRef{Namespace: "argocd", Name: "web"}); holder != s.ID {
+		t.Fatalf("web carries session %s, the log holds it for %q", s.ID, holder)
+	}
+
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	if code, out, errOut := runPlugin(t, "restore", "web", "--reason", "the abort left it", "-y"); code != ExitOK {
+		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := breakglass.SessionOf(f.app()); err == nil {
+		t.Error("restore left the session on web")
+	}
+	if !argocd.AppOf(f.app()).SyncsAutomatically() {
+		t.Error("restore left web's automated sync off")
 	}
 }
