@@ -362,7 +362,12 @@ func (e *Engine) abortPause(ctx context.Context, x *execution, cause error, chil
 	if childWritten {
 		undoErr = e.undoPause(undo, x.App, session, audit.EventAborted, ownSession(x.App.Name, session.ID))
 	} else if undoErr = e.restoreParents(undo, x.App, session); undoErr == nil && len(session.PausedParents) > 0 {
-		_ = e.dropSession(undo, x.App, session.ID)
+		// The child carries the session written before its parents: left
+		// there, it holds the Application, so the log must keep the
+		// session open for restore to end.
+		if err := e.dropSession(undo, x.App, session.ID); err != nil {
+			undoErr = fmt.Errorf("removing session %s from %s: %w", session.ID, x.App.Name, err)
+		}
 	}
 	if undoErr != nil {
 		outcome.Error += "; " + audit.PauseNotUndone + ": " + undoErr.Error()

@@ -3,6 +3,7 @@ package breakglass
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -321,12 +322,22 @@ func knownApp(app audit.AppRef) argocd.App {
 }
 
 // dropSession removes the session annotation of an aborted session if it
-// is still session id's, leaving the sync policy alone.
+// is still session id's, leaving the sync policy alone. An Application
+// that carries another session, or none (its write never landed), has
+// nothing of this one to remove.
 func (e *Engine) dropSession(ctx context.Context, app audit.AppRef, id string) error {
 	name := app.Name
-	_, err := e.Write(ctx, knownApp(app), argocd.Write{Check: ownSession(name, id), Patch: func(app argocd.App) map[string]any {
+	_, err := e.Write(ctx, knownApp(app), argocd.Write{Check: func(app argocd.App) error {
+		if ownSession(name, id)(app) != nil {
+			return errNotPausedHere
+		}
+		return nil
+	}, Patch: func(app argocd.App) map[string]any {
 		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, audit.EventAborted)}}
 	}})
+	if errors.Is(err, errNotPausedHere) {
+		return nil
+	}
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,7 +212,13 @@ func TestAnAbortThatCannotDropTheSessionKeepsItForRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sessions := audit.Legal(audit.Records(entries))
+	records := audit.Records(entries)
+	if !slices.ContainsFunc(records, func(r *audit.Record) bool {
+		return r.Event == audit.EventPaused && r.Application != nil && r.Application.Name == "root" && r.Outcome.Status == audit.StatusSucceeded
+	}) {
+		t.Fatal("the parent was never paused: the abort did not take the path with parents")
+	}
+	_, sessions := audit.Legal(records)
 	if holder := sessions.Holder(audit.AppRef{Namespace: "argocd", Name: "web"}); holder != s.ID {
 		t.Fatalf("web carries session %s, the log holds it for %q", s.ID, holder)
 	}
@@ -219,7 +226,7 @@ func TestAnAbortThatCannotDropTheSessionKeepsItForRestore(t *testing.T) {
 	mu.Lock()
 	refuse = false
 	mu.Unlock()
-	if code, out, errOut := runPlugin(t, "restore", "web", "--reason", "the abort left it", "-y"); code != ExitOK {
+	if code, out, errOut := runPlugin(t, "restore", "web", "-y"); code != ExitOK {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, err := breakglass.SessionOf(f.app()); err == nil {
