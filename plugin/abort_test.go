@@ -154,15 +154,15 @@ func TestAnAbortThatCannotDropTheSessionKeepsItForRestore(t *testing.T) {
 	f := newFakeCluster(t)
 	ctx := context.Background()
 	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
-	root := object(t, `{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": {"name": "root", "namespace": "argocd", "resourceVersion": "1"},
-		"spec": {
-			"project": "default",
-			"source": {"repoURL": "https://git.example/apps.git", "path": "apps", "targetRevision": "HEAD"},
-			"destination": {"server": "https://kubernetes.default.svc", "namespace": "argocd"},
-			"syncPolicy": {"automated": {"prune": true, "selfHeal": true}}
-		}}`)
+	// The parent: a self-healing Application like web, deploying the
+	// directory that holds web's Application.
+	root := f.app().DeepCopy()
+	root.SetName("root")
+	root.SetResourceVersion("")
+	unstructured.RemoveNestedField(root.Object, "status")
+	if err := unstructured.SetNestedField(root.Object, "apps", "spec", "source", "path"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := apps.Create(ctx, root, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
