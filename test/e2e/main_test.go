@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,28 @@ func run(m *testing.M) int {
 		argo = "no Argo CD process (" + testEnv.Argo.Version + "'s CRDs); only the tests that need just the API server run"
 	}
 	fmt.Fprintf(os.Stderr, "test environment up in %s: Kubernetes %s, %s (%s)\n", time.Since(start).Round(time.Millisecond), testEnv.Kube.Version, argo, testEnv.Dir)
-	return m.Run()
+	code := m.Run()
+	if names := failedTests(); len(names) > 0 {
+		fmt.Fprintf(os.Stderr, "failed on Kubernetes %s, %s: %s (their output, with the environment's logs, is above)\n",
+			testEnv.Kube.Version, argo, strings.Join(names, ", "))
+	}
+	return code
+}
+
+// failed holds the tests that failed, named once more after the run: a
+// failing test's output ends with every component's logs, and CI keeps
+// only the tail of what the run printed, where its name was not.
+var failed sync.Map
+
+// failedTests is failed's names, sorted.
+func failedTests() []string {
+	var names []string
+	failed.Range(func(name, _ any) bool {
+		names = append(names, name.(string))
+		return true
+	})
+	sort.Strings(names)
+	return names
 }
 
 // coreTests are the tests of the core loop (break-glass, status, restore,
@@ -142,6 +164,7 @@ func environment(t *testing.T) *env.Env {
 	suite(t)
 	t.Cleanup(func() {
 		if t.Failed() {
+			failed.Store(t.Name(), true)
 			t.Logf("test environment logs:\n%s", testEnv.LogTails(60))
 		}
 	})
