@@ -293,11 +293,6 @@ func TestMirrorCopiesEveryRecordInOrderUnderLock(t *testing.T) {
 	oncall := m.user(env.Oncall.Name)
 	deployApp(t, "mirror-order")
 	mustRun(t, oncall, 0, "breakglass", "mirror-order", "deployment/web", "--replicas", "3", "--reason", "mirrored", "-y", "--audit-namespace", m.ns)
-	t.Cleanup(func() {
-		// Left open, this log's session would be an orphan to the
-		// controllers of the environment's own log in the tests after.
-		mustRun(t, oncall, 0, "restore", "mirror-order", "--force", "--reason", "test over", "-y", "--audit-namespace", m.ns)
-	})
 	tip := m.appendRecords(5)
 
 	r := m.replica("mirror-order-a", "", "--mirror-retention", "1h")
