@@ -66,7 +66,7 @@ func explain(err error, command string, app audit.AppRef) error {
 	if err == nil || errors.As(err, &done) {
 		return err
 	}
-	if spelt := spellInput(err); spelt != err {
+	if spelt, ok := spelledInput(err); ok {
 		return spelt
 	}
 	restore, force := next.Restore(app.Namespace, app.Name), next.ForceRestore(app.Namespace, app.Name)
@@ -105,10 +105,21 @@ func explain(err error, command string, app audit.AppRef) error {
 // spellInput names the input of an engine InputError as its flag; other
 // errors are returned as they are. Every command's error goes through it.
 func spellInput(err error) error {
+	if spelt, ok := spelledInput(err); ok {
+		return spelt
+	}
+	return err
+}
+
+// spelledInput is spellInput's answer and whether it changed anything.
+// Callers must not compare errors to find out: an error's dynamic type
+// may be uncomparable (clientcmd's errors.aggregate is a slice), and
+// comparing it panicked on a broken kubeconfig.
+func spelledInput(err error) (error, bool) {
 	var input *argocd.InputError
 	var done *hinted
 	if !errors.As(err, &input) || errors.As(err, &done) {
-		return err
+		return err, false
 	}
 	msg, spelt := inputFlags[input.Input]
 	if !spelt {
@@ -126,7 +137,7 @@ func spellInput(err error) error {
 	if errors.Is(err, breakglass.ErrSecretText) {
 		msg += ", or pass --" + allowSecretText + " if it holds none"
 	}
-	return withHint(err, errors.New(msg))
+	return withHint(err, errors.New(msg)), true
 }
 
 // withHint keeps the error's identity (errors.Is, errors.As) and shows

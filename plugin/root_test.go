@@ -13,7 +13,10 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
@@ -280,4 +283,109 @@ func TestEveryOutputFlagIsChecked(t *testing.T) {
 	if checked < 10 {
 		t.Errorf("only %d commands have -o", checked)
 	}
+}
+
+// TestBrokenKubeconfigIsOneLine: a kubeconfig that is not YAML, names a
+// context it does not have, or points at client-cert files that are not
+// there is kubectl's one line, not a panic: explain compared errors, and
+// clientcmd's aggregate is a slice, which panicked ("comparing
+// uncomparable type errors.aggregate") in every command that explains.
+func TestBrokenKubeconfigIsOneLine(t *testing.T) {
+	good := closedPortKubeconfig(t)
+	dir := t.TempDir()
+	notYAML := filepath.Join(dir, "not-yaml")
+	if err := os.WriteFile(notYAML, []byte("clusters: [unclosed\n\t: :"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missingCert := filepath.Join(dir, "missing-cert")
+	config := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {client-certificate: ` + filepath.Join(dir, "nope.crt") + `, client-key: ` + filepath.Join(dir, "nope.key") + `}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+	if err := os.WriteFile(missingCert, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, broken := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"not YAML", []string{"--kubeconfig", notYAML}, "error loading config file"},
+		{"missing context", []string{"--kubeconfig", good, "--context", "nosuch"}, `context "nosuch" does not exist`},
+		{"missing client cert", []string{"--kubeconfig", missingCert}, "unable to read client-cert "},
+	} {
+		for _, args := range [][]string{
+			{"status"},
+			{"breakglass", "web", "deploy/web", "--replicas", "3", "--reason", "r", "-y"},
+			{"restore", "web", "-y"},
+			{"propose", "web"},
+			{"drift", "-A"},
+			{"debt", "-A"},
+			{"contract", "check", "-A"},
+			{"audit", "log"},
+			{"audit", "verify"},
+			{"ticket", "sync"},
+			{"version"},
+		} {
+			line := strings.Join(args, " ") + " (" + broken.name + ")"
+			code, _, stderr := runPlugin(t, append(args, broken.flags...)...)
+			if code != ExitFailure && code != ExitCannotTell {
+				t.Errorf("%s: exit %d, want 1 (or 3 for a check): %s", line, code, stderr)
+			}
+			if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, broken.want) || strings.Contains(stderr, "panic") {
+				t.Errorf("%s: stderr %q, want one line saying %q", line, stderr, broken.want)
+			}
+		}
+	}
+}
+
+// FuzzExplain: every error shape client-go and clientcmd return, wrapped
+// as the commands wrap them, goes through the error-explaining path
+// (spellInput, explain, reach, then Execute's line) without a panic and
+// keeps its identity.
+func FuzzExplain(f *testing.F) {
+	for _, s := range []string{"", "connection refused", "https://k8s.example:6443/api/v1/namespaces", "unable to read client-cert", "%w %v"} {
+		f.Add(s, uint8(0))
+		f.Add(s, uint8(5))
+	}
+	f.Fuzz(func(t *testing.T, text string, shape uint8) {
+		err := errorShape(text, shape)
+		for _, command := range []string{"breakglass", "restore", "status"} {
+			got := reach(spellInput(explain(err, command, audit.AppRef{Namespace: "argocd", Name: "web"})))
+			if !errors.Is(got, err) {
+				t.Fatalf("shape %d %q: %v lost the error's identity", shape, text, got)
+			}
+			_ = lowerFirst(got.Error())
+		}
+	})
+}
+
+// errorShape is one of the error shapes a command may meet, carrying text.
+func errorShape(text string, shape uint8) error {
+	base := errors.New(text)
+	shapes := []error{
+		base,
+		utilerrors.NewAggregate([]error{base, errors.New("second")}),
+		clientcmd.NewEmptyConfigError(text),
+		clientcmd.ErrEmptyConfig,
+		&url.Error{Op: "Get", URL: text, Err: syscall.ECONNREFUSED},
+		&url.Error{Op: "Get", URL: "https://k8s.example/api/v1/namespaces/x", Err: &net.DNSError{Name: text, Err: "no such host"}},
+		apierrors.NewUnauthorized(text),
+		apierrors.NewNotFound(schema.GroupResource{Resource: text}, text),
+		apierrors.NewForbidden(schema.GroupResource{Resource: "applications"}, text, base),
+		&argocd.InputError{Input: breakglass.InputReason, Value: text, Problem: text, Kind: breakglass.ErrSecretText},
+		&argocd.InputError{Input: argocd.Input(text), Problem: text},
+		fmt.Errorf("%w: %s", breakglass.ErrNotCaughtUp, text),
+		utilerrors.NewAggregate([]error{fmt.Errorf("%w", breakglass.ErrJoinable), apierrors.NewUnauthorized(text)}),
+		errors.Join(base, &url.Error{Op: "Get", URL: "https://k8s.example/api", Err: os.ErrDeadlineExceeded}),
+		&ExitError{Code: ExitUsage, Err: utilerrors.NewAggregate([]error{base})},
+	}
+	err := shapes[int(shape)%len(shapes)]
+	if shape/uint8(len(shapes))%2 == 1 {
+		err = fmt.Errorf("listing applications: %w", err)
+	}
+	return err
 }
