@@ -30,6 +30,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
+	"github.com/kubectl-gitops/kubectl-gitops/redact"
 	"github.com/kubectl-gitops/kubectl-gitops/ticket"
 )
 
@@ -1310,7 +1311,7 @@ func TestSecretTextIsRefused(t *testing.T) {
 		{[]string{"audit", "review", "some-session", "--approve", "--note", "see https://hooks.slack.com/services/T0001/B0001/abcdefghijklmnopqrstuvwx"}, "error: --note: looks like it holds a secret (rule slack-webhook-url)"},
 	} {
 		code, out, errOut := runPlugin(t, tc.args...)
-		if code != ExitUsage || !strings.HasPrefix(errOut, tc.want) || !strings.Contains(errOut, "--allow-secret-text") || strings.Count(errOut, "\n") != 1 ||
+		if code != ExitUsage || !strings.HasPrefix(errOut, tc.want) || !strings.HasSuffix(errOut, "pass --allow-secret-text\n") || strings.Contains(errOut, redact.Redacted) || strings.Count(errOut, "\n") != 1 ||
 			strings.Contains(out+errOut, token) || strings.Contains(out+errOut, "hunter2") {
 			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", tc.args, code, out, errOut)
 		}

@@ -52,6 +52,12 @@ var inputHints = map[argocd.Input]string{
 // allowSecretText is the flag that confirms text the secret check refuses.
 const allowSecretText = "allow-secret-text"
 
+// secretTextAdvice ends the refusal of a text that looks like a secret.
+// The flag comes last: Execute redacts every error line, and a flag whose
+// name says "secret" followed by a word reads as that flag's value
+// ("--allow-secret-text [REDACTED] it holds none").
+const secretTextAdvice = ", or, if it holds none, pass --" + allowSecretText
+
 // allowSecretTextFlag adds --allow-secret-text, which confirms the texts
 // named (the flags a person types text into).
 func allowSecretTextFlag(cmd *cobra.Command, allow *bool, texts string) {
@@ -135,7 +141,7 @@ func spelledInput(err error) (error, bool) {
 		msg += " (" + hint + ")"
 	}
 	if errors.Is(err, breakglass.ErrSecretText) {
-		msg += ", or pass --" + allowSecretText + " if it holds none"
+		msg += secretTextAdvice
 	}
 	return withHint(err, errors.New(msg)), true
 }
