@@ -74,8 +74,9 @@ const (
 func NewCmdController(factory *Factory) *cobra.Command {
 	o := &ControllerOptions{engineFlags: engineFlags{Factory: factory}, IOStreams: factory.streams}
 	cmd := &cobra.Command{
-		Use:   "controller",
-		Short: "Run in the cluster: restore auto-restore sessions once Git has caught up",
+		Use:         "controller",
+		Annotations: map[string]string{keepsClientLogs: "its log"},
+		Short:       "Run in the cluster: restore auto-restore sessions once Git has caught up",
 		Long: `Run as a long-lived process, meant for a Deployment under its own
 ServiceAccount (see README, The in-cluster controller). It watches Applications
 through a shared informer and, for every open break-glass session marked

@@ -15,8 +15,10 @@ import (
 	"syscall"
 	"unicode"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
@@ -176,6 +178,21 @@ func refuseNamespace(cmd *cobra.Command, _ []string) error {
 	return usageErrorf("%s", msg)
 }
 
+// keepsClientLogs marks, in a command's Annotations, the long-running
+// commands (the controller) whose log is where client-go's own messages
+// belong.
+const keepsClientLogs = "kubectl-gitops.io/client-logs"
+
+// quietClientLogs silences client-go's klog output for a command that
+// prints one error line: its discovery cache logged "Couldn't get current
+// server API group list" twice, in klog's format, before the one error: line
+// that already says the server cannot be reached.
+func quietClientLogs(cmd *cobra.Command) {
+	if cmd.Annotations[keepsClientLogs] == "" {
+		klog.SetLogger(logr.Discard())
+	}
+}
+
 // NewCmdRoot returns the kubectl gitops command with every subcommand,
 // built from factory.
 func NewCmdRoot(factory *Factory) *cobra.Command {
@@ -195,7 +212,10 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 		// print the binary name.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gitops"},
 	}
-	cmd.PersistentPreRunE = refuseNamespace
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		quietClientLogs(cmd)
+		return refuseNamespace(cmd, args)
+	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -388,4 +389,42 @@ func errorShape(text string, shape uint8) error {
 		err = fmt.Errorf("listing applications: %w", err)
 	}
 	return err
+}
+
+// TestMainProcess is the plugin's main when KUBECTL_GITOPS_TEST_MAIN holds
+// its arguments (one a line): the tests that must see the process's own
+// stderr, which client-go's klog writes to directly, run it as a child.
+func TestMainProcess(t *testing.T) {
+	args := os.Getenv("KUBECTL_GITOPS_TEST_MAIN")
+	if args == "" {
+		t.Skip("only as a child of a test that runs the plugin's main")
+	}
+	os.Exit(Main(strings.Split(args, "\n")))
+}
+
+// runMain runs the plugin's main in a child process and returns its exit
+// code and stderr.
+func runMain(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMainProcess$")
+	cmd.Env = append(os.Environ(), "KUBECTL_GITOPS_TEST_MAIN="+strings.Join(args, "\n"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestNoClientLogsBeforeTheErrorLine: an unreachable server is the one
+// error line: client-go's discovery cache logged "Couldn't get current
+// server API group list" in klog's format beside it.
+func TestNoClientLogsBeforeTheErrorLine(t *testing.T) {
+	kubeconfig := closedPortKubeconfig(t)
+	code, stderr := runMain(t, "breakglass", "web", "deploy/web", "--replicas", "2", "--reason", "r", "--dry-run", "--kubeconfig", kubeconfig)
+	if code != ExitFailure || !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the one error line", code, stderr)
+	}
 }
