@@ -36,7 +36,7 @@ func (s *auditSource) validate() error {
 
 func (s *auditSource) store() (audit.Store, error) {
 	if s.File != "" {
-		return &audit.FileStore{Path: s.File}, nil
+		return audit.OpenExport(s.File)
 	}
 	if s.mirror.URL != "" {
 		return s.mirror.open(context.Background(), 0)

@@ -113,6 +113,14 @@ func TestAuditLogSince(t *testing.T) {
 
 func TestAuditBadInput(t *testing.T) {
 	file := auditFixture(t)
+	_, export, _ := runPlugin(t, "audit", "log", "--file", file, "-o", "csv")
+	// Relative: the error line is redacted, and a temporary directory's
+	// random name reads as a high-entropy string.
+	t.Chdir(t.TempDir())
+	const csv = "audit.csv"
+	if err := os.WriteFile(csv, []byte(export), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args    []string
 		code    int
@@ -125,11 +133,19 @@ func TestAuditBadInput(t *testing.T) {
 		{[]string{"audit", "show", "--file", file, "2026"}, ExitFailure, `error: 4 audit records have ids starting "2026"`},
 		{[]string{"audit", "show", "--file", file, "1999"}, ExitFailure, `error: no audit record has an id starting "1999"`},
 		{[]string{"audit", "verify", "--file", filepath.Join(t.TempDir(), "none.jsonl")}, ExitCannotTell, "error: open "},
+		// Another file is not tampering: verify printed an altered line
+		// for each of its lines and "chain broken"; log said nothing
+		// matched, exit 0; /dev/zero was "bufio.Scanner: token too long".
+		{[]string{"audit", "verify", "--file", csv}, ExitCannotTell, "error: " + csv + " is not a JSONL export (`kubectl gitops audit log -o jsonl`): none of its lines is an audit record"},
+		{[]string{"audit", "report", "--file", csv}, ExitCannotTell, "error: " + csv + " is not a JSONL export"},
+		{[]string{"audit", "log", "--file", csv}, ExitFailure, "error: " + csv + " is not a JSONL export"},
+		{[]string{"audit", "show", "--file", csv, "2026"}, ExitFailure, "error: " + csv + " is not a JSONL export"},
+		{[]string{"audit", "verify", "--file", "/dev/zero"}, ExitCannotTell, "error: /dev/zero: line 1 is longer than 8 MiB: not a JSONL export"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runPlugin(t, tt.args...)
-		if code != tt.code || !strings.HasPrefix(errOut, tt.wantErr) {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut, tt.code, tt.wantErr)
+		if code != tt.code || !strings.HasPrefix(errOut, tt.wantErr) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line %q", tt.args, code, errOut, tt.code, tt.wantErr)
 		}
 	}
 }
