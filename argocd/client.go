@@ -178,6 +178,25 @@ func (c *Client) AppsMarked(ctx context.Context, namespace string, keys ...strin
 	}
 }
 
+// AnyApp is whether namespace ("" for all) holds an Application at all,
+// asked for one: a listing that found nothing marked tells a namespace of
+// Applications from a misspelt one.
+func (c *Client) AnyApp(ctx context.Context, namespace string) (bool, error) {
+	opts := metav1.ListOptions{Limit: 1}
+	if c.Metadata != nil {
+		list, err := c.Metadata.Resource(ApplicationGVR).Namespace(namespace).List(ctx, opts)
+		if err != nil {
+			return false, fmt.Errorf("listing applications: %w", err)
+		}
+		return len(list.Items) > 0, nil
+	}
+	list, err := c.Dynamic.Resource(ApplicationGVR).Namespace(namespace).List(ctx, opts)
+	if err != nil {
+		return false, fmt.Errorf("listing applications: %w", err)
+	}
+	return len(list.Items) > 0, nil
+}
+
 // Whole reads each of apps whole, several at once, in their order; one
 // deleted since drops out.
 func (c *Client) Whole(ctx context.Context, apps []App) ([]App, error) {

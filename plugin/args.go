@@ -2,9 +2,13 @@ package plugin
 
 import (
 	"context"
+	"fmt"
+	"io"
 
-	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/spf13/cobra"
+
+	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
 // command is every command's options, built kubectl's way
@@ -85,4 +89,26 @@ func allNamespacesWithApp(app string, all bool, verb string) error {
 		return usageErrorf("APP and --all-namespaces cannot be combined: name an Application, or %s them all", verb)
 	}
 	return nil
+}
+
+// noneSelected is, for a listing that found no Application, the warning
+// that says where it looked, printed, and returned as the reason the
+// answer is not whole (ExitCannotTell under --exit-code); nil when apps
+// were found or one was named. A typo in --app-namespace passed a gate as
+// "no drift in 0 application(s)", exit 0.
+func noneSelected(errOut io.Writer, query argocd.AppQuery, found int) error {
+	if found > 0 || query.Name != "" {
+		return nil
+	}
+	where := "in any namespace"
+	if query.Namespace != "" {
+		where = "in namespace " + query.Namespace
+	}
+	filters := ""
+	if query.Selector != "" || query.Project != "" {
+		filters = " matching --selector/--project"
+	}
+	err := fmt.Errorf("no Application %s%s: is --app-namespace right (or -A)?", where, filters)
+	warn(errOut, err.Error())
+	return err
 }

@@ -84,7 +84,8 @@ func (o *ContractCheckOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	apps, err := engine.Apps(ctx, appQuery(o.App, o.AppNamespace, o.AllNamespaces))
+	query := appQuery(o.App, o.AppNamespace, o.AllNamespaces)
+	apps, err := engine.Apps(ctx, query)
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func (o *ContractCheckOptions) Run(ctx context.Context) (err error) {
 	for _, n := range notes {
 		note(o.ErrOut, "note: %s", strings.TrimSpace(n))
 	}
-	var partial error
+	partial := noneSelected(o.ErrOut, query, len(apps))
 	if len(notes) > 0 {
 		partial = errors.New("some contracts could not be read (see the notes)")
 	}

@@ -87,7 +87,8 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	apps, err := engine.Apps(ctx, appQuery(o.App, o.AppNamespace, o.AllNamespaces))
+	query := appQuery(o.App, o.AppNamespace, o.AllNamespaces)
+	apps, err := engine.Apps(ctx, query)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func (o *DebtOptions) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	return o.ExitCode.answer(flagged > 0, nil)
+	return o.ExitCode.answer(flagged > 0, noneSelected(o.ErrOut, query, len(apps)))
 }
 
 // markHeld names the entries an open session's hold added (held by that

@@ -161,7 +161,7 @@ func (o *DriftOptions) Run(ctx context.Context) (err error) {
 	for _, r := range reports {
 		incomplete = incomplete || r.Incomplete
 	}
-	var partial error
+	partial := noneSelected(o.ErrOut, query, len(apps))
 	if incomplete {
 		partial = errors.New("part of the drift could not be read (see the notes): no drift found is not the whole truth")
 	}

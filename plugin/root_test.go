@@ -428,3 +428,29 @@ func TestNoClientLogsBeforeTheErrorLine(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 1 and the one error line", code, stderr)
 	}
 }
+
+// TestAMisspeltNamespaceIsNoAnswer: a gate pointed at a namespace that
+// holds no Application warns and exits 3 under --exit-code: "no drift in
+// 0 application(s)", exit 0, let a typo pass it. A namespace that does
+// hold Applications answers as before; status of an Application that
+// does not exist says so.
+func TestAMisspeltNamespaceIsNoAnswer(t *testing.T) {
+	newFakeCluster(t)
+	for _, args := range [][]string{
+		{"drift", "--exit-code"},
+		{"debt", "--exit-code"},
+		{"contract", "check", "--exit-code"},
+		{"status", "--exit-code"},
+	} {
+		code, _, errOut := runPlugin(t, append(args, "--app-namespace", "nosuchns")...)
+		if code != ExitCannotTell || !strings.Contains(errOut, "warning: no Application in namespace nosuchns: is --app-namespace right (or -A)?") {
+			t.Errorf("%v --app-namespace nosuchns: exit %d, stderr %q; want exit 3 and the warning", args, code, errOut)
+		}
+		if code, _, errOut := runPlugin(t, args...); code == ExitCannotTell || strings.Contains(errOut, "no Application in") {
+			t.Errorf("%v in argocd, which holds web: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runPlugin(t, "status", "nosuchapp"); code != ExitFailure || !strings.Contains(errOut, `"nosuchapp"`) || !strings.Contains(errOut, "set --app-namespace") {
+		t.Errorf("status nosuchapp: exit %d, stderr %q; want it to say the Application does not exist", code, errOut)
+	}
+}

@@ -38,6 +38,9 @@ type StatusOptions struct {
 	// when: the providers are asked once a minute, not every 3 seconds.
 	watched   map[string]string
 	watchedAt time.Time
+	// nowhere is why no session listed means nothing: the namespace
+	// holds no Application (noneSelected).
+	nowhere error
 	genericiooptions.IOStreams
 }
 
@@ -182,7 +185,7 @@ func (o *StatusOptions) Run(ctx context.Context) (err error) {
 			}
 			<-aside
 			_, _ = o.ErrOut.Write(notesAside.Bytes())
-			return exitCode(bool(o.ExitCode) || o.Wait).answer(!ready, nil)
+			return exitCode(bool(o.ExitCode) || o.Wait).answer(!ready, o.nowhere)
 		}
 		select {
 		case <-ctx.Done():
@@ -213,7 +216,19 @@ func (o *StatusOptions) evaluate(ctx context.Context, engine *breakglass.Engine,
 	}
 	apps = breakglass.WithSession(apps, o.App) // a session closed since the listing
 	if o.App != "" && len(apps) == 0 {
+		if _, err := engine.App(ctx, engine.Ref(o.App)); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("no open break-glass session on %s in namespace %s", o.App, o.AppNamespace)
+	}
+	if len(marked) == 0 && o.App == "" {
+		some, err := engine.AnyApp(ctx, namespace)
+		if err != nil {
+			return nil, err
+		}
+		if !some && o.nowhere == nil { // told once, not at every --watch refresh
+			o.nowhere = noneSelected(o.ErrOut, argocd.AppQuery{Namespace: namespace}, 0)
+		}
 	}
 	orphans, err := engine.OrphanedPauses(ctx, marked)
 	if err != nil {
