@@ -22,7 +22,7 @@ type auditSource struct {
 
 func (s *auditSource) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.Namespace, "audit-namespace", "argocd", "namespace holding the audit log (Argo CD's own)")
-	cmd.Flags().StringVar(&s.File, "file", "", "read a JSONL export (from `audit log -o jsonl`) instead of the cluster")
+	cmd.Flags().StringVar(&s.File, "file", "", "read a JSONL export (made with audit log -o jsonl) instead of the cluster")
 	s.mirror.add(cmd, "read the log's mirror, s3://BUCKET/PREFIX (controller --mirror), instead of the cluster: no cluster needed")
 }
 

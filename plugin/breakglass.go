@@ -101,7 +101,7 @@ pick them from the Applications and their managed resources.`,
 	o.addAppNamespace(cmd)
 	o.addEngineFlags(cmd)
 	f.BoolVar(&o.Request.NoTerminate, "no-terminate", false, "refuse, instead of terminating, a sync operation that is running")
-	f.BoolVar(&o.Propose, "propose", false, "once the fix is live, propose it in Git as `kubectl gitops propose` does (with --provider, --api-url, --project); the session is marked, so the in-cluster controller proposes it if this run does not")
+	f.BoolVar(&o.Propose, "propose", false, "once the fix is live, propose it in Git as kubectl gitops propose does (with --provider, --api-url, --project); the session is marked, so the in-cluster controller proposes it if this run does not")
 	o.proposeFlags.add(cmd)
 	f.BoolVar(&o.DryRun, "dry-run", false, "check everything and print the plan and the diff; change nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")

@@ -193,6 +193,19 @@ func quietClientLogs(cmd *cobra.Command) {
 	}
 }
 
+// hideNamespace wraps help so that -n/--namespace, a kubeconfig flag every
+// command inherits, shows only on the commands that read it: listed under
+// every command's global flags, it was refused by all but breakglass.
+func hideNamespace(help func(*cobra.Command, []string)) func(*cobra.Command, []string) {
+	return func(c *cobra.Command, args []string) {
+		if f := c.Root().PersistentFlags().Lookup("namespace"); f != nil && c.Annotations[takesNamespace] == "" {
+			f.Hidden = true
+			defer func() { f.Hidden = false }()
+		}
+		help(c, args)
+	}
+}
+
 // NewCmdRoot returns the kubectl gitops command with every subcommand,
 // built from factory.
 func NewCmdRoot(factory *Factory) *cobra.Command {
@@ -220,6 +233,7 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
 	factory.configFlags.AddFlags(cmd.PersistentFlags())
+	cmd.SetHelpFunc(hideNamespace(cmd.HelpFunc()))
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
