@@ -160,7 +160,7 @@ func driftMessage(app string, p *Proposed, fields []DriftField) (string, string)
 	var m, b strings.Builder
 	fmt.Fprintf(&m, "%s: move live drift into Git\n\nThese fields were changed in the live cluster, not in Git; this writes their\nlive values here, so that Argo CD renders them and a sync keeps them.\n\n", app)
 	writeChanges(&m, p.Changes)
-	fmt.Fprintf(&b, "Fields of Argo CD application `%s/%s` were changed in the live cluster, not in Git. This change writes their live values into Git (`kubectl gitops drift --propose`), so that a sync keeps them rather than reverting them.\n\n", p.App.Namespace, p.App.Name)
+	fmt.Fprintf(&b, "Fields of Argo CD application `%s/%s` were changed in the live cluster, not in Git. This change writes their live values into Git (`%s`), so that a sync keeps them rather than reverting them.\n\n", p.App.Namespace, p.App.Name, next.DriftPropose(p.App.Namespace, p.App.Name))
 	for i, c := range p.Changes {
 		why := ""
 		if i < len(fields) && fields[i].Why != "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/proposal"
 )
 
@@ -79,7 +80,7 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 	case t.done && !was.done:
 		p.tries[s.ID] = t
 		c.logf("%s: not proposing session %s's fix: %d attempts are recorded, --propose-attempts is %d", key, s.ID, t.n, p.attempts())
-		c.notify(ctx, app, key, EventNotProposed, true, "session %s's fix was not proposed in Git: the audit log records %d attempt(s) by the controller; propose it with kubectl gitops propose %s -n %s", s.ID, t.n, app.GetName(), app.GetNamespace())
+		c.notify(ctx, app, key, EventNotProposed, true, "session %s's fix was not proposed in Git: the audit log records %d attempt(s) by the controller; propose it with %s", s.ID, t.n, next.Propose(app.GetNamespace(), app.GetName()))
 		c.Metrics.countProposal("given-up")
 		return time.Time{}
 	case t.done:
@@ -111,7 +112,7 @@ func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass
 	default:
 		t.done = true
 		c.logf("%s: not proposing session %s's fix: %v", key, s.ID, err)
-		c.notify(ctx, app, key, EventNotProposed, true, "session %s's fix was not proposed in Git (%d attempt(s)): %v; propose it with kubectl gitops propose %s -n %s", s.ID, t.n, err, app.GetName(), app.GetNamespace())
+		c.notify(ctx, app, key, EventNotProposed, true, "session %s's fix was not proposed in Git (%d attempt(s)): %v; propose it with %s", s.ID, t.n, err, next.Propose(app.GetNamespace(), app.GetName()))
 		c.Metrics.countProposal("given-up")
 	}
 	p.tries[s.ID] = t

@@ -34,6 +34,10 @@ func ForceRestore(namespace, name string) string {
 	return Restore(namespace, name) + " --force --reason " + Elided
 }
 
+// Breakglass opens a session on the Application app to patch target, with
+// the flags the person adds.
+func Breakglass(app, target string) string { return gitops + "breakglass " + app + " " + target }
+
 // Join patches again within the session open on the Application.
 func Join(namespace, name string) string {
 	return gitops + "breakglass " + name + " " + Elided + " --join" + strings.TrimPrefix(app(namespace, name), name)
@@ -50,6 +54,15 @@ func Status(namespace, name string) string {
 
 // Propose proposes the Application's live fix in Git.
 func Propose(namespace, name string) string { return gitops + "propose " + app(namespace, name) }
+
+// ProposeAny is the propose command, for a message that names no
+// Application (the person knows which).
+func ProposeAny() string { return gitops + "propose APP" }
+
+// DriftPropose moves the Application's live drift into Git.
+func DriftPropose(namespace, name string) string {
+	return gitops + "drift " + app(namespace, name) + " --propose --yes"
+}
 
 // TicketSync does the Jira work the audit log has queued.
 func TicketSync() string { return gitops + "ticket sync" }

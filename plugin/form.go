@@ -11,14 +11,17 @@ import (
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 )
 
 // missingInput names what a non-interactive breakglass lacks, "" when
 // nothing.
 func (o *BreakglassOptions) missingInput() string {
 	switch {
-	case o.Request.App == "" || o.Request.Target == "":
-		return "missing APP and TARGET: kubectl gitops breakglass APP KIND/NAME (in a terminal, leave them out to pick them)"
+	case o.Request.App == "":
+		return "missing APP and TARGET: " + next.Breakglass("APP", "KIND/NAME") + " (in a terminal, leave them out to pick them)"
+	case o.Request.Target == "":
+		return "missing TARGET: " + next.Breakglass(o.Request.App, "KIND/NAME") + ", naming one of its managed resources (in a terminal, leave it out to pick it)"
 	case o.Request.Patch.Empty():
 		return "no change given: use --image CONTAINER=IMAGE, --replicas N, --patch or --patch-file"
 	case strings.TrimSpace(o.Request.Reason) == "":

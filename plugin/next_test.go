@@ -1,9 +1,13 @@
 package plugin
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -31,6 +35,9 @@ var nextSteps = map[string][]string{
 	"AuditVerifyFile":    {next.AuditVerifyFile("/var/audit.jsonl"), next.AuditVerifyFile("/var/audit log's.jsonl")},
 	"AuditVerifyMirror":  {next.AuditVerifyMirror("s3://audit/prod", "", true), next.AuditVerifyMirror("s3://audit/prod", "gitops-audit", false)},
 	"AuditExport":        {next.AuditExport()},
+	"ProposeAny":         {next.ProposeAny()},
+	"DriftPropose":       {next.DriftPropose("argocd", "web"), next.DriftPropose("team-a", "web")},
+	"Breakglass":         {next.Breakglass("web", "deploy/web") + " --replicas 3 --reason r"},
 	"AuditRepairHead":    {next.AuditRepairHead(""), next.AuditRepairHead("gitops-audit")},
 }
 
@@ -128,5 +135,66 @@ func TestEveryNextStepIsParsed(t *testing.T) {
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Errorf("package next spells command lines no test parses: %s", strings.Join(missing, ", "))
+	}
+}
+
+// commandLine is a kubectl gitops command line in a string.
+var commandLine = regexp.MustCompile(`kubectl gitops (breakglass|status|restore|propose|drift|debt|contract|audit|ticket|controller|version|completion)\b`)
+
+// TestEveryCommandLineComesFromNext: a command line the tool prints, in any
+// package, is spelt by package next, which TestEveryNextStepParses parses:
+// the controller told people to run `kubectl gitops propose APP -n NS`,
+// which the command refuses. Help text (a command's Use, Short, Long and
+// Example, a flag's usage) is the command tree's own and is left out.
+func TestEveryCommandLineComesFromNext(t *testing.T) {
+	flagUsage := regexp.MustCompile(`^(Bool|String|StringArray|StringSlice|Int|Int64|Uint64|Duration|Float64)(Var)?P?$`)
+	var found []string
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "next", "test", "hack", "testdata", ".git", "bin", "dist":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		help := map[ast.Node]bool{}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if help[n] {
+				return false
+			}
+			switch n := n.(type) {
+			case *ast.KeyValueExpr:
+				if key, ok := n.Key.(*ast.Ident); ok && (key.Name == "Use" || key.Name == "Short" || key.Name == "Long" || key.Name == "Example") {
+					help[n.Value] = true
+				}
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && flagUsage.MatchString(sel.Sel.Name) && len(n.Args) > 0 {
+					help[n.Args[len(n.Args)-1]] = true
+				}
+			case *ast.BasicLit:
+				if n.Kind == token.STRING && commandLine.MatchString(n.Value) {
+					found = append(found, fmt.Sprintf("%s: %s", fset.Position(n.Pos()), n.Value))
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Errorf("a command line spelt outside package next: %s", f)
 	}
 }

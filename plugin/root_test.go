@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func TestExitCodesAndErrorLine(t *testing.T) {
@@ -44,7 +46,7 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"ticket sync bad output", []string{"ticket", "sync", "-o", "csv"}, ExitUsage, `error: --output "csv" is not supported`},
 		{"breakglass --ticket not a key", []string{"breakglass", "web", "deploy/web", "--replicas", "2", "--reason", "r", "--ticket", "ops 7", "-y"}, ExitUsage, `error: --ticket "ops 7": not a Jira issue key`},
 		{"breakglass without APP, no terminal", []string{"breakglass", "--replicas", "2", "--reason", "r", "-y"}, ExitUsage, "error: missing APP and TARGET"},
-		{"breakglass without TARGET, no terminal", []string{"breakglass", "web", "--replicas", "2", "--reason", "r", "-y"}, ExitUsage, "error: missing APP and TARGET"},
+		{"breakglass without TARGET, no terminal", []string{"breakglass", "web", "--replicas", "2", "--reason", "r", "-y"}, ExitUsage, "error: missing TARGET: kubectl gitops breakglass web KIND/NAME, naming one of its managed resources"},
 		{"breakglass extra argument", []string{"breakglass", "web", "deploy/web", "more"}, ExitUsage, "error: kubectl gitops breakglass takes at most 2 argument(s)"},
 		{"breakglass endless patch file", []string{"breakglass", "web", "deploy/web", "--patch-file", "/dev/zero", "--reason", "r", "-y"}, ExitUsage, "error: --patch-file /dev/zero: the patch is over the 1 MiB limit"},
 		{"breakglass oversized patch", []string{"breakglass", "web", "deploy/web", "--patch", `{"metadata":{"annotations":{"x":"` + strings.Repeat("a", 1<<20) + `"}}}`, "--reason", "r", "-y"}, ExitUsage, "error: the patch is over the 1 MiB limit"},
@@ -452,5 +454,43 @@ func TestAMisspeltNamespaceIsNoAnswer(t *testing.T) {
 	}
 	if code, _, errOut := runPlugin(t, "status", "nosuchapp"); code != ExitFailure || !strings.Contains(errOut, `"nosuchapp"`) || !strings.Contains(errOut, "set --app-namespace") {
 		t.Errorf("status nosuchapp: exit %d, stderr %q; want it to say the Application does not exist", code, errOut)
+	}
+}
+
+// TestHelpSaysWhatFlagsTake: pflag makes a flag's first back-quoted text
+// its value name ("--propose kubectl gitops propose", "--file audit log -o
+// jsonl"), so back quotes in a flag's usage hold a value name or nothing;
+// -n shows only where it is read (breakglass), since everywhere else it is
+// refused.
+func TestHelpSaysWhatFlagsTake(t *testing.T) {
+	valueName := regexp.MustCompile("^[A-Z][A-Z_]*$")
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(f); strings.Contains(f.Usage, "`") && !valueName.MatchString(name) {
+				t.Errorf("%s --%s: back quotes make %q its value name", c.CommandPath(), f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(NewFactory(genericiooptions.NewTestIOStreamsDiscard())))
+	for _, tt := range []struct {
+		args  []string
+		shows bool
+	}{
+		{[]string{"status", "-h"}, false},
+		{[]string{"audit", "verify", "-h"}, false},
+		{[]string{"breakglass", "-h"}, true},
+		{[]string{"restore", "-h"}, false},
+	} {
+		_, out, _ := runPlugin(t, tt.args...)
+		if shows := strings.Contains(out, "-n, --namespace"); shows != tt.shows || !strings.Contains(out, "--kubeconfig") {
+			t.Errorf("%v lists -n: %v, want %v\n%s", tt.args, shows, tt.shows, out)
+		}
+	}
+	if _, out, _ := runPlugin(t, "breakglass", "-h"); !strings.Contains(out, "--propose ") || strings.Contains(out, "--propose kubectl") {
+		t.Errorf("breakglass -h spells --propose's value: %s", out)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
@@ -54,7 +55,7 @@ type Auth struct {
 func (a *Auth) method(repoURL string) (transport.AuthMethod, error) {
 	u, err := url.Parse(repoURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
-		return nil, fmt.Errorf("%w: the controller reaches Git over HTTPS with a token, and %s is not an HTTPS URL: propose it with kubectl gitops propose, which uses your own Git credentials", ErrCannotPropose, redact.Text(repoURL))
+		return nil, fmt.Errorf("%w: the controller reaches Git over HTTPS with a token, and %s is not an HTTPS URL: propose it with %s, which uses your own Git credentials", ErrCannotPropose, redact.Text(repoURL), next.ProposeAny())
 	}
 	if a.Token == "" || u.Scheme == "file" {
 		return nil, nil
@@ -64,7 +65,7 @@ func (a *Auth) method(repoURL string) (transport.AuthMethod, error) {
 		host += ":" + u.Port()
 	}
 	if u.Scheme != "https" || !slices.Contains(a.Hosts, host) {
-		return nil, fmt.Errorf("%w: the controller sends its Git token only over HTTPS to %s, not to %s://%s: add the host with --propose-git-host if it is yours, or propose with kubectl gitops propose", ErrCannotPropose, strings.Join(a.Hosts, ", "), u.Scheme, host)
+		return nil, fmt.Errorf("%w: the controller sends its Git token only over HTTPS to %s, not to %s://%s: add the host with --propose-git-host if it is yours, or propose with %s", ErrCannotPropose, strings.Join(a.Hosts, ", "), u.Scheme, host, next.ProposeAny())
 	}
 	user := a.Username
 	if user == "" {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
+	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
 )
 
@@ -577,7 +578,7 @@ func LocalKustomization(root, dir string) error {
 			rel, err := filepath.Rel(root, target)
 			_, statErr := os.Stat(target)
 			if strings.Contains(entry, "://") || err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || statErr != nil {
-				return fmt.Errorf("%w: the kustomization in %s names %q, which is not a file or directory of the repository (a remote resource or base): the controller fetches nothing from elsewhere; propose it with kubectl gitops propose", ErrCannotPropose, filepath.ToSlash(where), redact.Text(entry))
+				return fmt.Errorf("%w: the kustomization in %s names %q, which is not a file or directory of the repository (a remote resource or base): the controller fetches nothing from elsewhere; propose it with %s", ErrCannotPropose, filepath.ToSlash(where), redact.Text(entry), next.ProposeAny())
 			}
 			if info, err := os.Stat(target); err == nil && info.IsDir() {
 				if err := walk(target); err != nil {
