@@ -810,6 +810,19 @@ func TestCommands(t *testing.T) {
 				}
 			}},
 		{name: "restore while Git waits", setup: given(breakglass), args: []string{"restore", "web"}, assert: assertGolden("restore-waiting.golden", ExitFailure)},
+		// -o prints the state restore acted on, and refused on: it
+		// printed nothing when Git was behind.
+		{name: "restore --dry-run -o json while Git waits", setup: given(breakglass), args: []string{"restore", "web", "--dry-run", "-o", "json"},
+			assert: func(t *testing.T, _ *fakeCluster, r cmdResult) {
+				var st struct {
+					Session *struct{ ID string }
+					Git     string
+					Ready   bool
+				}
+				if err := json.Unmarshal([]byte(r.out), &st); r.code != ExitFailure || err != nil || st.Session == nil || st.Session.ID == "" || st.Git != "waiting" || st.Ready || !strings.Contains(r.errs, "sync not restored") {
+					t.Errorf("exit %d, stdout %q (%v), stderr %q; want the state as JSON and the refusal", r.code, r.out, err, r.errs)
+				}
+			}},
 		{name: "restore", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"}, assert: assertGolden("restore.golden", ExitOK)},
 		{name: "restore puts the policy back", setup: then(given(breakglass), gitCatchesUp), args: []string{"restore", "web"},
 			assert: assertCluster(func(t *testing.T, f *fakeCluster) {

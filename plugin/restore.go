@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,6 +97,13 @@ func (o *RestoreOptions) Run(ctx context.Context) (err error) {
 		}
 	}
 	if err != nil {
+		if st != nil && o.Output != "text" && errors.Is(err, breakglass.ErrNotCaughtUp) {
+			// The state restore refused on is what -o asks for: it
+			// printed nothing when Git was behind.
+			if perr := printStructured(o.Out, o.Output, st); perr != nil {
+				return perr
+			}
+		}
 		return err
 	}
 	if len(st.Mismatch) > 0 {
