@@ -142,9 +142,11 @@ overlay an image goes through images:, replicas through replicas:, any other fie
 through a JSON 6902 patch file added to patches:. In a chart the value that renders
 the field is edited in the value file that wins for it, where rendering the chart
 (with helm from PATH) with that value changed changes that field alone; otherwise
-the field is refused. A chart from a Helm repository, overrides in the
-Application's spec.source.kustomize, a config management plugin, several sources
-or the source hydrator are refused, saying what to change by hand.`,
+the field is refused. With several sources, the one that renders every patched
+object gets the change; with the source hydrator, its dry source does. A chart
+from a Helm repository, overrides in the Application's spec.source.kustomize, a
+config management plugin, or a targetRevision that is not a branch are refused,
+saying what to change by hand.`,
 		Example: `  # a pull request on the repository's GitHub (from spec.source.repoURL)
   GITHUB_TOKEN=... kubectl gitops propose web
   # see the change and the checks; push nothing
