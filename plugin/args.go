@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +49,23 @@ func appOf(c command) audit.AppRef {
 		return named.appRef()
 	}
 	return audit.AppRef{}
+}
+
+// subcommand is a command group's Args: an argument is a subcommand it
+// does not have, named with cobra's suggestions on one line. "audit verfy"
+// said the group "takes no arguments".
+func subcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if suggestions := cmd.SuggestionsFor(args[0]); len(suggestions) > 0 {
+		msg += ": did you mean " + strings.Join(suggestions, " or ") + "?"
+	}
+	return usageErrorf("%s (see %s -h)", msg, cmd.CommandPath())
 }
 
 // positional is every command's Args: the arguments it takes, by name,

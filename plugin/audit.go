@@ -80,7 +80,7 @@ func NewCmdAudit(factory *Factory) *cobra.Command {
 		Long: `Every break-glass state change is written as a hash-chained record: one
 immutable ConfigMap per record in the Applications' namespace. These commands
 list, show and verify it, and repair its head.`,
-		Args: positional(0),
+		Args: subcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCmdAuditLog(factory), newCmdAuditShow(factory), newCmdAuditVerify(factory),

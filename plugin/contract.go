@@ -27,7 +27,7 @@ breakglass refuses a target in a namespace that forbids live patches, or whose
 groups do not include yours; drift flags a person's or a pipeline's write where
 live patches are forbidden or go through break-glass only; contract check
 reports Applications whose self-heal contradicts the contract.`,
-		Args: positional(0),
+		Args: subcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCmdContractCheck(factory))

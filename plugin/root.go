@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode"
 
 	"github.com/go-logr/logr"
@@ -193,6 +195,54 @@ func quietClientLogs(cmd *cobra.Command) {
 	}
 }
 
+// checkRequestTimeout refuses a --request-timeout client-go cannot read
+// as a usage error (exit 2): it surfaced only when the first client was
+// built, as a failure (exit 1).
+func checkRequestTimeout(cmd *cobra.Command) error {
+	f := cmd.Flags().Lookup("request-timeout")
+	if f == nil || !f.Changed {
+		return nil
+	}
+	v := f.Value.String()
+	if _, err := strconv.Atoi(v); err == nil {
+		return nil
+	}
+	if _, err := time.ParseDuration(v); err == nil {
+		return nil
+	}
+	return usageErrorf("--request-timeout %q is not a duration: give one like 30s or 2m (0 waits as long as it takes)", v)
+}
+
+// newCmdHelp is the help command: an unknown topic is a usage error (exit
+// 2) on one line, where cobra's printed the whole usage and exited 0.
+func newCmdHelp() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			parent, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []cobra.Completion
+			for _, sub := range parent.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			topic, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageErrorf("unknown help topic %q: run %s help to list the commands", strings.Join(args, " "), c.Root().DisplayName())
+			}
+			topic.InitDefaultHelpFlag()
+			return topic.Help()
+		},
+	}
+}
+
 // hideNamespace wraps help so that -n/--namespace, a kubeconfig flag every
 // command inherits, shows only on the commands that read it: listed under
 // every command's global flags, it was refused by all but breakglass.
@@ -227,8 +277,16 @@ why in a tamper-evident audit log, and restores sync once Git has caught up.`,
 	}
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		quietClientLogs(cmd)
+		if err := checkRequestTimeout(cmd); err != nil {
+			return err
+		}
 		return refuseNamespace(cmd, args)
 	}
+	// Runnable, so that an unknown command is subcommand's one line with
+	// its suggestion, as in every group.
+	cmd.Args = subcommand
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	cmd.SetHelpCommand(newCmdHelp())
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -36,6 +36,16 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		wantErr  string
 	}{
 		{"unknown command", []string{"bogus"}, ExitUsage, `error: unknown command "bogus"`},
+		{"misspelt command", []string{"stauts"}, ExitUsage, `error: unknown command "stauts" for "kubectl gitops": did you mean status?`},
+		// A group's typo said the group "takes no arguments".
+		{"misspelt subcommand", []string{"audit", "verfy"}, ExitUsage, `error: unknown command "verfy" for "kubectl gitops audit": did you mean verify?`},
+		{"unknown subcommand", []string{"ticket", "frob"}, ExitUsage, `error: unknown command "frob" for "kubectl gitops ticket" (see kubectl gitops ticket -h)`},
+		// cobra's help printed the whole usage and exited 0.
+		{"unknown help topic", []string{"help", "frob"}, ExitUsage, `error: unknown help topic "frob": run kubectl gitops help`},
+		{"unknown nested help topic", []string{"help", "audit", "frob"}, ExitUsage, `error: unknown help topic "audit frob"`},
+		{"help of a subcommand", []string{"help", "audit", "verify"}, ExitOK, ""},
+		// It exited 1 when the first client was built.
+		{"bad request timeout", []string{"status", "--request-timeout", "abc"}, ExitUsage, `error: --request-timeout "abc" is not a duration`},
 		{"unknown flag", []string{"version", "--bogus"}, ExitUsage, "error: unknown flag: --bogus"},
 		{"bad output format", []string{"version", "--client", "-o", "xml"}, ExitUsage, `error: --output "xml" is not supported`},
 		{"extra argument", []string{"version", "extra"}, ExitUsage, "error: kubectl gitops version takes no arguments"},

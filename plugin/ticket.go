@@ -16,7 +16,7 @@ func NewCmdTicket(factory *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ticket",
 		Short: "Jira reconcile tickets",
-		Args:  positional(0),
+		Args:  subcommand,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(NewCmdTicketSync(factory))
