@@ -1426,3 +1426,31 @@ func TestBreakglassWaitsForArgoCDWithoutThePauseGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestATokenAsTheRepoURLsUserIsNotRecorded: GitHub's documented forms of
+// a token in a repository URL (as the user name, with x-oauth-basic or
+// alone as the password) stay out of the pinned source the planned record
+// keeps: the redaction took the password out and kept the user name.
+func TestATokenAsTheRepoURLsUserIsNotRecorded(t *testing.T) {
+	const token = "s3cr3tT0k"
+	for _, url := range []string{"https://" + token + ":x-oauth-basic@github.com/org/apps.git", "https://" + token + "@github.com/org/apps.git"} {
+		f := newFakeCluster(t)
+		app := f.app()
+		if err := unstructured.SetNestedField(app.Object, url, "spec", "source", "repoURL"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "r", "-y"); code != ExitOK {
+			t.Fatalf("%s: exit %d: %s %s", url, code, out, errOut)
+		}
+		raw, err := os.ReadFile(f.audit.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), token) || !strings.Contains(string(raw), "github.com/org/apps.git") {
+			t.Errorf("%s: the audit log keeps the token, or no pinned source:\n%s", url, raw)
+		}
+	}
+}

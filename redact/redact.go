@@ -117,9 +117,14 @@ func words(name string) []string {
 var (
 	pemPrivateKey = regexp.MustCompile(`(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|$)`)
 	secretHeader  = regexp.MustCompile(`(?i)\b(authorization|proxy-authorization|x-api-key|x-auth-token|x-access-token|private-token|api-key|set-cookie|cookie)(\s*:\s*)[^\r\n]*`)
-	// urlUserinfo runs to the last @ of the word: a password may hold an
-	// unencoded @, and stopping at the first would show the rest.
-	urlUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']*):([^\s"']+)@`)
+	// urlUserinfo is a URL's whole user-info, to the last @ before the
+	// host's path: a token is often the user name
+	// (https://TOKEN@github.com/…, https://TOKEN:x-oauth-basic@…), and a
+	// password may hold an unencoded @.
+	urlUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s/"'?#]+)@`)
+	// urlPassword runs to the last @ of the word, past a /: a password
+	// may hold an unencoded / too.
+	urlPassword = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@"']*):([^\s"']+)@`)
 	// flagKey is "--flag=" or "--flag " and keyKey is "key=" or "key: "
 	// (quoted keys too, as in JSON text): what follows is the value.
 	flagKey    = regexp.MustCompile(`(--?)([A-Za-z][A-Za-z0-9_.\-]*)(=|[ \t]+)`)
@@ -160,7 +165,9 @@ type rule struct {
 var rules = []rule{
 	{"private-key", replace(pemPrivateKey, Redacted)},
 	{"authorization-header", replace(secretHeader, "${1}${2}"+Redacted)},
-	{"url-password", replace(urlUserinfo, "${1}:"+Redacted+"@")},
+	{"url-userinfo", func(s string) string {
+		return urlPassword.ReplaceAllString(replaceGroup(urlUserinfo, 2, notSSHUser)(s), "${1}:"+Redacted+"@")
+	}},
 	{"slack-webhook-url", token(`(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{20,}`)},
 	{"microsoft-teams-webhook", token(`https://[a-z0-9\-]+\.webhook\.office\.com/webhookb2/[^\s"']+`)},
 	{"discord-webhook-url", token(`https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]+`)},
@@ -189,6 +196,11 @@ var rules = []rule{
 	{"generic-api-key", replaceGroup(genericKey, 3, func(v string) bool { return !described(v) && entropy(v) >= 3.5 })},
 	{"high-entropy-string", replaceGroup(tokenCandidate, 0, highEntropy)},
 }
+
+// notSSHUser is whether a URL's user-info is anything but git, the user
+// name every Git host's SSH URLs share (ssh://git@github.com/…): a reason
+// naming a repository that way holds no secret.
+func notSSHUser(userinfo string) bool { return userinfo != "git" }
 
 // replace is a rule that rewrites every match of re with repl (a template).
 func replace(re *regexp.Regexp, repl string) func(string) string {

@@ -61,6 +61,12 @@ func TestText(t *testing.T) {
 		{"see https://x.example/cb?token=abcdef123&x=1", "abcdef123"},
 		{"random Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb", "Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb"},
 		{"slack xoxb-1234-abcdefgh", "xoxb-1234-abcdefgh"},
+		// A token as a URL's user name, GitHub's documented forms: the
+		// password alone was redacted, and the token kept.
+		{"repo https://c0ffee1234:x-oauth-basic@github.com/org/deploy.git", "c0ffee1234"},
+		{"repo https://c0ffee1234@github.com/org/deploy.git", "c0ffee1234"},
+		{"repo https://oauth2:c0ffee1234@gitlab.example/org/deploy.git", "c0ffee1234"},
+		{"repo https://c0ffee1234@user@git.example/org/deploy.git", "c0ffee1234"},
 	}
 	for _, tt := range tests {
 		got := Text(tt.in)
@@ -77,6 +83,8 @@ func TestText(t *testing.T) {
 		"cert-manager.io/cluster-issuer: letsencrypt",
 		"INC-42: OPS-7 https://argocd.example/applications/argocd/web",
 		"/spec/template/spec/containers/WebServer2/env/LOG_LEVEL/value",
+		"source ssh://git@github.com/org/deploy.git at main",
+		"mail oncall@example.com about https://github.com/org/deploy/pull/7",
 	} {
 		if got := Text(keep); got != keep {
 			t.Errorf("Text(%q) = %q, want it unchanged", keep, got)

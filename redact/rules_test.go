@@ -9,11 +9,12 @@ import (
 // review note) that holds a secret is found, by the rule named.
 func TestSecretRuleRefuses(t *testing.T) {
 	for text, want := range map[string]string{
-		"INC-1 pw=hunter2":                           "secret-assignment",
-		"INC-9 password=cnry01-x7Qp":                 "secret-assignment",
-		"the admin password is Tr0ub4dor&3":          "password-phrase",
-		"db passwd was hunter2!":                     "password-phrase",
-		"see postgres://app:p@ss@db.internal/orders": "url-password",
+		"INC-1 pw=hunter2":                                                           "secret-assignment",
+		"INC-9 password=cnry01-x7Qp":                                                 "secret-assignment",
+		"the admin password is Tr0ub4dor&3":                                          "password-phrase",
+		"db passwd was hunter2!":                                                     "password-phrase",
+		"see postgres://app:p@ss@db.internal/orders":                                 "url-userinfo",
+		"clone https://ghp0x9Kq2Lm7Zt4Wv8Rb1Yc6@github.com/org/repo":                 "url-userinfo",
 		"hook https://hooks.slack.com/services/T0001/B0001/abcdefghijklmnopqrstuvwx": "slack-webhook-url",
 		"rotating after leak of Zq8vN3xLp0Rt7YwK2mHs9DcF4gJb":                        "high-entropy-string",
 		"key AKIAABCDEFGHIJKLMNOP leaked":                                            "aws-access-token",
