@@ -2,6 +2,8 @@ package breakglass
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -107,4 +109,57 @@ func mergeInto(dst map[string]any, patch map[string]any) map[string]any {
 		}
 	}
 	return dst
+}
+
+// TestHeldEntriesAreWhatThePolicyLets: every entry the hold writes has the
+// shape deploy/policy lets the break-glass group append (its heldEntry and
+// heldPath patterns, the same RE2 that CEL's matches() runs), and the
+// entries an attacker appended to blind Argo CD (a glob kind, an empty
+// name, a whole spec, jq of another shape) do not.
+func TestHeldEntriesAreWhatThePolicyLets(t *testing.T) {
+	policy, err := os.ReadFile("../deploy/policy/applications.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := func(name string) *regexp.Regexp {
+		m := regexp.MustCompile(`(?m)- name: ` + name + `\n\s+expression: >-\n\s+r'(.*)'$`).FindSubmatch(policy)
+		if m == nil {
+			t.Fatalf("deploy/policy/applications.yaml has no variable %s", name)
+		}
+		return regexp.MustCompile(string(m[1]))
+	}
+	names, paths := pattern("heldEntry"), pattern("heldPath")
+	obj := map[string]any{
+		"spec": map[string]any{"replicas": 3, "template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "web", "image": "a", "args": []any{"-v"}}},
+			"volumes":    []any{map[string]any{"name": `quote"d`}},
+		}}},
+		"data": map[string]any{"config.yaml": "x", "a\\b": "y"},
+	}
+	target := audit.Target{Group: "apps", Kind: "Deployment", Namespace: "demo", Name: "web-1.v2"}
+	entry := heldEntry(target, []PatchedField{
+		{Path: "/spec/replicas"}, {Path: "/spec/template/spec/containers/web/image"}, {Path: "/spec/template/spec/containers/web"},
+		{Path: "/spec/template/spec/containers/web/args/0"}, {Path: "/spec/template/spec/volumes/quote\"d/secret"},
+		{Path: "/data/config.yaml"}, {Path: "/data/a\\b"}, {Path: "/metadata/annotations/example.com~1owner"}, {Path: "/spec/new-field"},
+	}, obj)
+	for _, k := range []string{"group", "name", "namespace"} {
+		if !names.MatchString(entry[k].(string)) {
+			t.Errorf("the policy refuses the hold's own %s %q", k, entry[k])
+		}
+	}
+	for _, p := range entry["jqPathExpressions"].([]any) {
+		if !paths.MatchString(p.(string)) {
+			t.Errorf("the policy refuses the hold's own path %s", p)
+		}
+	}
+	for _, bad := range []string{"*", "", "web-*", "web?", "[a-z]*", "{web,api}"} {
+		if names.MatchString(bad) {
+			t.Errorf("the policy lets the name or group %q through", bad)
+		}
+	}
+	for _, bad := range []string{".", "..", ".spec | ..", ".spec[]", ".[]", ".spec | del(.replicas)", "(.spec)", ".spec // .", `.spec["a"] | .`, ".spec,.status", ""} {
+		if paths.MatchString(bad) {
+			t.Errorf("the policy lets the jq path %q through", bad)
+		}
+	}
 }

@@ -220,9 +220,25 @@ func TestTransitionPausedSessionMovesPass(t *testing.T) {
 		syncPolicyPatch(map[string]any{"automated": map[string]any{"selfHeal": false}}))
 	refusedApp(t, oncall, e.ArgoNamespace, name, "dropping the session of the paused application", "its break-glass session comes only with the pause",
 		map[string]any{"metadata": map[string]any{"annotations": map[string]any{breakglass.SessionAnnotation: nil}}})
-	entry := map[string]any{"group": "apps", "kind": "Deployment", "name": "web", "namespace": name, "jqPathExpressions": []any{".spec.replicas"}}
+	entry := map[string]any{"group": "apps", "kind": "Deployment", "name": "web", "namespace": name, "jqPathExpressions": []any{
+		".spec.replicas", `.spec.template.spec.containers[] | select(.name == "web") | .image`, `.metadata.annotations["example.com/owner"]`}}
 	refusedApp(t, oncall, e.ArgoNamespace, name, "a hold entry by JSON pointer", "only to hold the patched fields of its open session",
 		map[string]any{"spec": map[string]any{"ignoreDifferences": []any{map[string]any{"kind": "Deployment", "name": "web", "jsonPointers": []any{"/spec/replicas"}}}}})
+	// Entries Argo CD reads as "ignore all of it": a glob group or kind
+	// with an empty name and a whole spec ignored every spec of the
+	// Application; each piece alone is refused too.
+	for what, bad := range map[string]map[string]any{
+		"a hold entry of every kind and spec": {"group": "*", "kind": "*", "name": "", "jqPathExpressions": []any{".spec"}},
+		"a hold entry of a glob kind":         {"group": "apps", "kind": "*", "name": "web", "jqPathExpressions": []any{".spec.replicas"}},
+		"a hold entry of a glob group":        {"group": "*", "kind": "Deployment", "name": "web", "jqPathExpressions": []any{".spec.replicas"}},
+		"a hold entry of an empty name":       {"group": "apps", "kind": "Deployment", "name": "", "jqPathExpressions": []any{".spec.replicas"}},
+		"a hold entry of a glob name":         {"group": "apps", "kind": "Deployment", "name": "web-*", "jqPathExpressions": []any{".spec.replicas"}},
+		"a hold entry of a whole spec":        {"group": "apps", "kind": "Deployment", "name": "web", "jqPathExpressions": []any{".spec"}},
+		"a hold entry of recursive jq":        {"group": "apps", "kind": "Deployment", "name": "web", "jqPathExpressions": []any{".spec | .."}},
+	} {
+		refusedApp(t, oncall, e.ArgoNamespace, name, what, "only to hold the patched fields of its open session",
+			map[string]any{"spec": map[string]any{"ignoreDifferences": []any{bad}}})
+	}
 
 	held := opened
 	held.Hold = breakglass.HoldApp
