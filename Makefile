@@ -24,7 +24,7 @@ TSA_TOOLS   := timestamp-server=github.com/sigstore/timestamp-authority/v2/cmd/t
 RENDER_TOOLS := helm=helm.sh/helm/v4/cmd/helm kustomize=sigs.k8s.io/kustomize/kustomize/v5
 IMAGE_TOOLS := build-image=$(PKG)/hack/tools/image/build-image cyclonedx-gomod=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
-.PHONY: build test unit e2e lint tools bench demo krew image clean require
+.PHONY: build test unit e2e lint tools demo-tools bench demo krew image clean require
 
 build: ## the plugin binary, bin/kubectl-gitops
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-gitops ./cmd/kubectl-gitops
@@ -37,17 +37,19 @@ require: ## check (and install, as root or with sudo) redis-server, tmux, zsh, b
 unit: require ## unit and command tests (no cluster; the e2e suite is behind the e2e build tag)
 	$(GO) test -count=1 ./...
 
-tools: ## build the pinned test environment binaries (cached outside the repo)
+demo-tools: ## build only what make demo runs: etcd, kube-apiserver 1.35, Argo CD 3.6.1, helm and kustomize
 	@hack/tools/build.sh kube $(KUBE_TOOLS) >/dev/null
+	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
+	@hack/tools/build.sh render $(RENDER_TOOLS) >/dev/null
+
+tools: demo-tools ## build the pinned test environment binaries (cached outside the repo)
 	@hack/tools/build.sh kube130 $(APISERVER) >/dev/null
 	@hack/tools/build.sh kube137 $(APISERVER) >/dev/null
 	@hack/tools/build.sh argocd $(ARGO_TOOLS) >/dev/null
-	@hack/tools/build.sh argocd3 $(ARGO3_TOOLS) >/dev/null
 	@hack/tools/build.sh krew $(KREW_TOOLS) >/dev/null
 	@hack/tools/build.sh image $(IMAGE_TOOLS) >/dev/null
 	@hack/tools/build.sh s3 $(S3_TOOLS) >/dev/null
 	@hack/tools/build.sh tsa $(TSA_TOOLS) >/dev/null
-	@hack/tools/build.sh render $(RENDER_TOOLS) >/dev/null
 
 e2e: require tools ## end-to-end tests against real kube-apiserver 1.35 and Argo CD 3.6.1, the core loop (the tests that call core(t)) against 2.14.21, then the tests that need only the API server (apiOnly(t): the admission policies') on Kubernetes 1.30, the oldest README claims, and 1.37, with no Argo CD process
 	@# The 3.6.1 suite runs as E2E_SHARDS processes, each with an environment of its own, and the
@@ -70,7 +72,7 @@ lint: ## gofmt and go vet
 bench: tools ## benchmarks, ending with one table of figures and goals (BENCH_RUNS sets the break-glasses per revert condition, default 10)
 	$(GO) test -run '^$$' -bench 'EnvironmentStartup|ColdStart|AuditAtScale|TimeToLiveFix|SelfHealReverts|StatusAtScale|DriftAtScale|ControllerAtScale|AutoRestoreLatency|MirrorLag|MirrorAtScale' -benchtime 1x -timeout 90m ./test/bench/...
 
-demo: require tools build ## the break-glass story on a real environment; Ctrl-C ends it
+demo: require demo-tools build ## the break-glass story on a real environment; Ctrl-C ends it (builds only the tools it runs)
 	$(GO) run ./test/demo
 
 krew: ## release archives in dist/ with an SBOM each, and krew/gitops.yaml, validated by krew's own validator

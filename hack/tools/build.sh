@@ -26,15 +26,29 @@ goversion=$(cd "$dir" && GOTOOLCHAIN=$toolchain go env GOVERSION)
 own=$(cd "$dir" && find . -name '*.go' ! -name tools.go | LC_ALL=C sort)
 key=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags"; echo "$goversion"; if [ -n "$own" ]; then (cd "$dir" && cat $own); fi) | sha256sum | cut -c1-16)
 out="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-gitops/tools/$mod-$key"
+seconds="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-gitops/tools/build-seconds"
 mkdir -p "$out"
 for spec in "$@"; do
 	name=${spec%%=*}
 	pkg=${spec#*=}
 	if [ ! -x "$out/$name" ]; then
-		echo "building $name from $pkg with $goversion into $out (once, several minutes on 2 cores; cached afterwards)" >&2
+		# One line before the silence of a long build: what, and how long
+		# it took last time here (else on CI's 2 cores, hack/tools/build-seconds).
+		last=$(awk -v k="$mod/$name" '$1 == k {s = $2} END {print s}' "$seconds" 2>/dev/null)
+		took="last time here"
+		if [ -z "$last" ]; then
+			last=$(awk -v k="$mod/$name" '$1 == k {print $2}' "$here/build-seconds")
+			took="on 2 cores"
+		fi
+		about="several minutes"
+		if [ -n "$last" ]; then
+			about="about $(((last + 59) / 60)) min $took"
+		fi
+		echo "building $mod/$name with $goversion ($about; once, cached afterwards)" >&2
 		start=$SECONDS
 		(cd "$dir" && GOTOOLCHAIN=$toolchain CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/$name.tmp" "$pkg")
 		mv "$out/$name.tmp" "$out/$name"
+		echo "$mod/$name $((SECONDS - start))" >>"$seconds"
 		echo "built $mod/$name in $((SECONDS - start)) s" >&2
 	fi
 done
