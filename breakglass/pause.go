@@ -589,12 +589,29 @@ func (e *Engine) unaccounted(ctx context.Context, app argocd.App, by string) (st
 	case log.Application.Name != child:
 		return fmt.Sprintf("which was opened on %s, not %s", log.Application.Name, child), nil
 	}
+	paused := false
 	for _, r := range legal {
-		if r.Event == audit.EventPaused && r.Application != nil && r.Application.Name == app.GetName() && r.Application.Namespace == app.GetNamespace() {
-			return "", nil
-		}
+		paused = paused || r.Event == audit.EventPaused && r.Application != nil && r.Application.Name == app.GetName() && r.Application.Namespace == app.GetNamespace()
 	}
-	return "which never recorded pausing it", nil
+	if !paused {
+		return "which never recorded pausing it", nil
+	}
+	// Records in one's own name are trusted records too: a plan naming an
+	// Application that does not exist and a pause of this one accounted
+	// for a silent pause. The child the mark names must exist and carry
+	// the session (it does from before its parents are paused until after
+	// they are restored).
+	carrier, err := e.App(ctx, argocd.AppRef{Namespace: log.Application.Namespace, Name: child})
+	switch {
+	case errors.Is(err, argocd.ErrAppNotFound):
+		return fmt.Sprintf("whose Application %s/%s does not exist", log.Application.Namespace, child), nil
+	case err != nil:
+		return "", err
+	}
+	if s, err := ParseSession(carrier.GetAnnotations()[SessionAnnotation]); err != nil || s.ID != id {
+		return fmt.Sprintf("which %s/%s does not carry", log.Application.Namespace, child), nil
+	}
+	return "", nil
 }
 
 // savedNotice is app's own notice annotations, which the session's banner

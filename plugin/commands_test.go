@@ -1454,3 +1454,41 @@ func TestATokenAsTheRepoURLsUserIsNotRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestAPauseAccountedForByRecordsAloneIsNamed: two records in one's own
+// name (a plan on an Application that does not exist, or one that does
+// not carry the session, and a pause of "other") accounted for a silent
+// pause of "other" marked CHILD/ID: the child must exist and carry the
+// session.
+func TestAPauseAccountedForByRecordsAloneIsNamed(t *testing.T) {
+	for _, tt := range []struct {
+		child, want string
+	}{
+		{"ghost", "whose Application argocd/ghost does not exist"},
+		{"web", "which argocd/web does not carry"},
+	} {
+		f := newFakeCluster(t)
+		const id = "20261207-031500-mal01"
+		mallory := audit.Actor{Username: "mallory", Groups: []string{"oncall"}}
+		for _, r := range []*audit.Record{
+			{Event: audit.EventPlanned, Session: id, Actor: mallory, Reason: "r", Application: &audit.AppRef{Namespace: "argocd", Name: tt.child}, Outcome: audit.Outcome{Status: audit.StatusStarted}},
+			{Event: audit.EventPaused, Session: id, Actor: mallory, Reason: "r", Application: &audit.AppRef{Namespace: "argocd", Name: "other"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}},
+		} {
+			if err := f.audit.Append(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other := f.app().DeepCopy()
+		other.SetName("other")
+		other.SetResourceVersion("")
+		other.SetAnnotations(map[string]string{breakglass.PausedByAnnotation: tt.child + "/" + id})
+		_ = unstructured.SetNestedField(other.Object, false, "spec", "syncPolicy", "automated", "enabled")
+		if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runPlugin(t, "contract", "check", "--exit-code")
+		if code != ExitFailure || !strings.Contains(errOut, `application argocd/other is marked paused for session "`+tt.child+"/"+id+`", `+tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want the pause named, %q", tt.child, code, errOut, tt.want)
+		}
+	}
+}
