@@ -34,7 +34,7 @@ for spec in "$@"; do
 	if [ ! -x "$out/$name" ]; then
 		# One line before the silence of a long build: what, and how long
 		# it took last time here (else on CI's 2 cores, hack/tools/build-seconds).
-		last=$(awk -v k="$mod/$name" '$1 == k {s = $2} END {print s}' "$seconds" 2>/dev/null)
+		last=$(awk -v k="$mod/$name" '$1 == k {s = $2} END {print s}' "$seconds" 2>/dev/null || true)
 		took="last time here"
 		if [ -z "$last" ]; then
 			last=$(awk -v k="$mod/$name" '$1 == k {print $2}' "$here/build-seconds")
