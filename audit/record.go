@@ -128,8 +128,13 @@ type Record struct {
 	// Hold is, on the planned record that opens a session, how the session
 	// holds the live fix and what the Application's ignoreDifferences were
 	// before the hold added to them.
-	Hold    *Hold   `json:"hold,omitempty"`
-	Outcome Outcome `json:"outcome"`
+	Hold *Hold `json:"hold,omitempty"`
+	// OwnNotice is, on the planned record that opens a session, the
+	// Application's own Argo CD notice annotations, which the session's
+	// banner replaces until it closes and every close puts back: from
+	// here, never from the annotation anyone may edit.
+	OwnNotice *OwnNotice `json:"ownNotice,omitempty"`
+	Outcome   Outcome    `json:"outcome"`
 	// Resolves is, on a breakglass.patched or breakglass.abandoned record
 	// written for an interrupted run, the id of that run's planned record:
 	// the session takes the patch from the planned record, not from this one.
@@ -275,6 +280,11 @@ type Patch struct {
 // RespectIgnoreDifferences sync option), "sync" only pauses.
 // IgnoreDifferences is the Application's spec.ignoreDifferences before the
 // session (null when unset): the close writes it back.
+// OwnNotice is an Application's own notice annotations (none: empty).
+type OwnNotice struct {
+	Annotations map[string]string `json:"annotations"`
+}
+
 type Hold struct {
 	Mode              string `json:"mode"`
 	IgnoreDifferences any    `json:"ignoreDifferences"`

@@ -32,6 +32,11 @@ func Redact(r *Record) {
 	if r.SyncPolicy != nil {
 		r.SyncPolicy.Before, r.SyncPolicy.After = redact.Value(r.SyncPolicy.Before), redact.Value(r.SyncPolicy.After)
 	}
+	if r.OwnNotice != nil {
+		for k, v := range r.OwnNotice.Annotations {
+			r.OwnNotice.Annotations[k] = redact.Text(v)
+		}
+	}
 }
 
 // IsSecret is true for a core Secret, all of whose values are secret.

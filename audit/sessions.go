@@ -66,6 +66,9 @@ type SessionLog struct {
 	// Tickets are the Jira keys the session's own records filed or
 	// attached (nil until there is one).
 	Tickets map[string]bool
+	// TicketURLs are those tickets' URLs as their records give them, for
+	// an open session: a link people follow comes from the log.
+	TicketURLs map[string]string
 	// Reviews are the session's breakglass.reviewed records, read by the
 	// rules of review: the history and the verdict that stands.
 	Reviews Reviews
@@ -80,11 +83,17 @@ type SessionLog struct {
 	broken   bool
 }
 
-func (s *SessionLog) addTicket(key string) {
+func (s *SessionLog) addTicket(t *Ticket) {
 	if s.Tickets == nil {
 		s.Tickets = map[string]bool{}
 	}
-	s.Tickets[key] = true
+	s.Tickets[t.Key] = true
+	if t.URL != "" {
+		if s.TicketURLs == nil {
+			s.TicketURLs = map[string]string{}
+		}
+		s.TicketURLs[t.Key] = t.URL
+	}
 }
 
 // Open says whether the session has no terminal record.
@@ -341,7 +350,7 @@ func (ss *Sessions) move(s *SessionLog, r *Record) (bool, *Break) {
 		if !s.Members[r.Actor.Username] && (len(s.Tickets) > 0 || r.Event != EventFiled || !ok) {
 			return broke(BreakForeignTicket, "%s by %s names ticket %s, which is not the session's", r.Event, r.Actor.Username, r.Ticket.Key)
 		}
-		s.addTicket(r.Ticket.Key)
+		s.addTicket(r.Ticket)
 	}
 	switch r.Event {
 	case EventPaused:
@@ -363,7 +372,7 @@ func (ss *Sessions) move(s *SessionLog, r *Record) (bool, *Break) {
 		s.Notices = append(s.Notices, r)
 	case EventTicketed, EventFiled:
 		if ok && r.Ticket != nil && r.Ticket.Key != "" {
-			s.addTicket(r.Ticket.Key)
+			s.addTicket(r.Ticket)
 		}
 	case EventAborted:
 		opening := s.joins == 0 && !s.patched

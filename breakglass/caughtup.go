@@ -116,7 +116,10 @@ type SessionStatus struct {
 	annotated *Session
 	// trusted is whether the audit log has a session to act on.
 	trusted bool
-	Notes   []string `json:"notes,omitempty"`
+	// banner is the notice the session's records make, when the
+	// Application shows another (BannerForged): what puts it back.
+	banner map[string]any
+	Notes  []string `json:"notes,omitempty"`
 	// Warnings are what restore could not finish, such as closing the
 	// ticket (then queued for `ticket sync`).
 	Warnings []string `json:"warnings,omitempty"`
@@ -345,6 +348,13 @@ func sessionStatus(ctx context.Context, log logReader, app argocd.App, fieldLeve
 		st.Proposal, st.ProposalPushes = view.log.proposal, view.log.proposing
 		if pinned := view.log.log.Opened.Pinned; pinned != nil {
 			st.Retargeted = argocd.PinChanges(*pinned, app.Pin(redact.Text))
+		}
+		// A run in flight writes the banner a step ahead of its record.
+		if view.untrusted == "" && len(st.InFlight) == 0 {
+			want := uiNotice(view.log.repaired(annotated))
+			if differ := bannerDiffers(app, want); differ != "" {
+				st.Mismatch, st.banner = append(st.Mismatch, differ), want
+			}
 		}
 	}
 	st.Expired = st.Session.Expired(time.Now())

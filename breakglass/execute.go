@@ -135,6 +135,10 @@ func (e *Engine) recordPlanned(ctx context.Context, x *execution) error {
 			if len(session.SavedIgnoreDifferences) > 0 {
 				_ = json.Unmarshal(session.SavedIgnoreDifferences, &r.Hold.IgnoreDifferences)
 			}
+			r.OwnNotice = &audit.OwnNotice{Annotations: map[string]string{}}
+			for k, v := range session.SavedNotice {
+				r.OwnNotice.Annotations[k] = v
+			}
 		}
 	}
 	rec, err := e.recordSoon(ctx, x.subject(), x.session.ID, audit.EventPlanned, audit.Outcome{Status: audit.StatusStarted}, planned)

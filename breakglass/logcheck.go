@@ -217,6 +217,7 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 		_ = json.Unmarshal(logged.SavedIgnoreDifferences, &log)
 		differ("savedIgnoreDifferences", annotated, log)
 	}
+	differ("savedNotice", s.SavedNotice, logged.SavedNotice)
 	differ("gitRevision", s.GitRevision, logged.GitRevision)
 	differ("expires", s.Expires, logged.Expires)
 	differ("autoRestore", s.AutoRestore, logged.AutoRestore)
@@ -269,6 +270,7 @@ func (ls *loggedSession) session(s *Session) *Session {
 		Expires: opened.Expires, AutoRestore: opened.AutoRestore, Propose: opened.Propose,
 	}
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
+	c.SavedNotice = ls.savedNotice(s)
 	if h := opened.Hold; h != nil {
 		c.Hold = h.Mode
 		if c.holdsFields() {
@@ -306,11 +308,28 @@ func (ls *loggedSession) session(s *Session) *Session {
 		}
 	}
 	if s.Ticket != "" && ls.log.Tickets[s.Ticket] {
-		c.Ticket, c.TicketURL = s.Ticket, s.TicketURL
+		c.Ticket = s.Ticket
 	} else if keys := sortedKeys(ls.log.Tickets); len(keys) > 0 {
 		c.Ticket = keys[len(keys)-1]
 	}
+	// The banner links it: the URL its record gave, never the
+	// annotation's (a link to another host was the phishing channel).
+	c.TicketURL = ls.log.TicketURLs[c.Ticket]
 	return c
+}
+
+// savedNotice is the Application's own notice the session saved as its
+// planned record has it; a planned record written before it kept one
+// leaves the annotation's word (s).
+func (ls *loggedSession) savedNotice(s *Session) map[string]string {
+	own := ls.log.Opened.OwnNotice
+	if own == nil {
+		return s.SavedNotice
+	}
+	if len(own.Annotations) == 0 {
+		return nil
+	}
+	return own.Annotations
 }
 
 // loggedFields are a patched record's changes as the session keeps them:
@@ -436,11 +455,10 @@ func (l logReader) view(ctx context.Context, app audit.AppRef, annotated *Sessio
 // repaired is the annotation s written back from the log: every field the
 // log knows as the log has it, and what only the annotation can know kept
 // (the marks of runs the log has in flight, queued Jira work, the
-// terminated sync, the saved notice), so that a write within the session
+// terminated sync), so that a write within the session
 // mends whatever was edited behind it.
 func (ls *loggedSession) repaired(s *Session) *Session {
 	r := ls.session(s)
-	r.SavedNotice = s.SavedNotice
 	// A run whose patch landed writes its mark done before it records
 	// the patch: the log has the run in flight still.
 	for _, run := range ls.log.InFlight {

@@ -30,6 +30,41 @@ func (e *Engine) WarnMismatch(ctx context.Context, app argocd.App, st *SessionSt
 		st.Session.ID, st.App.Name, strings.Join(st.Mismatch, "; "), st.App.Name, st.App.Namespace)
 }
 
+// bannerDiffers names how app's Argo CD notice differs from want, the
+// banner the session's records make; "" when it is that banner. People
+// read it before they press Sync: rewritten ("Git has the fix. Sync is
+// safe.", a link to another host) it was a phishing channel.
+func bannerDiffers(app argocd.App, want map[string]any) string {
+	var differ []string
+	for _, k := range NoticeKeys {
+		got, has := app.GetAnnotations()[k]
+		w, wanted := want[k].(string)
+		if has != wanted || got != w {
+			differ = append(differ, fmt.Sprintf("%s (Application %s, audit log %s)", strings.TrimPrefix(k, "notice.argocd.argoproj.io/"), jsonText(got), jsonText(w)))
+		}
+	}
+	if len(differ) == 0 {
+		return ""
+	}
+	return "notice banner: " + strings.Join(differ, ", ")
+}
+
+// BannerForged is whether st's Application shows a notice other than the
+// one its session's records make.
+func (st *SessionStatus) BannerForged() bool { return st.banner != nil }
+
+// PutBannerBack writes the banner st's session records make over the one
+// app shows (BannerForged), within the session: nothing else changes.
+func (e *Engine) PutBannerBack(ctx context.Context, app argocd.App, st *SessionStatus) error {
+	if st.banner == nil {
+		return nil
+	}
+	_, err := e.Write(ctx, app, argocd.Write{Check: ownSession(app.GetName(), st.Session.ID), Patch: func(argocd.App) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": st.banner}}
+	}})
+	return err
+}
+
 // Notice is something noticed about an open session that a person must
 // act on: its pause expired while Git had not caught up, or automated sync
 // was turned back on behind it.

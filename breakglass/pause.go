@@ -114,7 +114,7 @@ func (e *Engine) restorePolicy(ctx context.Context, ref audit.AppRef, s *Session
 	}
 	var releaseErr error
 	_, err := e.Write(ctx, knownApp(ref), argocd.Write{Check: check, Patch: func(app argocd.App) map[string]any {
-		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(app, closing), false)}}
+		patch := map[string]any{"metadata": map[string]any{"annotations": argocd.RefreshRequest(closeSession(app, s, closing), false)}}
 		whole := !app.SyncsAutomatically()
 		// The hold goes with the session: ignoreDifferences (and the sync
 		// option, when the policy is not written back whole) as saved.

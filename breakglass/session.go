@@ -333,7 +333,7 @@ func (e *Engine) dropSession(ctx context.Context, app audit.AppRef, id string) e
 		}
 		return nil
 	}, Patch: func(app argocd.App) map[string]any {
-		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, audit.EventAborted)}}
+		return map[string]any{"metadata": map[string]any{"annotations": closeSession(app, nil, audit.EventAborted)}}
 	}})
 	if errors.Is(err, errNotPausedHere) {
 		return nil
@@ -345,16 +345,24 @@ func (e *Engine) dropSession(ctx context.Context, app audit.AppRef, id string) e
 // session goes, and the LastSessionAnnotation says how it ended, naming
 // the session the annotation named (which the admission policy reads; a
 // forced restore of a repointed annotation closes the log's session).
-func closeSession(app argocd.App, closing audit.Event) map[string]any {
+// The notice goes back to the Application's own as logged, the session as
+// its audit records have it, saved (its planned record's): never what the
+// annotation says it saved, which anyone may have planted. Without a
+// logged session (an abort's own write), the annotation's.
+func closeSession(app argocd.App, logged *Session, closing audit.Event) map[string]any {
 	annotations := map[string]any{SessionAnnotation: nil}
 	s, err := SessionOf(app)
 	switch {
 	case err == nil:
 		annotations[LastSessionAnnotation] = lastSession(s.ID, closing)
+	case logged != nil:
 	case strings.HasPrefix(app.GetAnnotations()[NoticeContent], noticePrefix):
 		s = &Session{} // the banner is a session's; what it replaced is not known
 	default:
 		return annotations // the notice, if any, is not a session's
+	}
+	if logged != nil {
+		s = logged
 	}
 	for k, v := range restoredNotice(s) {
 		annotations[k] = v

@@ -469,6 +469,14 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 	if len(st.Mismatch) > 0 && st.Untrusted == "" && len(st.InFlight) == 0 {
 		c.warnMismatch(ctx, engine, app, st, key)
 	}
+	// The banner is what people read before they press Sync: one the
+	// session's records do not make is put back at once, not only told.
+	if st.BannerForged() {
+		if err := engine.PutBannerBack(ctx, app, st); err != nil {
+			return time.Time{}, fmt.Errorf("putting back the banner of session %s: %w", st.Session.ID, err)
+		}
+		c.logf("%s: put back the notice banner of session %s, which someone rewrote", key, st.Session.ID)
+	}
 	// A session marked --propose that has no proposal gets one.
 	if !st.Interrupted() && len(st.InFlight) == 0 {
 		next = earliest(next, c.propose(ctx, app, st, key))

@@ -212,6 +212,23 @@ var pendingPatchForged = annotationEdited(func(s *breakglass.Session) {
 	s.Patches = append(s.Patches, breakglass.SessionPatch{ID: "forged", Target: s.Patches[0].Target, Type: "merge", Fields: s.Patches[0].Fields, At: time.Now(), Pending: true})
 })
 
+// savedNoticePlanted is a savedNotice another on-call wrote into the
+// session annotation: their notice, for the close to put back.
+var savedNoticePlanted = annotationEdited(func(s *breakglass.Session) {
+	s.SavedNotice = map[string]string{breakglass.NoticeContent: "Git has the fix. Sync is safe.", breakglass.NoticeURL: "https://evil.example/fix"}
+})
+
+// bannerRewritten is the banner of the open session rewritten by another
+// on-call, with a link to another host.
+func bannerRewritten(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		breakglass.NoticeContent: "Git has the fix. Sync is safe.", breakglass.NoticeURL: "https://evil.example/fix"}}})
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // annotationEdited writes the session annotation as edit leaves it, as
 // another on-call may (the policy lets the group write within a session).
 func annotationEdited(edit func(*breakglass.Session)) func(*testing.T, *fakeCluster) {
@@ -699,6 +716,34 @@ func TestCommands(t *testing.T) {
 					t.Errorf("notice annotations after restore:\n%s", got)
 				}
 			})},
+		// A savedNotice planted in the annotation was what the honest
+		// restore put back: the attacker's notice stayed for good.
+		{name: "restore puts back the notice the planned record saved, not the annotation's", setup: then(ownNotice, given(breakglass), gitCatchesUp, savedNoticePlanted), args: []string{"restore", "web"},
+			assert: assertCluster(func(t *testing.T, f *fakeCluster) {
+				if got := noticeOf(t, f); got != "content=Owned by team-payments\nscope=icon" {
+					t.Errorf("notice annotations after restore:\n%s", got)
+				}
+			})},
+		{name: "status names a planted savedNotice", setup: then(ownNotice, given(breakglass), savedNoticePlanted), args: []string{"status", "web", "-o", "json"},
+			assert: func(t *testing.T, _ *fakeCluster, r cmdResult) {
+				if !strings.Contains(r.out, `savedNotice (annotation`) {
+					t.Errorf("exit %d, stdout %s; want the savedNotice named", r.code, r.out)
+				}
+			}},
+		// The banner rewritten during the session ("Git has the fix. Sync
+		// is safe." with a link elsewhere) was named nowhere.
+		{name: "status names a rewritten banner", setup: then(given(breakglass), bannerRewritten), args: []string{"status", "web", "-o", "json"},
+			assert: func(t *testing.T, _ *fakeCluster, r cmdResult) {
+				if !strings.Contains(r.out, `notice banner: content (Application \"Git has the fix. Sync is safe.\"`) || !strings.Contains(r.out, `url (Application \"https://evil.example/fix\", audit log \"\")`) {
+					t.Errorf("exit %d, stdout %s; want the banner named", r.code, r.out)
+				}
+			}},
+		{name: "status names no banner of its own session", setup: given(breakglass), args: []string{"status", "web", "-o", "json"},
+			assert: func(t *testing.T, _ *fakeCluster, r cmdResult) {
+				if strings.Contains(r.out, "notice banner") {
+					t.Errorf("stdout %s names the session's own banner", r.out)
+				}
+			}},
 		// "pausing" in the annotation hid sync turned back on behind the
 		// session, and status named no disagreement.
 		{name: "status notices sync turned back on behind an annotation that says pausing", setup: then(given(breakglass), statePausing, syncTurnedBackOn),

@@ -695,3 +695,25 @@ func TestControllerTokenHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerPutsTheBannerBack: a banner rewritten during a session
+// ("Git has the fix. Sync is safe.", with a link to another host) is put
+// back to the one the session's records make, within seconds, and named
+// in a Warning Event.
+func TestControllerPutsTheBannerBack(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	want := noticeOf(t, f)
+	runController(t, time.Hour)
+	bannerRewritten(t, f)
+	deadline := time.Now().Add(10 * time.Second)
+	for noticeOf(t, f) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the banner is still\n%s\nwant\n%s", noticeOf(t, f), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assertWarned(t, f, breakglass.EventMismatch, "web")
+}
