@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -424,6 +425,11 @@ func ticketColumn(s *breakglass.Session) string {
 // nothing when none, or when the log cannot be read (the listing above is
 // what status is for).
 func (o *StatusOptions) noteAwaitingReview(ctx context.Context, engine *breakglass.Engine, w io.Writer) {
+	// Only people who can review hear of the backlog: to on-call it was
+	// a line on every status they could do nothing about.
+	if actor, err := engine.Whoami(ctx); err != nil || !slices.Contains(actor.Groups, audit.ReviewerGroup) {
+		return
+	}
 	waiting, err := engine.AwaitingReview(ctx)
 	if err != nil || len(waiting) == 0 {
 		return

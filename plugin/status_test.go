@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
@@ -41,5 +45,30 @@ func TestDescribeMirror(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStatusTellsOnlyReviewersOfTheBacklog: closed sessions awaiting
+// review are the reviewers' to hear of; on-call's status said so on every
+// run, to people who could do nothing about it.
+func TestStatusTellsOnlyReviewersOfTheBacklog(t *testing.T) {
+	f := newFakeCluster(t)
+	for _, args := range [][]string{
+		{"breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"},
+		{"restore", "web", "--force", "--reason", "abandoned", "-y"},
+	} {
+		if code, out, errOut := runPlugin(t, args...); code != ExitOK {
+			t.Fatalf("%v: exit %d: %s %s", args, code, out, errOut)
+		}
+	}
+	if _, _, errOut := runPlugin(t, "status"); strings.Contains(errOut, "await review") {
+		t.Errorf("on-call's status tells of the review backlog: %s", errOut)
+	}
+	f.kube.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
+			UserInfo: authenticationv1.UserInfo{Username: "rita", Groups: []string{audit.ReviewerGroup, "auditors"}}}}, nil
+	})
+	if _, _, errOut := runPlugin(t, "status"); !strings.Contains(errOut, "1 closed session(s) await review") {
+		t.Errorf("a reviewer's status does not tell of the backlog: %s", errOut)
 	}
 }
