@@ -290,7 +290,7 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 			return nil
 		}
 	}
-	fmt.Fprintf(o.Out, "next: fix Git, then `%s`\n", next.Restore(plan.App.Namespace, plan.App.Name))
+	fmt.Fprintf(o.Out, "next: fix Git (`%s` proposes the fix as a pull request), then `%s`\n", next.Propose(plan.App.Namespace, plan.App.Name), next.Restore(plan.App.Namespace, plan.App.Name))
 	return nil
 }
 
