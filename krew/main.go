@@ -31,7 +31,11 @@ import (
 // Platform is one os/arch build in the manifest.
 type Platform struct {
 	OS, Arch, URI, SHA256, Bin string
-	archive, binary            string
+	// Complete is the completion shim kubectl runs for "kubectl gitops
+	// …": the sh script, or on Windows a .cmd (a script with a #! line
+	// does not run there).
+	Complete        string
+	archive, binary string
 }
 
 // archiveFile is one file an archive holds: its name inside, its source.
@@ -90,22 +94,38 @@ func run(version, dist, out, tmplPath, platforms, baseURL, ldflags, sbomTool str
 	if err := os.WriteFile(filepath.Join(dist, "SHA256SUMS"), sums.Bytes(), 0o644); err != nil {
 		return err
 	}
-	t, err := template.ParseFiles(tmplPath)
+	manifest, err := render(tmplPath, version, built)
 	if err != nil {
 		return err
 	}
+	return os.WriteFile(out, manifest, 0o644)
+}
+
+// render is the krew manifest of version's platforms, from the template
+// at tmplPath.
+func render(tmplPath, version string, platforms []Platform) ([]byte, error) {
+	t, err := template.ParseFiles(tmplPath)
+	if err != nil {
+		return nil, err
+	}
 	var manifest bytes.Buffer
-	if err := t.Execute(&manifest, struct {
+	err = t.Execute(&manifest, struct {
 		Version   string
 		Platforms []Platform
-	}{version, built}); err != nil {
-		return err
+	}{version, platforms})
+	return manifest.Bytes(), err
+}
+
+// completionShim is the completion shim a platform's archive holds.
+func completionShim(goos string) string {
+	if goos == "windows" {
+		return "kubectl_complete-gitops.cmd"
 	}
-	return os.WriteFile(out, manifest.Bytes(), 0o644)
+	return "kubectl_complete-gitops"
 }
 
 func buildPlatform(version, dist, goos, goarch, ldflags string) (Platform, error) {
-	p := Platform{OS: goos, Arch: goarch, Bin: "kubectl-gitops"}
+	p := Platform{OS: goos, Arch: goarch, Bin: "kubectl-gitops", Complete: completionShim(goos)}
 	if goos == "windows" {
 		p.Bin += ".exe"
 	}
@@ -117,7 +137,7 @@ func buildPlatform(version, dist, goos, goarch, ldflags string) (Platform, error
 	if err := cmd.Run(); err != nil {
 		return p, fmt.Errorf("building %s/%s: %w", goos, goarch, err)
 	}
-	files := []archiveFile{{p.Bin, bin}, {"LICENSE", "LICENSE"}, {"kubectl_complete-gitops", "kubectl_complete-gitops"}}
+	files := []archiveFile{{p.Bin, bin}, {"LICENSE", "LICENSE"}, {p.Complete, p.Complete}}
 	base := filepath.Join(dist, fmt.Sprintf("kubectl-gitops_%s_%s_%s", version, goos, goarch))
 	write := tarGz
 	p.archive = base + ".tar.gz"
