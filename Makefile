@@ -24,7 +24,7 @@ TSA_TOOLS   := timestamp-server=github.com/sigstore/timestamp-authority/v2/cmd/t
 RENDER_TOOLS := helm=helm.sh/helm/v4/cmd/helm kustomize=sigs.k8s.io/kustomize/kustomize/v5
 IMAGE_TOOLS := build-image=$(PKG)/hack/tools/image/build-image cyclonedx-gomod=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
-.PHONY: build test unit e2e lint tools demo-tools bench demo krew image clean require
+.PHONY: build test unit e2e lint tools demo-tools bench demo docs krew image clean require
 
 build: ## the plugin binary, bin/kubectl-gitops
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-gitops ./cmd/kubectl-gitops
@@ -74,6 +74,9 @@ bench: tools ## benchmarks, ending with one table of figures and goals (BENCH_RU
 
 demo: require demo-tools build ## the break-glass story on a real environment; Ctrl-C ends it (builds only the tools it runs)
 	$(GO) run ./test/demo
+
+docs: ## the command reference in docs/commands, generated from the cobra tree (make unit fails when it is stale)
+	$(GO) test ./plugin -run '^TestCommandReferenceIsCurrent$$' -count=1 -update
 
 krew: ## release archives in dist/ with an SBOM each, and krew/gitops.yaml, validated by krew's own validator
 	$(GO) run ./krew -version $(VERSION) -dist dist -out krew/gitops.yaml -ldflags '$(STAMP)' \
