@@ -60,7 +60,7 @@ func allowed(ctx context.Context, kube kubernetes.Interface, gvr schema.GroupVer
 		return fmt.Errorf("checking your permissions: %w", err)
 	}
 	if !res.Status.Allowed {
-		return fmt.Errorf("%w: you may not patch %s %s/%s; ask for the break-glass role", argocd.ErrForbidden, gvr.GroupResource(), namespace, name)
+		return fmt.Errorf("%w: you may not patch %s %s/%s", argocd.ErrForbidden, gvr.GroupResource(), namespace, name)
 	}
 	return nil
 }

@@ -102,6 +102,12 @@ func explain(err error, command string, app audit.AppRef) error {
 		hint = "pass --overturn, saying in --note why"
 	case errors.Is(err, breakglass.ErrTicketNotFound):
 		hint = "give --ticket an existing issue, or leave it out to file a new one"
+	case errors.Is(err, breakglass.ErrNotReviewer):
+		hint = "reviews are the reviewer role's (deploy/rbac/reviewer.yaml, group " + audit.ReviewerGroup + "), never the on-call's"
+	case errors.Is(err, argocd.ErrForbidden):
+		// Every command's refusal names the role that grants what it
+		// lacked: some did, others left people guessing.
+		hint = "bind the role that grants it to your user or group: deploy/rbac/oncall.yaml grants what break-glass, restore, propose, status, drift, debt and contract check need of Applications; patching a workload is your cluster's own role"
 	default:
 		return err
 	}

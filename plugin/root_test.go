@@ -504,3 +504,19 @@ func TestHelpSaysWhatFlagsTake(t *testing.T) {
 		t.Errorf("breakglass -h spells --propose's value: %s", out)
 	}
 }
+
+// TestEveryRefusalNamesTheRole: a command the API server (or the tool)
+// refuses for want of a right names the role file that grants it,
+// whichever command it was: some did, others did not.
+func TestEveryRefusalNamesTheRole(t *testing.T) {
+	web := audit.AppRef{Namespace: "argocd", Name: "web"}
+	for _, command := range []string{"breakglass", "restore", "propose", "status", "drift", "debt", "check"} {
+		err := explain(&argocd.ReadError{App: argocd.AppRef{Namespace: "argocd", Name: "web"}, Err: apierrors.NewForbidden(schema.GroupResource{Group: "argoproj.io", Resource: "applications"}, "web", errors.New("no"))}, command, web)
+		if !strings.Contains(err.Error(), "deploy/rbac/oncall.yaml") {
+			t.Errorf("%s: %v names no role", command, err)
+		}
+	}
+	if err := explain(fmt.Errorf("%w: oncall is not in group reviewers", breakglass.ErrNotReviewer), "review", web); !strings.Contains(err.Error(), "deploy/rbac/reviewer.yaml") {
+		t.Errorf("a review by on-call: %v names no role", err)
+	}
+}
