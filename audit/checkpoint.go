@@ -21,7 +21,7 @@ import (
 
 // A checkpoint says, signed, that the log held Records records ending in
 // record Seq with hash Hash at Time. Its payload is plain text so that an
-// auditor can check it with openssl alone (README, the auditor's recipe):
+// auditor can check it with openssl alone (docs/audit.md, the auditor's recipe):
 //
 //	kubectl-gitops checkpoint v1
 //	seq 42

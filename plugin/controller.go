@@ -78,7 +78,7 @@ func NewCmdController(factory *Factory) *cobra.Command {
 		Annotations: map[string]string{keepsClientLogs: "its log"},
 		Short:       "Run in the cluster: restore auto-restore sessions once Git has caught up",
 		Long: `Run as a long-lived process, meant for a Deployment under its own
-ServiceAccount (see README, The in-cluster controller). It watches Applications
+ServiceAccount (see docs/controller.md). It watches Applications
 through a shared informer and, for every open break-glass session marked
 auto-restore (breakglass --auto-restore, or the namespace's
 kubectl-gitops.io/auto-restore), restores it as soon as Git has caught up, by
@@ -96,7 +96,7 @@ stored, in order, to an S3-compatible bucket (one object per record, locked in
 compliance mode for --mirror-retention), and with --checkpoint-key signs a
 checkpoint every --checkpoint-records records or --checkpoint-interval into the
 mirror and the cluster. The bucket must have versioning and Object Lock unless
---mirror-accept-unlocked (README, The mirror). With --prune-after the leader
+--mirror-accept-unlocked (docs/audit.md, The mirror). With --prune-after the leader
 deletes from the cluster the records older than that, once the mirror, read
 back, holds each under a compliance-mode lock and a checkpoint signed at the
 last of them; an open session's records stay. Credentials come from the
@@ -224,7 +224,7 @@ func (o *ControllerOptions) mirroring(ctx context.Context, c *controller.Control
 	}
 	switch {
 	case !p.WriteOnce() && !o.AcceptUnlocked:
-		return usageErrorf("--mirror %s: the bucket has no versioning and Object Lock (versioned %t, Object Lock %t), so records there can be deleted: create it with Object Lock (README, The mirror) or pass --mirror-accept-unlocked", o.mirror.URL, p.Versioned, p.ObjectLock)
+		return usageErrorf("--mirror %s: the bucket has no versioning and Object Lock (versioned %t, Object Lock %t), so records there can be deleted: create it with Object Lock (docs/audit.md, The mirror) or pass --mirror-accept-unlocked", o.mirror.URL, p.Versioned, p.ObjectLock)
 	case o.MirrorRetention > 0 && !p.ObjectLock:
 		c.Log("mirror: --mirror-retention %s is not applied: bucket %s has no Object Lock", o.MirrorRetention, m.Location().Bucket)
 	case o.PruneAfter > 0 && o.MirrorRetention == 0 && p.DefaultRetention == "":

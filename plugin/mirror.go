@@ -12,7 +12,7 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 )
 
-// mirrorFlags are where the audit log's mirror is (README, The mirror).
+// mirrorFlags are where the audit log's mirror is (docs/audit.md, The mirror).
 // Credentials are never a flag: the S3 SDK reads them from the
 // environment, the shared files or the pod's web identity.
 type mirrorFlags struct {

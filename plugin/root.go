@@ -26,7 +26,7 @@ import (
 )
 
 // The exit codes of every command, one name each (docs/design.md §2,
-// README "Exit codes and errors").
+// docs/commands.md, "Exit codes and errors").
 const (
 	// ExitOK is success, and a check's "yes" (caught up, no drift).
 	ExitOK = 0

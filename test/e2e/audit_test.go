@@ -126,7 +126,7 @@ func TestAuditConcurrentAppendersKeepOneChain(t *testing.T) {
 // readmeRecipe is the shell block the README marks as the auditor's
 // verification recipe.
 func readmeRecipe(t *testing.T) string {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "audit.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
