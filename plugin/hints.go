@@ -104,6 +104,8 @@ func explain(err error, command string, app audit.AppRef) error {
 		hint = "give --ticket an existing issue, or leave it out to file a new one"
 	case errors.Is(err, breakglass.ErrNotReviewer):
 		hint = "reviews are the reviewer role's (deploy/rbac/reviewer.yaml, group " + audit.ReviewerGroup + "), never the on-call's"
+	case errors.Is(err, drift.ErrContract):
+		return err // the namespace's contract refused it, not a role
 	case errors.Is(err, argocd.ErrForbidden):
 		// Every command's refusal names the role that grants what it
 		// lacked: some did, others left people guessing.
