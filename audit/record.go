@@ -275,19 +275,22 @@ type Patch struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// Hold is how a session holds its live fix: Mode "app" pauses automated
-// sync and holds the patched paths (ignoreDifferences with the
-// RespectIgnoreDifferences sync option), "sync" only pauses.
-// IgnoreDifferences is the Application's spec.ignoreDifferences before the
-// session (null when unset): the close writes it back.
 // OwnNotice is an Application's own notice annotations (none: empty).
 type OwnNotice struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
+// Hold is how a session holds its live fix: Mode "app" pauses automated
+// sync and holds the patched paths (ignoreDifferences with the
+// RespectIgnoreDifferences sync option), "sync" only pauses.
+// IgnoreDifferences is the Application's spec.ignoreDifferences before the
+// session (null when unset): the close writes it back. Own says it was
+// saved whatever the mode (records before it saved it only for a hold of
+// fields): an entry beyond those and the hold's own is then foreign.
 type Hold struct {
 	Mode              string `json:"mode"`
 	IgnoreDifferences any    `json:"ignoreDifferences"`
+	Own               bool   `json:"own,omitempty"`
 }
 
 // Change is one field the patch changed, with its values before and after.

@@ -2,7 +2,9 @@ package breakglass
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -319,6 +321,7 @@ func (e *Engine) evaluate(ctx context.Context, log logReader, app argocd.App, ar
 	e.noteLive(ctx, app, st)
 	e.judgeTargets(ctx, app, argo, st)
 	st.judgeReady()
+	st.judgeForeignHold(app)
 	// A pending patch is the annotation's word alone: it must not count
 	// as caught up (nor override a logged one).
 	if st.Untrusted != "" || st.SyncReenabled || st.Session.pending() != nil || len(st.Retargeted) > 0 {
@@ -474,6 +477,65 @@ func (e *Engine) judgeTargets(ctx context.Context, app argocd.App, argo *argocd.
 			st.Git = GitWaiting
 		}
 	}
+}
+
+// judgeForeignHold names the ignoreDifferences entries (and the hold's
+// sync option) on app that are neither the Application's own when the
+// session opened, as its planned record saved them, nor the session's
+// hold of its own targets: a member appended one for .spec.replicas under
+// --hold sync, Git moved for an unrelated reason, and an honest restore
+// said Git had caught up, re-enabled sync and left Argo CD blind to the
+// field for good. Argo CD compares those fields no more, so its Synced
+// proves nothing: only the field-level check (which reads Git's values
+// through the API) may still say caught up. The close puts the
+// Application's own entries back, exactly.
+func (st *SessionStatus) judgeForeignHold(app argocd.App) {
+	s := st.Session
+	if !st.trusted || (!s.ownIgnoreSaved && !s.holdsFields()) {
+		return
+	}
+	var own []any
+	_ = json.Unmarshal(s.SavedIgnoreDifferences, &own)
+	var foreign []string
+	for _, e := range app.IgnoreDifferences() {
+		mine := s.holdsFields() && holdsTarget(e, latestPatches(s))
+		for _, o := range own {
+			mine = mine || equalJSON(e, o)
+		}
+		if !mine {
+			foreign = append(foreign, jsonText(e))
+		}
+	}
+	var saved map[string]any
+	_ = json.Unmarshal(s.SavedSyncPolicy, &saved)
+	savedOptions, _ := saved["syncOptions"].([]any)
+	if !s.holdsFields() && hasOption(app.SyncOptions()) && !slices.Contains(savedOptions, any(RespectIgnoreDifferences)) {
+		foreign = append(foreign, "syncOptions "+RespectIgnoreDifferences)
+	}
+	if len(foreign) == 0 {
+		return
+	}
+	st.Mismatch = append(st.Mismatch, fmt.Sprintf("ignoreDifferences: %s, neither the Application's own when the session opened nor its hold's", strings.Join(foreign, ", ")))
+	if !st.FieldLevel {
+		st.Ready = false
+		st.Notes = append(st.Notes, "the Application ignores fields beyond its own ignoreDifferences and the session's hold ("+strings.Join(foreign, ", ")+"): Argo CD compares them no more, so Synced proves nothing; the close puts back the Application's own entries, and only the field-level check (ARGOCD_SERVER) or a forced restore closes the session")
+	}
+}
+
+// holdsTarget is whether ignoreDifferences entry e names the target of
+// one of patches, as the hold writes it.
+func holdsTarget(e any, patches []SessionPatch) bool {
+	m, ok := e.(map[string]any)
+	if !ok {
+		return false
+	}
+	str := func(k string) string { v, _ := m[k].(string); return v }
+	for _, p := range patches {
+		if str("kind") == p.Target.Kind && str("name") == p.Target.Name && str("group") == p.Target.Group && str("namespace") == p.Target.Namespace {
+			return true
+		}
+	}
+	return false
 }
 
 // judgeReady decides whether the session may be restored as far as Git

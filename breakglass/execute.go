@@ -101,9 +101,10 @@ func newExecution(p *Plan) (*execution, error) {
 		session.SavedNotice = savedNotice(p.app)
 	}
 	session.Hold = p.Hold
-	if session.holdsFields() {
-		session.SavedIgnoreDifferences = savedIgnore(p.app)
-	}
+	// The Application's own entries, whatever the mode: an entry added
+	// within the session beyond them and the hold's is foreign, and every
+	// close writes them back exactly.
+	session.SavedIgnoreDifferences, session.ownIgnoreSaved = savedIgnore(p.app), true
 	if p.PauseFor > 0 {
 		expires := now.Add(p.PauseFor).Truncate(time.Second)
 		session.Expires = &expires
@@ -131,7 +132,7 @@ func (e *Engine) recordPlanned(ctx context.Context, x *execution) error {
 				pin := x.app.Pin(redact.Text)
 				r.Pinned = &pin
 			}
-			r.Hold = &audit.Hold{Mode: session.Hold}
+			r.Hold = &audit.Hold{Mode: session.Hold, Own: session.ownIgnoreSaved}
 			if len(session.SavedIgnoreDifferences) > 0 {
 				_ = json.Unmarshal(session.SavedIgnoreDifferences, &r.Hold.IgnoreDifferences)
 			}

@@ -140,9 +140,10 @@ func hasOption(options []string) bool {
 // releasePatch is the spec part of a close that puts back what s's hold
 // changed: ignoreDifferences exactly as saved, and, when the sync policy
 // is not written back whole (sync on again behind the session), the sync
-// options as saved. nil when s holds no fields.
+// options as saved. nil when s saved no entries of the Application (a
+// session opened before every hold saved them, holding no fields).
 func releasePatch(app argocd.App, s *Session, wholePolicy bool) (map[string]any, error) {
-	if !s.holdsFields() {
+	if !s.holdsFields() && !s.ownIgnoreSaved {
 		return nil, nil
 	}
 	var saved any

@@ -211,7 +211,7 @@ func (ls *loggedSession) differences(s, logged *Session) []string {
 		out = append(out, fmt.Sprintf("savedSyncPolicy (annotation %s, audit log %s)", jsonText(saved), jsonText(ls.savedPolicy)))
 	}
 	differ("hold", s.Hold, logged.Hold)
-	if logged.holdsFields() {
+	if logged.holdsFields() || logged.ownIgnoreSaved {
 		var annotated, log any
 		_ = json.Unmarshal(s.SavedIgnoreDifferences, &annotated)
 		_ = json.Unmarshal(logged.SavedIgnoreDifferences, &log)
@@ -272,8 +272,8 @@ func (ls *loggedSession) session(s *Session) *Session {
 	c.SavedSyncPolicy, _ = json.Marshal(ls.savedPolicy)
 	c.SavedNotice = ls.savedNotice(s)
 	if h := opened.Hold; h != nil {
-		c.Hold = h.Mode
-		if c.holdsFields() {
+		c.Hold, c.ownIgnoreSaved = h.Mode, h.Own
+		if c.holdsFields() || h.Own {
 			c.SavedIgnoreDifferences, _ = json.Marshal(h.IgnoreDifferences)
 		}
 	}

@@ -46,12 +46,16 @@ const (
 // Session is the state of an open break-glass, kept as JSON in one
 // annotation on the Application so that any later command can see it.
 type Session struct {
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	OpenedBy string    `json:"openedBy"`
-	OpenedAt time.Time `json:"openedAt"`
-	Reason   string    `json:"reason"`
-	Incident string    `json:"incident,omitempty"`
+	// ownIgnoreSaved is whether SavedIgnoreDifferences holds the
+	// Application's own entries whatever the hold (the log's planned
+	// record says so); without it, only a hold of fields saved them.
+	ownIgnoreSaved bool
+	ID             string    `json:"id"`
+	State          string    `json:"state"`
+	OpenedBy       string    `json:"openedBy"`
+	OpenedAt       time.Time `json:"openedAt"`
+	Reason         string    `json:"reason"`
+	Incident       string    `json:"incident,omitempty"`
 	// SavedSyncPolicy is spec.syncPolicy exactly as it was before the pause
 	// (null when the Application had none); restore writes it back.
 	SavedSyncPolicy json.RawMessage `json:"savedSyncPolicy"`

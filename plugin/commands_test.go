@@ -1537,3 +1537,45 @@ func TestAPauseAccountedForByRecordsAloneIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestAForeignHoldEntryIsNamedAndClosedOut: within a --hold sync session a
+// member appended an ignoreDifferences entry of their own (the policy
+// lets entries grow within a session): Argo CD compared .spec.replicas no
+// more, an honest restore said Git had caught up, re-enabled sync and
+// left the entry for good. It is a named mismatch, Synced proves nothing
+// while it stands, and the close puts back the Application's own entries.
+func TestAForeignHoldEntryIsNamedAndClosedOut(t *testing.T) {
+	f := newFakeCluster(t)
+	own := map[string]any{"group": "autoscaling", "kind": "HorizontalPodAutoscaler", "name": "web", "jsonPointers": []any{"/spec/minReplicas"}}
+	app := f.app()
+	if err := unstructured.SetNestedSlice(app.Object, []any{own}, "spec", "ignoreDifferences"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "--hold", "sync", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	foreign := map[string]any{"group": "apps", "kind": "Deployment", "name": "web", "jqPathExpressions": []any{".spec.replicas"}}
+	app = f.app()
+	_ = unstructured.SetNestedSlice(app.Object, []any{own, foreign}, "spec", "ignoreDifferences")
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gitCatchesUp(t, f)
+	code, out, errOut := runPlugin(t, "status", "web", "-o", "json", "--exit-code")
+	if code != ExitFailure || !strings.Contains(out, `neither the Application's own when the session opened nor its hold's`) || !strings.Contains(out, `"ready": false`) {
+		t.Errorf("status with a foreign entry: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runPlugin(t, "restore", "web"); code != ExitFailure {
+		t.Errorf("restore with a foreign entry: exit %d, %s; want refused", code, errOut)
+	}
+	if code, out, errOut := runPlugin(t, "restore", "web", "--force", "--reason", "entry planted", "-y"); code != ExitOK {
+		t.Fatalf("forced restore: %d %s %s", code, out, errOut)
+	}
+	left, _, _ := unstructured.NestedSlice(f.app().Object, "spec", "ignoreDifferences")
+	if !reflect.DeepEqual(left, []any{own}) {
+		t.Errorf("after the close ignoreDifferences is %v, want the Application's own %v", left, own)
+	}
+}
