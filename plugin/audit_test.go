@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -416,4 +417,21 @@ func TestAuditRepairHead(t *testing.T) {
 			t.Errorf("exit %d, %q; want a usage error", code, errOut)
 		}
 	})
+}
+
+// TestRepairHeadRefusalSaysItOnce: the admission policy's refusal of a
+// repair by on-call already says who may and what to ask; the command
+// repeated the sentence after it.
+func TestRepairHeadRefusalSaysItOnce(t *testing.T) {
+	o := &AuditRepairHeadOptions{}
+	o.AuditNamespace = "argocd"
+	policy := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "kubectl-gitops-audit-0000000012",
+		errors.New("ValidatingAdmissionPolicy 'kubectl-gitops-audit-log' denied request: only a cluster admin (outside the on-call, auditor and reviewer groups) records a head repair: oncall may not write it; ask a cluster admin to run kubectl gitops audit repair-head"))
+	if got := o.refused(policy, nil).Error(); strings.Count(got, "repair-head") != 1 || !strings.Contains(got, "nothing was changed") {
+		t.Errorf("refusal %q: want the policy's sentence once and what changed", got)
+	}
+	rbac := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "kubectl-gitops-audit-head", errors.New("RBAC: access denied"))
+	if got := o.refused(rbac, nil).Error(); !strings.Contains(got, "ask one to run `kubectl gitops audit repair-head") {
+		t.Errorf("an RBAC refusal %q does not say what to ask", got)
+	}
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,7 +131,12 @@ func (o *AuditRepairHeadOptions) refused(err error, rec *audit.Record) error {
 	if rec != nil {
 		changed = fmt.Sprintf("the repair was recorded as audit record %d", rec.Seq)
 	}
-	if apierrors.IsForbidden(err) {
+	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "repair-head"):
+		// The admission policy already says who may and what to ask:
+		// said again, the line repeated its sentence.
+		return withHint(err, fmt.Errorf("%w (%s)", err, changed))
+	case apierrors.IsForbidden(err):
 		return withHint(err, fmt.Errorf("%w: only a cluster admin (a user outside the on-call, auditor and reviewer groups) may repair the audit head, and %s: ask one to run `%s`",
 			err, changed, next.AuditRepairHead(o.AuditNamespace)))
 	}
