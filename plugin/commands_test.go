@@ -1347,6 +1347,10 @@ func TestPromptsGoToStderr(t *testing.T) {
 			if !strings.Contains(errOut.String(), "Type the Application name (web) to go ahead") {
 				t.Errorf("the prompt is not on stderr:\n%s", errOut)
 			}
+			// The plan went to the redirected stdout: nothing is "above".
+			if strings.Contains(errOut.String(), "plan above") {
+				t.Errorf("the prompt points at a plan the person does not see:\n%s", errOut)
+			}
 		})
 	}
 }

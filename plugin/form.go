@@ -158,9 +158,15 @@ func changeFrom(kind, value string) (breakglass.PatchSpec, error) {
 	return breakglass.PatchSpec{Images: images}, err
 }
 
-// confirm asks for the Application's name before anything changes.
+// confirm asks for the Application's name before anything changes. The
+// plan is "above" only where the person sees it: printed as text on a
+// terminal, not redirected or written as -o json|yaml.
 func (o *BreakglassOptions) confirm(app string) error {
-	return confirmApp(o.In, o.ErrOut, "The plan above pauses its automated sync and patches the live resource.", app)
+	what := "The plan above pauses its automated sync and patches the live resource."
+	if o.Output != "text" || !isTerminal(o.Out) {
+		what = fmt.Sprintf("This break-glass pauses the automated sync of %s and patches the live resource (the plan went to standard output).", app)
+	}
+	return confirmApp(o.In, o.ErrOut, what, app)
 }
 
 // checkText refuses, as the form is filled in, text that the engine would
