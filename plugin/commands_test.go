@@ -1583,3 +1583,26 @@ func TestAForeignHoldEntryIsNamedAndClosedOut(t *testing.T) {
 		t.Errorf("after the close ignoreDifferences is %v, want the Application's own %v", left, own)
 	}
 }
+
+// TestTheFormOffersWhatTheTargetTakes: an image where the kind has a pod
+// template, replicas where it scales, a patch always: a ConfigMap was
+// offered an image and replicas.
+func TestTheFormOffersWhatTheTargetTakes(t *testing.T) {
+	for target, want := range map[string][]string{
+		"deployment/web":       {"image", "replicas", "patch"},
+		"sts.apps/db":          {"image", "replicas", "patch"},
+		"daemonset/agent":      {"image", "patch"},
+		"cronjob/nightly":      {"image", "patch"},
+		"configmap/web-cfg":    {"patch"},
+		"service/web":          {"patch"},
+		"ingress.networking/x": {"patch"},
+	} {
+		var got []string
+		for _, o := range changesOf(target) {
+			got = append(got, o.Value)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the form offers %v, want %v", target, got, want)
+		}
+	}
+}

@@ -77,6 +77,26 @@ func (o *BreakglassOptions) pickTarget(ctx context.Context, engine *breakglass.E
 	return nil
 }
 
+// changesOf are the changes the form offers for target (KIND/NAME): a
+// container image where the kind has a pod template, replicas where it
+// scales, a patch always. A ConfigMap was offered an image and replicas.
+func changesOf(target string) []huh.Option[string] {
+	kind, _, _ := strings.Cut(strings.ToLower(target), "/")
+	kind, _, _ = strings.Cut(kind, ".")
+	scales := map[string]bool{"deployment": true, "deployments": true, "deploy": true, "statefulset": true, "statefulsets": true, "sts": true,
+		"replicaset": true, "replicasets": true, "rs": true}
+	templated := map[string]bool{"daemonset": true, "daemonsets": true, "ds": true, "job": true, "jobs": true, "cronjob": true, "cronjobs": true, "cj": true,
+		"pod": true, "pods": true, "po": true}
+	var out []huh.Option[string]
+	if scales[kind] || templated[kind] {
+		out = append(out, huh.NewOption("set a container image", "image"))
+	}
+	if scales[kind] {
+		out = append(out, huh.NewOption("set replicas", "replicas"))
+	}
+	return append(out, huh.NewOption("a strategic merge patch (JSON or YAML)", "patch"))
+}
+
 func (o *BreakglassOptions) runForm(fields ...huh.Field) error {
 	if err := huh.NewForm(huh.NewGroup(fields...)).WithInput(o.In).WithOutput(o.ErrOut).Run(); err != nil {
 		return fmt.Errorf("the form was not completed (%v): nothing was changed", err)
@@ -88,14 +108,11 @@ func (o *BreakglassOptions) runForm(fields ...huh.Field) error {
 // the terminal.
 func (o *BreakglassOptions) askMissing() error {
 	var fields []huh.Field
-	kind, value := "image", ""
+	changes := changesOf(o.Request.Target)
+	kind, value := changes[0].Value, ""
 	if o.Request.Patch.Empty() {
 		fields = append(fields,
-			huh.NewSelect[string]().Title("What change?").Options(
-				huh.NewOption("set a container image", "image"),
-				huh.NewOption("set replicas", "replicas"),
-				huh.NewOption("a strategic merge patch (JSON or YAML)", "patch"),
-			).Value(&kind),
+			huh.NewSelect[string]().Title("What change?").Options(changes...).Value(&kind),
 			huh.NewInput().TitleFunc(func() string {
 				switch kind {
 				case "replicas":
