@@ -3,9 +3,11 @@ package controller
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/kubectl-gitops/kubectl-gitops/argocd"
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/next"
 	"github.com/kubectl-gitops/kubectl-gitops/proposal"
@@ -30,6 +32,8 @@ type Proposer struct {
 	Attempts int
 
 	tries map[string]try
+	// standing are the recorded requests the provider said exist.
+	standing map[string]bool
 	// self is the controller's own username, whose started proposal
 	// records are its attempts ("" until asked).
 	self string
@@ -48,6 +52,38 @@ const (
 	EventProposed    = "Proposed"
 	EventNotProposed = "NotProposed"
 )
+
+// stands is whether the recorded proposal is there to merge: a record in
+// anyone's own name of a pull request that does not exist stopped the
+// controller from ever proposing the fix. Only the provider's "not
+// found" counts against it; a request it cannot ask about (no provider,
+// a branch alone, the API down) is believed, as before.
+func (p *Proposer) stands(ctx context.Context, recorded *audit.Proposal) bool {
+	if p.ProviderFor == nil || recorded.Number == 0 {
+		return true
+	}
+	// Asked once per request, not at every change of the Application.
+	key := recorded.RepoURL + "#" + strconv.Itoa(recorded.Number)
+	if p.standing[key] {
+		return true
+	}
+	provider, err := p.ProviderFor(recorded.RepoURL)
+	if err != nil || provider == nil {
+		return true
+	}
+	asking, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err = provider.State(asking, recorded.Number); errors.Is(err, proposal.ErrNotFound) {
+		return false
+	}
+	if err == nil {
+		if p.standing == nil {
+			p.standing = map[string]bool{}
+		}
+		p.standing[key] = true
+	}
+	return true
+}
 
 func (p *Proposer) after() time.Duration {
 	if p.After == 0 {
@@ -68,7 +104,7 @@ func (p *Proposer) attempts() int {
 func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass.SessionStatus, key string) time.Time {
 	p := c.Proposer
 	s := st.Session
-	if p == nil || !s.Propose || st.Proposal != nil || st.Untrusted != "" {
+	if p == nil || !s.Propose || st.Untrusted != "" || st.Proposal != nil && p.stands(ctx, st.Proposal) {
 		return time.Time{}
 	}
 	if p.tries == nil {

@@ -2,10 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
+	"github.com/kubectl-gitops/kubectl-gitops/proposal"
 )
 
 // TestProposerCountsThePushesTheLogRecords: the attempts a controller
@@ -66,5 +70,48 @@ func TestBackoffIsBounded(t *testing.T) {
 		if got := p.backoff(n); got != want {
 			t.Errorf("backoff(%d) = %s, want %s", n, got, want)
 		}
+	}
+}
+
+// fakeProvider answers State from states, 404 for a request it lacks.
+type fakeProvider struct {
+	states map[int]string
+	asked  int
+}
+
+func (f *fakeProvider) Name() string { return "github" }
+func (f *fakeProvider) Open(context.Context, proposal.Request) (*proposal.Opened, error) {
+	return nil, errors.New("not asked for")
+}
+func (f *fakeProvider) State(_ context.Context, n int) (string, error) {
+	f.asked++
+	if s, ok := f.states[n]; ok {
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: GET pulls/%d: 404 Not Found (%w)", proposal.ErrProvider, n, proposal.ErrNotFound)
+}
+
+// TestARecordedProposalCountsWhenItExists: a breakglass.proposed record
+// of a pull request that does not exist (anyone's in their own name)
+// stopped the controller from ever proposing the fix; the provider's 404
+// does not. One it cannot ask about is believed, and one that exists is
+// asked about once.
+func TestARecordedProposalCountsWhenItExists(t *testing.T) {
+	provider := &fakeProvider{states: map[int]string{7: proposal.StateOpen}}
+	p := &Proposer{ProviderFor: func(string) (proposal.Provider, error) { return provider, nil }}
+	ctx := context.Background()
+	if p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 99}) {
+		t.Error("a recorded pull request the provider does not have stands")
+	}
+	for i := 0; i < 3; i++ {
+		if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 7}) {
+			t.Error("an open pull request does not stand")
+		}
+	}
+	if provider.asked != 2 {
+		t.Errorf("the provider was asked %d times, want once for each request", provider.asked)
+	}
+	if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/s1"}) || !(&Proposer{}).stands(ctx, &audit.Proposal{Number: 99}) {
+		t.Error("a branch alone, or a request with no provider to ask, is not believed")
 	}
 }

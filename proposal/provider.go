@@ -49,6 +49,10 @@ const (
 // ErrProvider is a refusal or failure of the provider's API.
 var ErrProvider = errors.New("the Git provider's API refused the request")
 
+// ErrNotFound is a provider's 404: the request (or project) asked for is
+// not there.
+var ErrNotFound = errors.New("not found")
+
 // api is what both providers share: a base URL, a token sent in one
 // header and never anywhere else, and a client with a timeout.
 type api struct {
@@ -127,7 +131,11 @@ func (a api) do(ctx context.Context, method, path string, body, out any) (http.H
 		if msg.Message == nil {
 			detail = fmt.Sprint(msg.Error)
 		}
-		return resp.Header, fmt.Errorf("%w: %s %s: %s: %s", ErrProvider, method, redactURL(target), resp.Status, detail)
+		err := fmt.Errorf("%w: %s %s: %s: %s", ErrProvider, method, redactURL(target), resp.Status, detail)
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w (%w)", err, ErrNotFound)
+		}
+		return resp.Header, err
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -82,6 +82,13 @@ func TestStateOfAsksTheProvider(t *testing.T) {
 		if state, err := StateOf(ctx, p, double.API(), "t0ken"); err != nil || state != StateMerged {
 			t.Errorf("%s after merge: %q %v, want merged", kind, state, err)
 		}
+		// A request the provider does not have is its 404, told apart
+		// (a recorded proposal of one does not stand).
+		gone := p
+		gone.Number, gone.URL = n+100, webURL(kind, n+100)
+		if _, err := StateOf(ctx, gone, double.API(), "t0ken"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s, a request it does not have: %v, want ErrNotFound", kind, err)
+		}
 		double.Close()
 	}
 }
