@@ -427,8 +427,9 @@ func TestRepairHeadRefusalSaysItOnce(t *testing.T) {
 	o.AuditNamespace = "argocd"
 	policy := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "kubectl-gitops-audit-0000000012",
 		errors.New("ValidatingAdmissionPolicy 'kubectl-gitops-audit-log' denied request: only a cluster admin (outside the on-call, auditor and reviewer groups) records a head repair: oncall may not write it; ask a cluster admin to run kubectl gitops audit repair-head"))
-	if got := o.refused(policy, nil).Error(); strings.Count(got, "repair-head") != 1 || !strings.Contains(got, "nothing was changed") {
-		t.Errorf("refusal %q: want the policy's sentence once and what changed", got)
+	if got := o.refused(policy, nil).Error(); strings.Count(got, "only a cluster admin") != 1 || !strings.Contains(got, "nothing was changed") ||
+		!strings.Contains(got, "`kubectl gitops audit repair-head --audit-namespace argocd`") {
+		t.Errorf("refusal %q: want the policy's sentence once, what changed and the command for this log", got)
 	}
 	rbac := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "kubectl-gitops-audit-head", errors.New("RBAC: access denied"))
 	if got := o.refused(rbac, nil).Error(); !strings.Contains(got, "ask one to run `kubectl gitops audit repair-head") {

@@ -135,7 +135,7 @@ func (o *AuditRepairHeadOptions) refused(err error, rec *audit.Record) error {
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "repair-head"):
 		// The admission policy already says who may and what to ask:
 		// said again, the line repeated its sentence.
-		return withHint(err, fmt.Errorf("%w (%s)", err, changed))
+		return withHint(err, fmt.Errorf("%w (%s; spelt for this log: `%s`)", err, changed, next.AuditRepairHead(o.AuditNamespace)))
 	case apierrors.IsForbidden(err):
 		return withHint(err, fmt.Errorf("%w: only a cluster admin (a user outside the on-call, auditor and reviewer groups) may repair the audit head, and %s: ask one to run `%s`",
 			err, changed, next.AuditRepairHead(o.AuditNamespace)))

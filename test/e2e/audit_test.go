@@ -497,7 +497,8 @@ func TestAuditHeadCannotRunAway(t *testing.T) {
 
 	// The on-call user can neither repair it nor move it back.
 	_, errOut, code = oncall.run("kubectl", "gitops", "audit", "repair-head", "--audit-namespace", ns, "--yes")
-	if code != 1 || !strings.Contains(errOut, "only a cluster admin") || !strings.Contains(errOut, "nothing was changed: ask one to run `kubectl gitops audit repair-head --audit-namespace "+ns+"`") {
+	if code != 1 || strings.Count(errOut, "only a cluster admin") != 1 || !strings.Contains(errOut, "nothing was changed") ||
+		!strings.Contains(errOut, "`kubectl gitops audit repair-head --audit-namespace "+ns+"`") {
 		t.Errorf("on-call repair-head: exit %d, %s", code, errOut)
 	}
 	back := fmt.Sprintf(`{"data":{"seq":"%d","hash":"%s"}}`, end.Seq, end.Hash)
