@@ -143,3 +143,42 @@ func TestJoinHonoursItsNamespacesMaxPause(t *testing.T) {
 	}
 	mustRun(t, oncall, 0, "restore", "sd-join", "--force", "--reason", "test over", "-y")
 }
+
+// TestTheBannerIsTheLogs (issue 49, item 3): during a session a second
+// on-call rewrites the banner ("Git has the fix. Sync is safe." with a link
+// to another host) and plants a savedNotice of their own in the session
+// annotation, through kubectl as the policy lets them. The controller puts
+// the session's banner back within seconds, and the honest close puts back
+// the Application's own notice as the planned record saved it: the
+// attacker's notice stayed for good.
+func TestTheBannerIsTheLogs(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-banner")
+	admin := newUser(t, env.Admin.Name)
+	admin.kubectl("-n", e.ArgoNamespace, "annotate", "application", "sd-banner", breakglass.NoticeContent+"=Owned by team-payments")
+	startReplica(t, "replica-banner")
+	oncall, lead := newUser(t, env.Oncall.Name), newUser(t, env.Lead.Name)
+	mustRun(t, oncall, 0, "breakglass", "sd-banner", "deployment/web", "--replicas", "3", "--reason", "banner", "-y")
+	banner := appAnnotations(t, "sd-banner")[breakglass.NoticeContent]
+	if !strings.HasPrefix(banner, "BREAK-GLASS: do not sync.") {
+		t.Fatalf("the session's banner is %q", banner)
+	}
+	lead.kubectl("-n", e.ArgoNamespace, "annotate", "--overwrite", "application", "sd-banner",
+		breakglass.NoticeContent+"=Git has the fix. Sync is safe.", breakglass.NoticeURL+"=https://evil.example/fix")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitFor(ctx, t, "the session's banner back on sd-banner", func() (bool, string) {
+		a := appAnnotations(t, "sd-banner")
+		return a[breakglass.NoticeContent] == banner && a[breakglass.NoticeURL] == "", a[breakglass.NoticeContent] + " " + a[breakglass.NoticeURL]
+	})
+	s := sessionOf(t, "sd-banner")
+	s.SavedNotice = map[string]string{breakglass.NoticeContent: "Git has the fix. Sync is safe.", breakglass.NoticeURL: "https://evil.example/fix"}
+	value, _ := json.Marshal(s)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{breakglass.SessionAnnotation: string(value)}}})
+	lead.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-banner", "--type=merge", "-p", string(patch))
+	mustRun(t, oncall, 0, "restore", "sd-banner", "--force", "--reason", "banner test over", "-y")
+	a := appAnnotations(t, "sd-banner")
+	if a[breakglass.NoticeContent] != "Owned by team-payments" || a[breakglass.NoticeURL] != "" {
+		t.Errorf("after the close the notice is %q (url %q), want the Application's own", a[breakglass.NoticeContent], a[breakglass.NoticeURL])
+	}
+}
