@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kubectl-gitops/kubectl-gitops/audit"
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/drift"
@@ -180,5 +183,37 @@ func TestTheBannerIsTheLogs(t *testing.T) {
 	a := appAnnotations(t, "sd-banner")
 	if a[breakglass.NoticeContent] != "Owned by team-payments" || a[breakglass.NoticeURL] != "" {
 		t.Errorf("after the close the notice is %q (url %q), want the Application's own", a[breakglass.NoticeContent], a[breakglass.NoticeURL])
+	}
+}
+
+// TestAForeignHoldEntryHoldsRestoreBack (issue 49, item 1): within a --hold
+// sync session a second on-call appends an ignoreDifferences entry of
+// their own for the patched field, through kubectl as the policy lets
+// them; Git moves for an unrelated reason. Argo CD compares the field no
+// more and reports Synced, and an honest restore said Git had caught up,
+// re-enabled sync and left the entry for good. Now status names the
+// entry, restore refuses, and the forced close takes it out.
+func TestAForeignHoldEntryHoldsRestoreBack(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-foreign")
+	oncall, lead := newUser(t, env.Oncall.Name), newUser(t, env.Lead.Name)
+	mustRun(t, oncall, 0, "breakglass", "sd-foreign", "deployment/web", "--replicas", "3", "--reason", "foreign entry", "--hold", "sync", "-y")
+	lead.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-foreign", "--type=merge", "-p",
+		`{"spec":{"ignoreDifferences":[{"group":"apps","kind":"Deployment","name":"web","namespace":"sd-foreign","jqPathExpressions":[".spec.replicas"]}]}}`)
+	if _, err := testEnv.Git.Commit("unrelated", map[string]string{"README.md": "moved again\n"}); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := mustRun(t, oncall, 1, "status", "sd-foreign", "-o", "json", "--exit-code")
+	if !strings.Contains(out, "neither the Application's own when the session opened nor its hold's") {
+		t.Errorf("status does not name the foreign entry:\n%s", out)
+	}
+	mustRun(t, oncall, 1, "restore", "sd-foreign")
+	mustRun(t, oncall, 0, "restore", "sd-foreign", "--force", "--reason", "the entry was not ours", "-y")
+	app, err := appsClient(t).Get(context.Background(), "sd-foreign", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, found, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences"); found && len(entries) > 0 {
+		t.Errorf("after the close ignoreDifferences is %v, want none (the Application had none)", entries)
 	}
 }
