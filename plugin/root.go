@@ -11,15 +11,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unicode"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-gitops/kubectl-gitops/redact"
@@ -204,10 +203,7 @@ func checkRequestTimeout(cmd *cobra.Command) error {
 		return nil
 	}
 	v := f.Value.String()
-	if _, err := strconv.Atoi(v); err == nil {
-		return nil
-	}
-	if _, err := time.ParseDuration(v); err == nil {
+	if _, err := clientcmd.ParseTimeout(v); err == nil {
 		return nil
 	}
 	return usageErrorf("--request-timeout %q is not a duration: give one like 30s or 2m (0 waits as long as it takes)", v)

@@ -46,6 +46,8 @@ func TestExitCodesAndErrorLine(t *testing.T) {
 		{"help of a subcommand", []string{"help", "audit", "verify"}, ExitOK, ""},
 		// It exited 1 when the first client was built.
 		{"bad request timeout", []string{"status", "--request-timeout", "abc"}, ExitUsage, `error: --request-timeout "abc" is not a duration`},
+		// client-go refuses a negative number of seconds too.
+		{"negative request timeout", []string{"status", "--request-timeout", "-5"}, ExitUsage, `error: --request-timeout "-5" is not a duration`},
 		{"unknown flag", []string{"version", "--bogus"}, ExitUsage, "error: unknown flag: --bogus"},
 		{"bad output format", []string{"version", "--client", "-o", "xml"}, ExitUsage, `error: --output "xml" is not supported`},
 		{"extra argument", []string{"version", "extra"}, ExitUsage, "error: kubectl gitops version takes no arguments"},
