@@ -494,15 +494,10 @@ func (st *SessionStatus) judgeForeignHold(app argocd.App) {
 	if !st.trusted || (!s.ownIgnoreSaved && !s.holdsFields()) {
 		return
 	}
-	var own []any
-	_ = json.Unmarshal(s.SavedIgnoreDifferences, &own)
+	own, patches := s.savedEntries(), latestPatches(s)
 	var foreign []string
 	for _, e := range app.IgnoreDifferences() {
-		mine := s.holdsFields() && holdsTarget(e, latestPatches(s))
-		for _, o := range own {
-			mine = mine || equalJSON(e, o)
-		}
-		if !mine {
+		if !anyEqual(e, own) && !(s.holdsFields() && holdsTarget(e, patches)) {
 			foreign = append(foreign, jsonText(e))
 		}
 	}

@@ -192,17 +192,29 @@ func HeldEntries(app argocd.App) (session string, held []any) {
 	if err != nil || !s.holdsFields() {
 		return "", nil
 	}
-	var saved []any
-	_ = json.Unmarshal(s.SavedIgnoreDifferences, &saved)
-	entries := app.IgnoreDifferences()
-	for _, e := range entries {
-		own := false
-		for _, o := range saved {
-			own = own || equalJSON(e, o)
-		}
-		if !own {
+	saved := s.savedEntries()
+	for _, e := range app.IgnoreDifferences() {
+		if !anyEqual(e, saved) {
 			held = append(held, e)
 		}
 	}
 	return s.ID, held
+}
+
+// savedEntries are the Application's own ignoreDifferences entries as s
+// saved them (none when it saved none).
+func (s *Session) savedEntries() []any {
+	var saved []any
+	_ = json.Unmarshal(s.SavedIgnoreDifferences, &saved)
+	return saved
+}
+
+// anyEqual is whether entry e is one of list, as JSON.
+func anyEqual(e any, list []any) bool {
+	for _, o := range list {
+		if equalJSON(e, o) {
+			return true
+		}
+	}
+	return false
 }
