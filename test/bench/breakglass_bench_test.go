@@ -392,7 +392,7 @@ func (s *stage) deployChild(b *testing.B, name string, extra map[string]string) 
 	if _, err := s.e.Git.Commit(name, files); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if err := env.TeamNamespace(context.Background(), s.kube, name); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/kubectl-gitops/kubectl-gitops/breakglass"
 	"github.com/kubectl-gitops/kubectl-gitops/test/env"
 	"github.com/kubectl-gitops/kubectl-gitops/test/jiradouble"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -169,7 +168,7 @@ func createAppFrom(t *testing.T, name string, files map[string]string, path stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if err := env.TeamNamespace(ctx, kubeFor(t, env.Admin.Name), name); err != nil {
 		t.Fatal(err)
 	}
 	app := e.Application(name, path, name, runtimeCopy(fullPolicy))

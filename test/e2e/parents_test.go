@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -49,7 +48,7 @@ spec:
 	if _, err := e.Git.Commit("app of apps", files); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bg-child"}}, metav1.CreateOptions{}); err != nil {
+	if err := env.TeamNamespace(ctx, kubeFor(t, env.Admin.Name), "bg-child"); err != nil {
 		t.Fatal(err)
 	}
 	parentPolicy := map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}

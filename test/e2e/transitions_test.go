@@ -368,7 +368,7 @@ func TestTransitionTeamNamespaceApplicationIsRefusedAlike(t *testing.T) {
 	apiOnly(t)
 	environment(t)
 	const ns, name = "team-transitions", "tx-team"
-	if _, err := kubeFor(t, env.Admin.Name).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if err := env.TeamNamespace(context.Background(), kubeFor(t, env.Admin.Name), ns); err != nil {
 		t.Fatal(err)
 	}
 	manualApp(t, ns, name)

@@ -383,62 +383,29 @@ func (e *Env) configureArgoCD(ctx context.Context, kube kubernetes.Interface, dy
 	return err
 }
 
-// grantTestRoles gives the environment's users the rights their names promise:
-// oncall changes workloads (the cluster's own rights, which the tool does
-// not ship), and has deploy/rbac's on Argo CD Applications in every namespace
-// (and ConfigMaps in the demo namespace only), auditors read them, nobody
-// gets nothing; then the
-// project's shipped deploy/rbac manifests add the audit log rights. The rules
-// are explicit because no kube-controller-manager runs to fill the aggregated
-// edit and view roles.
+// grantTestRoles gives the environment's users the rights their names
+// promise, as docs/rbac.md tells an install to: deploy/rbac as shipped, with
+// on-call's team role bound in the demo's namespace (and in each namespace a
+// test makes for a team, TeamNamespace), never in Argo CD's; auditors read
+// what the cluster's own view role would let them (the tool does not ship
+// that), nobody gets nothing. The rules are explicit because no
+// kube-controller-manager runs to fill the aggregated view role.
 func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, release ArgoRelease) error {
 	read := []string{"get", "list", "watch"}
-	write := []string{"get", "list", "watch", "create", "patch", "update"}
-	roles := map[string][]rbacv1.PolicyRule{
-		"test-oncall": {
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: write},
-			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: write},
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read},
-			// deploy/rbac's Role, in every namespace Applications may live
-			// in (apps in any namespace): never create, on Applications,
-			// AppProjects or ApplicationSets.
-			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"get", "list", "watch", "patch"}},
-			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applicationsets"}, Verbs: []string{"get"}},
-			// The Events on Applications in team namespaces (Argo CD's
-			// namespace has deploy/rbac's).
-			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-		},
-		"test-auditors": {
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: read},
-			{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "pods", "namespaces"}, Verbs: read},
-			{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: read},
-		},
-	}
-	groups := map[string]string{"test-oncall": Oncall.Groups[0], "test-auditors": Auditor.Groups[0]}
-	for name, rules := range roles {
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
-		if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: groups[name]}},
-		}
-		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	demoConfigMaps := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-oncall-configmaps", Namespace: DemoNamespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "test-oncall-configmaps"},
-		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: Oncall.Groups[0]}},
-	}
-	cmRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-oncall-configmaps"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: write}}}
-	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, cmRole, metav1.CreateOptions{}); err != nil {
+	auditors := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-auditors"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: read},
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "pods", "namespaces"}, Verbs: read},
+		{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects", "applicationsets"}, Verbs: read},
+	}}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, auditors, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if _, err := kube.RbacV1().RoleBindings(DemoNamespace).Create(ctx, demoConfigMaps, metav1.CreateOptions{}); err != nil {
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-auditors"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "test-auditors"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: Auditor.Groups[0]}},
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	if err := applyShipped(ctx, dyn, "rbac", nil); err != nil {
@@ -448,7 +415,32 @@ func grantTestRoles(ctx context.Context, kube kubernetes.Interface, dyn dynamic.
 	if err := applyShipped(ctx, dyn, "policy", policyFor(release)); err != nil {
 		return err
 	}
+	if err := TeamNamespace(ctx, kube, DemoNamespace); err != nil {
+		return err
+	}
 	return waitPolicyEnforced(ctx, kube)
+}
+
+// OncallTeamRole is deploy/rbac/oncall-team.yaml's ClusterRole: on-call's
+// rights on the workloads (and Applications) of a team's namespace.
+const OncallTeamRole = "kubectl-gitops-oncall-team"
+
+// TeamNamespace makes namespace name a team's, as docs/rbac.md says an
+// install does: the namespace, and on-call's team role bound there. It
+// may exist already; the binding is made once.
+func TeamNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: OncallTeamRole, Namespace: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: OncallTeamRole},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: Oncall.Groups[0]}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(name).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // createDigestKey creates the installation's digest key as README's
