@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -722,3 +724,92 @@ const noticePrefix = "BREAK-GLASS: do not sync."
 
 // noticeMax is where Argo CD truncates a notice.
 const noticeMax = 500
+
+// EventUnrecordedSessionReason is the Warning Event of a session closed on
+// an Application that the audit log never opened there.
+const EventUnrecordedSessionReason = "UnrecordedSession"
+
+// UnrecordedClose says why app's last-session mark names a session the
+// audit log never opened on app, "" when it did (or there is no mark, or
+// a session is open). The admission policy lets a member of the on-call
+// group open a session by hand (a pause with an annotation) and close it
+// (the mark with the restore), since CEL cannot read the log: whatever
+// went on in between (a pause, a terminated sync, ignoreDifferences, the
+// option that honours them, a banner) is in no record, and the mark is
+// what is left of it. The planned record comes before anything a real
+// session changes, so a mark the log has no plan for is never a run in
+// flight. It says nothing while the log cannot be trusted to hold every
+// session (see UnaccountedSession).
+func (e *Engine) UnrecordedClose(ctx context.Context, app argocd.App) (string, error) {
+	annotations := app.GetAnnotations()
+	mark, marked := annotations[LastSessionAnnotation]
+	if _, open := annotations[SessionAnnotation]; open || !marked {
+		return "", nil
+	}
+	var closed struct {
+		ID     string `json:"id"`
+		Closed string `json:"closed"`
+	}
+	if err := json.Unmarshal([]byte(mark), &closed); err != nil || closed.ID == "" {
+		closed.ID, _, _ = strings.Cut(strings.TrimPrefix(mark, `{"id":"`), `"`)
+	}
+	if closed.ID == "" {
+		return "", nil // the policy lets no close write such a mark
+	}
+	records, err := e.log().records(ctx, closed.ID)
+	if err != nil {
+		return "", err
+	}
+	var why string
+	switch _, log := ownLog(records, closed.ID); {
+	case log == nil || log.Opened == nil:
+		why = "which the audit log never opened"
+	case log.Application.Name != app.GetName() || log.Application.Namespace != app.GetNamespace():
+		why = fmt.Sprintf("which the audit log opened on %s/%s, not here", log.Application.Namespace, log.Application.Name)
+	default:
+		return "", nil
+	}
+	if lost, err := e.logLost(ctx); lost || err != nil {
+		return "", err
+	}
+	// What it carries is read afresh (a cached Application may be only
+	// its metadata), and only while the mark is the same.
+	fresh, err := e.App(ctx, argocd.AppRef{Namespace: app.GetNamespace(), Name: app.GetName()})
+	if err != nil {
+		return "", err
+	}
+	if _, open := fresh.GetAnnotations()[SessionAnnotation]; open || fresh.GetAnnotations()[LastSessionAnnotation] != mark {
+		return "", nil // changed since: its own event follows
+	}
+	app, annotations = fresh, fresh.GetAnnotations()
+	var left []string
+	if n := len(app.IgnoreDifferences()); n > 0 {
+		left = append(left, fmt.Sprintf("%d spec.ignoreDifferences entries", n))
+	}
+	for _, o := range app.SyncOptions() {
+		if strings.HasPrefix(o, "RespectIgnoreDifferences=") {
+			left = append(left, "syncOptions "+o)
+		}
+	}
+	if _, ok := annotations[NoticeContent]; ok {
+		left = append(left, "an Argo CD notice banner")
+	}
+	has := "; it carries none of what a session leaves (ignoreDifferences, RespectIgnoreDifferences, a banner)"
+	if len(left) > 0 {
+		has = "; what it carries now that a session could have left, to compare with Git: " + strings.Join(left, ", ")
+	}
+	return fmt.Sprintf("application %s/%s was closed for break-glass session %s, %s: a session opened and closed by hand, so what it did in between (a pause, a terminated sync, ignoreDifferences, a banner) is in no record%s. See when and with what with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who)",
+		app.GetNamespace(), app.GetName(), strconv.Quote(Clip(closed.ID, 120)), why, has, app.GetName(), app.GetNamespace()), nil
+}
+
+// Clip is s cut to at most n bytes on a rune boundary, marked when cut:
+// for values anyone could have written, quoted into a record or an Event.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -206,7 +205,10 @@ func (c *Controller) watch(ctx context.Context) (cache.Store, workqueue.TypedRat
 		}
 		_, open := app.GetAnnotations()[breakglass.SessionAnnotation]
 		_, paused := app.GetAnnotations()[breakglass.PausedByAnnotation]
-		return app, open || paused
+		// A closed session's mark, for a close the log never opened
+		// (unrecordedClose); the cache keeps such an Application slim.
+		_, closed := app.GetAnnotations()[breakglass.LastSessionAnnotation]
+		return app, open || paused || closed
 	}
 	enqueue := func(obj any) {
 		if app, ok := marked(obj); ok {
@@ -403,6 +405,9 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 			c.targets.forget(key)
 		}
 		delete(c.orphanedSessions, key)
+		if err := c.unrecordedClose(ctx, engine, app); err != nil {
+			return time.Time{}, err
+		}
 		return time.Time{}, c.orphan(ctx, engine, app)
 	}
 	if _, err := breakglass.SessionOf(app); err != nil {
@@ -582,7 +587,7 @@ func (c *Controller) orphanSession(ctx context.Context, engine *breakglass.Engin
 		paused = ", while its automated sync is off"
 	}
 	msg := fmt.Sprintf("application %s carries a break-glass session annotation %s that no session of the audit log accounts for: %s%s. Restore cannot close it; see when and with what it was written with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who), and have a cluster admin remove the %s annotation",
-		key, strconv.Quote(clip(annotation, 120)), strconv.Quote(clip(why, 200)), paused, app.GetName(), app.GetNamespace(), breakglass.SessionAnnotation)
+		key, strconv.Quote(breakglass.Clip(annotation, 120)), strconv.Quote(breakglass.Clip(why, 200)), paused, app.GetName(), app.GetNamespace(), breakglass.SessionAnnotation)
 	if err := c.recordOrphan(ctx, engine, app, "", breakglass.EventOrphanedSessionReason, msg); err != nil {
 		return false, err
 	}
@@ -590,15 +595,25 @@ func (c *Controller) orphanSession(ctx context.Context, engine *breakglass.Engin
 	return true, nil
 }
 
-// clip is s cut to at most n bytes on a rune boundary, marked when cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+// unrecordedClose records, once per mark, a last-session mark on app
+// naming a session the audit log never opened there: one opened and
+// closed by hand, in about a tenth of a second, which the session
+// annotation alone may never show the controller. Everything it did
+// (a terminated sync among them) is in no record but this one.
+func (c *Controller) unrecordedClose(ctx context.Context, engine *breakglass.Engine, app argocd.App) error {
+	mark, marked := app.GetAnnotations()[breakglass.LastSessionAnnotation]
+	if !marked {
+		return nil
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+	told := "unrecorded " + app.GetNamespace() + "/" + app.GetName() + " " + mark
+	if _, done := c.noticed[told]; done {
+		return nil
 	}
-	return s[:n] + "…"
+	why, err := engine.UnrecordedClose(ctx, app)
+	if err != nil || why == "" {
+		return err
+	}
+	return c.recordOrphan(ctx, engine, app, told, breakglass.EventUnrecordedSessionReason, why)
 }
 
 // orphan records, once per mark, a paused-by mark on app that no open

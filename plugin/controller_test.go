@@ -674,6 +674,76 @@ func TestControllerNoticesAnUnaccountedSession(t *testing.T) {
 	}
 }
 
+// TestControllerNamesASessionClosedThatTheLogNeverOpened (issue 49, items 1
+// and 4): a session opened and closed by hand with kubectl (the policy
+// lets both through: CEL cannot read the log) can pause, terminate a sync,
+// add ignoreDifferences and a banner in a tenth of a second, and the
+// session annotation alone may never reach the controller. The close's
+// last-session mark stays: one naming a session the log never opened (or
+// opened on another Application) is recorded as breakglass.orphaned with
+// a Warning Event UnrecordedSession, once, naming what the Application
+// carries now; a session the tool opened and closed is not.
+func TestControllerNamesASessionClosedThatTheLogNeverOpened(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	real := sessionOn(t, f).ID
+	if code, out, errOut := runPlugin(t, "restore", "web", "--force", "--reason", "done", "-y"); code != ExitOK {
+		t.Fatalf("restore: %d %s %s", code, out, errOut)
+	}
+	apps := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd")
+	closedBy := func(name, id string, leave func(*unstructured.Unstructured)) {
+		t.Helper()
+		app := f.app().DeepCopy()
+		app.SetName(name)
+		app.SetResourceVersion("")
+		app.SetAnnotations(map[string]string{breakglass.LastSessionAnnotation: `{"id":"` + id + `","closed":"restored"}`})
+		if leave != nil {
+			leave(app)
+		}
+		if _, err := apps.Create(context.Background(), app, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closedBy("by-hand", "20261207-030000-hand", func(app *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(app.Object, []any{map[string]any{"group": "apps", "kind": "Deployment", "name": "web", "jsonPointers": []any{"/spec/replicas"}}}, "spec", "ignoreDifferences")
+		_ = unstructured.SetNestedStringSlice(app.Object, []string{"RespectIgnoreDifferences=true"}, "spec", "syncPolicy", "syncOptions")
+		annotations := app.GetAnnotations()
+		annotations[breakglass.NoticeContent] = "Git has the fix. Sync is safe."
+		app.SetAnnotations(annotations)
+	})
+	closedBy("elsewhere", real, nil) // the real session's id, on an Application it never held
+	_, _ = runController(t, time.Hour)
+	orphaned := func(app string) (out []*audit.Record) {
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == app {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for deadline := time.Now().Add(15 * time.Second); len(orphaned("by-hand")) == 0 || len(orphaned("elsewhere")) == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no breakglass.orphaned records of by-hand and elsewhere within 15s: %+v %+v", orphaned("by-hand"), orphaned("elsewhere"))
+		}
+	}
+	time.Sleep(2 * time.Second) // a few resyncs: still one each
+	got := orphaned("by-hand")
+	if len(got) != 1 || got[0].Session != "" || !strings.Contains(got[0].Reason, "20261207-030000-hand") || !strings.Contains(got[0].Reason, "which the audit log never opened") ||
+		!strings.Contains(got[0].Reason, "1 spec.ignoreDifferences entries, syncOptions RespectIgnoreDifferences=true, an Argo CD notice banner") {
+		t.Errorf("orphaned records of a session opened and closed by hand: %+v", got)
+	}
+	if got := orphaned("elsewhere"); len(got) != 1 || !strings.Contains(got[0].Reason, "which the audit log opened on argocd/web, not here") ||
+		!strings.Contains(got[0].Reason, "it carries none of what a session leaves") {
+		t.Errorf("orphaned records of another Application's session: %+v", got)
+	}
+	if got := orphaned("web"); len(got) != 0 {
+		t.Errorf("the session the tool opened and closed was named: %+v", got)
+	}
+	assertWarned(t, f, breakglass.EventUnrecordedSessionReason, "by-hand")
+}
+
 // GIT_TOKEN is sent only to the hosts it is for: a GitHub Enterprise or
 // self-managed GitLab token never to github.com or gitlab.com.
 func TestControllerTokenHosts(t *testing.T) {

@@ -85,6 +85,55 @@ func TestHandMadeSessionIsRecorded(t *testing.T) {
 	}
 }
 
+// TestHandMadeOpenAndCloseIsRecorded (issue 49, items 1 and 4): an on-call
+// opens a session by hand with kubectl (the annotation with the pause and a
+// banner), adds a hold entry inside it, and closes it (the pause undone,
+// the last-session mark), three requests the policy lets through since CEL
+// cannot read the log; the controller may never see the annotation. The
+// mark stays: within seconds the controller records the close as
+// breakglass.orphaned, naming the session the log never opened and what the
+// Application still carries, with a Warning Event UnrecordedSession.
+func TestHandMadeOpenAndCloseIsRecorded(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-blink")
+	startReplica(t, "replica-blink")
+	oncall := newUser(t, env.Oncall.Name)
+	const id = "20261207-030000-blink"
+	open, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		breakglass.SessionAnnotation: `{"id":"` + id + `","openedBy":"` + env.Oncall.Name + `","state":"patched"}`,
+		breakglass.NoticeContent:     "Git has the fix. Sync is safe.",
+	}}, "spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}}})
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-blink", "--type=merge", "-p", string(open))
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-blink", "--type=merge", "-p",
+		`{"spec":{"ignoreDifferences":[{"group":"apps","kind":"Deployment","name":"web","namespace":"sd-blink","jqPathExpressions":[".spec.replicas"]}]}}`)
+	closing, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		breakglass.SessionAnnotation:     nil,
+		breakglass.LastSessionAnnotation: `{"id":"` + id + `","closed":"restored"}`,
+	}}, "spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": true}}}})
+	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-blink", "--type=merge", "-p", string(closing))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var orphaned []*audit.Record
+	waitFor(ctx, t, "a breakglass.orphaned record of sd-blink", func() (bool, string) {
+		orphaned = nil
+		for _, r := range allRecords(t) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "sd-blink" {
+				orphaned = append(orphaned, r)
+			}
+		}
+		return len(orphaned) > 0, "none yet"
+	})
+	if r := orphaned[0]; len(orphaned) != 1 || r.Actor.Username != controllerSA || !strings.Contains(r.Reason, id) ||
+		!strings.Contains(r.Reason, "which the audit log never opened") || !strings.Contains(r.Reason, "1 spec.ignoreDifferences entries, an Argo CD notice banner") {
+		t.Errorf("orphaned records: %+v", orphaned)
+	}
+	events := newUser(t, env.Admin.Name).kubectl("-n", e.ArgoNamespace, "get", "events", "--field-selector", "type=Warning,involvedObject.name=sd-blink", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}")
+	if !strings.Contains(events, breakglass.EventUnrecordedSessionReason) {
+		t.Errorf("warning events of sd-blink: %q, want %s", events, breakglass.EventUnrecordedSessionReason)
+	}
+}
+
 // TestForgedCloseIsNamed (issue 32, item 2): a second on-call appends a
 // breakglass.restored record, in their own name, for a live session. The
 // Application stays paused with the fix: status shows the session open
