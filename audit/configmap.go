@@ -307,9 +307,17 @@ func (s *ConfigMapStore) findTip(ctx context.Context, from HeadState) (tipFound,
 	bound := s.objects(ctx)
 	pos := &positions{s: s}
 	lo := from
+	// A head is believed only on a record that links to the log below
+	// it: a record planted ahead of the log, with the head moved onto it
+	// (two requests for anyone who may create records), would have every
+	// append skip the positions under it for good.
+	var floorAt HeadState
 	believe := func() error {
 		if f.head != nil && f.head.Seq != 0 && f.head.Seq <= bound {
-			f.believed, err = pos.holds(ctx, *f.head)
+			if f.believed, err = pos.holds(ctx, *f.head); f.believed && err == nil {
+				doc, _, _ := pos.at(ctx, f.head.Seq)
+				f.believed, err = pos.linked(ctx, f.head.Seq, recordAt(f.head.Seq, doc), floorAt)
+			}
 		}
 		return err
 	}
@@ -327,6 +335,7 @@ func (s *ConfigMapStore) findTip(ctx context.Context, from HeadState) (tipFound,
 		}
 		if floor != nil {
 			bound += floor.Seq
+			floorAt = *floor
 			if err := believe(); err != nil {
 				return tipFound{}, err
 			}
@@ -452,9 +461,21 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 			case !ok:
 				gap = seq
 			default:
-				if rec := recordAt(seq, doc); rec != nil {
+				rec := recordAt(seq, doc)
+				if rec == nil {
+					continue // not a record: stepped past
+				}
+				linked, err := p.linked(ctx, seq, rec, bottom)
+				if err != nil {
+					return HeadState{}, nil, err
+				}
+				if linked {
 					return HeadState{Seq: held, Hash: rec.Hash}, rec, nil
 				}
+				// Planted: a record that does not link to the log
+				// below it is stepped past as a foreign object is,
+				// and one over an empty position leaves that
+				// position to the next append.
 			}
 		}
 		if gap == 0 {
@@ -466,6 +487,33 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 			lo = bottom
 		}
 		bound = gap - 1
+	}
+}
+
+// linked says whether rec, the record at position seq, links to the log
+// below it: its prev is the hash of the newest record under it (objects
+// that are not records are stepped past, as appends step past them), or
+// the floor's where nothing is between them. One above an empty position
+// links to nothing: no writer appends past an empty position (a prune
+// cuts below the floor only), so it was planted ahead of the log.
+func (p *positions) linked(ctx context.Context, seq uint64, rec *Record, floor HeadState) (bool, error) {
+	if rec == nil {
+		return false, nil
+	}
+	for below := seq - 1; ; below-- {
+		if below <= floor.Seq {
+			return rec.Prev == floor.Hash, nil
+		}
+		doc, ok, err := p.at(ctx, below)
+		switch {
+		case err != nil:
+			return false, err
+		case !ok:
+			return false, nil
+		}
+		if prev := recordAt(below, doc); prev != nil {
+			return rec.Prev == prev.Hash, nil
+		}
 	}
 }
 

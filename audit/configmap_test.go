@@ -497,6 +497,57 @@ func TestPlantedObjectsDrawTheLogNoFurtherThanTheNamespaceHolds(t *testing.T) {
 	}
 }
 
+// TestARecordPlantedAheadIsSteppedPastAndNamed (issue 49, item 2): a
+// record sealed at a position past the tip (two ahead, linking to the tip
+// as the next honest record would), with the head moved onto it: two
+// requests for anyone who may create records. The head was believed, so
+// every append skipped the position under it for good: verify said
+// "record 4 is absent" forever and named nothing planted. Now the next
+// append fills that position, the one after steps past the planted record,
+// and verify names it with its writer, blaming no honest record.
+func TestARecordPlantedAheadIsSteppedPastAndNamed(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	appendTo(t, client)
+	appendTo(t, client)
+	tip := appendTo(t, client)
+	planted := &Record{Event: EventRestored, Session: "s1", Actor: Actor{Username: "lead"}, Outcome: Outcome{Status: StatusSucceeded}}
+	doc, err := seal(planted, tip.Seq+2, tip.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := RecordConfigMap("argocd", planted, doc)
+	cm.Annotations[AnnotationActor] = "lead" // as the API server's policy stamps it
+	if _, err := client.CoreV1().ConfigMaps("argocd").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setHead(t, client, func(h *corev1.ConfigMap) { h.Data = headData(HeadState{Seq: planted.Seq, Hash: planted.Hash}) })
+
+	filled := appendTo(t, client)
+	if filled.Seq != tip.Seq+1 || filled.Prev != tip.Hash {
+		t.Fatalf("the append after the plant: record %d linking to %.12s, want %d linking to the tip %.12s", filled.Seq, filled.Prev, tip.Seq+1, tip.Hash)
+	}
+	past := appendTo(t, client)
+	if past.Seq != planted.Seq+1 || past.Prev != filled.Hash {
+		t.Fatalf("the next append: record %d linking to %.12s, want %d linking to record %d (%.12s)", past.Seq, past.Prev, planted.Seq+1, filled.Seq, filled.Hash)
+	}
+	rep, kinds := verifyKinds(t, client)
+	var named []Break
+	for _, b := range rep.Breaks {
+		if b.Seq != planted.Seq {
+			t.Errorf("an honest record or position is blamed: %s", b)
+		}
+		named = append(named, b)
+	}
+	if len(named) != 1 || named[0].Kind != BreakInserted || !strings.Contains(named[0].Detail, `planted ahead of the log, created by "lead"`) || kinds[BreakMissing] != 0 {
+		t.Errorf("verify: breaks %v; want record %d named as planted by lead, and no record absent", rep.Breaks, planted.Seq)
+	}
+	// The planted close counts for no session: verify's sessions never saw it.
+	if rep.Records != 6 {
+		t.Errorf("verify read %d records, want 6", rep.Records)
+	}
+}
+
 // TestPrefetchedTipIsOnlyAStart: a command looks for the log's end while it
 // plans (Prefetch), so its first append only writes. A record another
 // writer appended meanwhile takes the position found: the append looks

@@ -177,6 +177,11 @@ type Verifier struct {
 	expect    uint64
 	prevHash  string
 	prevKnown bool
+	// pastHash is the hash of the last record before one that does not
+	// link (planted ahead of the log, or replaced): appends step past
+	// such a record, so the next may link to this one instead.
+	pastHash  string
+	pastKnown bool
 	last      uint64
 	unordered bool
 	sessions  *Sessions
@@ -306,6 +311,7 @@ func (v *Verifier) Add(e Entry) {
 		}
 	}
 	computed, err := hashDocument(e.Doc)
+	unlinked := false
 	switch {
 	case err != nil || computed != rec.Hash:
 		add(BreakAltered, e, "content does not match its hash %s", short(rec.Hash))
@@ -314,8 +320,13 @@ func (v *Verifier) Add(e Entry) {
 		v.prevKnown = false
 		v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
 		return
-	case v.prevKnown && rec.Prev != v.prevHash:
-		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced or forged)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash))
+	case v.prevKnown && rec.Prev != v.prevHash && (!v.pastKnown || rec.Prev != v.pastHash):
+		unlinked = true
+		writer := ""
+		if e.Actor != "" {
+			writer = fmt.Sprintf(", created by %q", e.Actor)
+		}
+		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced, forged, or planted ahead of the log%s; appends step past it)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash), writer)
 	}
 	// Only a record that is what its writer wrote says anything of the
 	// head it found or of its session; and only one whose event label is
@@ -349,12 +360,13 @@ func (v *Verifier) Add(e Entry) {
 		v.rep.Warnings = append(v.rep.Warnings, Break{Kind: BreakBegunBeforeCut, Seq: e.Slot, Name: e.Name,
 			Detail: fmt.Sprintf("session %s's first record here is %s, not its plan: it began before the cut, so its records here are not checked against it (audit verify --mirror reads it whole)", rec.Session, rec.Event)})
 	}
-	if sound && !forged && !relabelled && (v.cut == nil || e.Slot > v.cut.Seq) && !begunBefore {
+	if sound && !forged && !relabelled && !unlinked && (v.cut == nil || e.Slot > v.cut.Seq) && !begunBefore {
 		if _, b := v.sessions.Add(rec); b != nil {
 			b.Name = e.Name
 			v.rep.Breaks = append(v.rep.Breaks, *b)
 		}
 	}
+	v.pastHash, v.pastKnown = v.prevHash, unlinked && v.prevKnown
 	v.prevHash, v.prevKnown = rec.Hash, true
 	v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
 }

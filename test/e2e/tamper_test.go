@@ -229,6 +229,50 @@ func TestForgedActorIsNamedByVerify(t *testing.T) {
 	assertChainIntact(t, oncall)
 }
 
+// TestARecordPlantedAheadIsSteppedPast (issue 49, item 2): a second
+// on-call creates, in their own name, a record two past the tip (linking to
+// the tip) and moves the head onto it: two kubectl requests the policies
+// allow. Appends used to believe the head and skip the position under it
+// for good ("record N is absent" forever, the planted record unnamed). Now
+// the next append fills it, the one after steps past the planted record,
+// and verify names that record with its writer and nothing else.
+func TestARecordPlantedAheadIsSteppedPast(t *testing.T) {
+	apiOnly(t)
+	e := environment(t)
+	lead := newUser(t, env.Lead.Name)
+	tip := head(t)
+	doc, hash := forge(t, tip.Seq+2, tip.Hash, env.Lead.Name)
+	obj := recordObject(tip.Seq+2, env.Lead.Name, doc, true)
+	obj["metadata"].(map[string]any)["labels"].(map[string]any)[audit.LabelEvent] = string(audit.EventRestored)
+	if errOut, code := applyAs(t, lead, obj); code != 0 {
+		t.Fatalf("creating the record ahead: %s", errOut)
+	}
+	plant(audit.RecordName(tip.Seq + 2))
+	lead.kubectl("-n", e.ArgoNamespace, "patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d","hash":"%s"}}`, tip.Seq+2, hash))
+
+	appendOwnRecord(t, e, "after the plant")
+	appendOwnRecord(t, e, "past the plant")
+	for seq, want := range map[uint64]uint64{tip.Seq + 1: tip.Seq, tip.Seq + 3: tip.Seq + 1} {
+		entry, found, err := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), e.ArgoNamespace).StoredRecord(context.Background(), seq)
+		if err != nil || !found {
+			t.Fatalf("record %d: found %v, %v; the appends skipped it", seq, found, err)
+		}
+		rec, err := audit.Parse(entry.Doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, _, _ := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), e.ArgoNamespace).StoredRecord(context.Background(), want); !strings.Contains(string(prev.Doc), `"hash":"`+rec.Prev+`"`) {
+			t.Errorf("record %d links to %.12s, not to record %d", seq, rec.Prev, want)
+		}
+	}
+	out, _, code := newUser(t, env.Auditor.Name).run("kubectl", "gitops", "audit", "verify")
+	want := fmt.Sprintf(`%s: does not link to record %d`, audit.RecordName(tip.Seq+2), tip.Seq+1)
+	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, `planted ahead of the log, created by "lead"`) || strings.Contains(out, "is absent") {
+		t.Errorf("audit verify: exit %d:\n%s\nwant exit 1 naming %q as planted by lead, and no record absent", code, out, want)
+	}
+	assertChainIntact(t, newUser(t, env.Oncall.Name))
+}
+
 // TestForeignObjectCannotJamTheLog: one ConfigMap at the next sequence
 // number, passing every policy but holding no record, used to make every
 // later break-glass fail. Now the log records past it and verify names it.
