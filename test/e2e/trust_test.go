@@ -249,6 +249,12 @@ func TestWrongHeadIsBlamedNotTheNextRecord(t *testing.T) {
 	if _, errOut, code := oncall.run("kubectl", "-n", e.ArgoNamespace, "patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d"}}`, far)); code == 0 || !strings.Contains(errOut, "moves at most 1000 records at a time") {
 		t.Errorf("on-call moved the head to %d: exit %d, %s", far, code, errOut)
 	}
+	// A reviewer appends one review at a time: its step is 10 (five
+	// requests used to move the head 5000 records past the log).
+	reviewer := newUser(t, env.Reviewer.Name)
+	if _, errOut, code := reviewer.run("kubectl", "-n", e.ArgoNamespace, "patch", "cm", audit.HeadName, "--type=merge", "-p", fmt.Sprintf(`{"data":{"seq":"%d"}}`, head(t).Seq+11)); code == 0 || !strings.Contains(errOut, "moves at most 10 records at a time for reviewer") {
+		t.Errorf("a reviewer moved the head 11 records: exit %d, %s", code, errOut)
+	}
 	if h := head(t); h.Seq < lastSeq(t) {
 		t.Errorf("the head %d is behind the log", h.Seq)
 	}
