@@ -30,6 +30,9 @@ type Proposer struct {
 	// (0: 5).
 	After    time.Duration
 	Attempts int
+	// BranchExists asks the remote whether a recorded branch is there
+	// (nil: proposal.RemoteBranchExists with Auth).
+	BranchExists func(ctx context.Context, repoURL, branch string) (bool, error)
 
 	tries map[string]try
 	// standing are the recorded requests the provider said exist.
@@ -54,35 +57,45 @@ const (
 )
 
 // stands is whether the recorded proposal is there to merge: a record in
-// anyone's own name of a pull request that does not exist stopped the
-// controller from ever proposing the fix. Only the provider's "not
-// found" counts against it; a request it cannot ask about (no provider,
-// a branch alone, the API down) is believed, as before.
+// anyone's own name of a pull request, or a branch, that does not exist
+// stopped the controller from ever proposing the fix. A request is asked
+// of the provider; a branch alone (pushed with no provider, or a request
+// with no provider to ask) of the remote. Only "not found" counts against
+// it: one it cannot ask about (a token it may not send there, the API or
+// the remote down) is believed, as before. What exists is asked once.
 func (p *Proposer) stands(ctx context.Context, recorded *audit.Proposal) bool {
-	if p.ProviderFor == nil || recorded.Number == 0 {
-		return true
-	}
-	// Asked once per request, not at every change of the Application.
-	key := recorded.RepoURL + "#" + strconv.Itoa(recorded.Number)
+	key := recorded.RepoURL + "#" + strconv.Itoa(recorded.Number) + "#" + recorded.Branch
 	if p.standing[key] {
-		return true
-	}
-	provider, err := p.ProviderFor(recorded.RepoURL)
-	if err != nil || provider == nil {
 		return true
 	}
 	asking, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err = provider.State(asking, recorded.Number); errors.Is(err, proposal.ErrNotFound) {
-		return false
+	exists, known := true, false
+	var provider proposal.Provider
+	if p.ProviderFor != nil && recorded.Number != 0 {
+		provider, _ = p.ProviderFor(recorded.RepoURL)
 	}
-	if err == nil {
+	switch {
+	case provider != nil:
+		_, err := provider.State(asking, recorded.Number)
+		exists, known = !errors.Is(err, proposal.ErrNotFound), err == nil || errors.Is(err, proposal.ErrNotFound)
+	case recorded.Branch != "":
+		branchExists := p.BranchExists
+		if branchExists == nil {
+			branchExists = func(ctx context.Context, repoURL, branch string) (bool, error) {
+				return proposal.RemoteBranchExists(ctx, repoURL, branch, &p.Auth)
+			}
+		}
+		found, err := branchExists(asking, recorded.RepoURL, recorded.Branch)
+		exists, known = found || err != nil, err == nil
+	}
+	if known && exists {
 		if p.standing == nil {
 			p.standing = map[string]bool{}
 		}
 		p.standing[key] = true
 	}
-	return true
+	return exists
 }
 
 func (p *Proposer) after() time.Duration {

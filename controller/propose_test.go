@@ -111,7 +111,44 @@ func TestARecordedProposalCountsWhenItExists(t *testing.T) {
 	if provider.asked != 2 {
 		t.Errorf("the provider was asked %d times, want once for each request", provider.asked)
 	}
-	if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/s1"}) || !(&Proposer{}).stands(ctx, &audit.Proposal{Number: 99}) {
-		t.Error("a branch alone, or a request with no provider to ask, is not believed")
+	if !(&Proposer{}).stands(ctx, &audit.Proposal{Number: 99}) {
+		t.Error("a request with nothing to ask about it is not believed")
+	}
+}
+
+// TestARecordedBranchCountsWhenItExists (issue 49, item 2): a proposal
+// recorded as a branch alone (pushed with no provider) counted whether or
+// not the branch was ever pushed, so a record in anyone's own name stopped
+// the controller from proposing. The remote is asked: a branch it lacks
+// does not count; one it has is asked about once; one it cannot be asked
+// about (the remote down, a token it may not send there) is believed.
+func TestARecordedBranchCountsWhenItExists(t *testing.T) {
+	asked := 0
+	remote := map[string]bool{"kubectl-gitops/real": true}
+	p := &Proposer{BranchExists: func(_ context.Context, repoURL, branch string) (bool, error) {
+		asked++
+		if branch == "kubectl-gitops/unreachable" {
+			return false, errors.New("ls-remote: connection refused")
+		}
+		return remote[branch], nil
+	}}
+	ctx := context.Background()
+	if p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/never-pushed"}) {
+		t.Error("a recorded branch the remote does not have stands")
+	}
+	for i := 0; i < 3; i++ {
+		if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/real"}) {
+			t.Error("a pushed branch does not stand")
+		}
+	}
+	if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/unreachable"}) {
+		t.Error("a branch the remote could not be asked about is not believed")
+	}
+	if asked != 3 {
+		t.Errorf("the remote was asked %d times, want once per branch", asked)
+	}
+	// A request recorded with no provider to ask is checked by its branch.
+	if p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 12, Branch: "kubectl-gitops/never-pushed"}) {
+		t.Error("a request with no provider, whose branch was never pushed, stands")
 	}
 }

@@ -179,6 +179,20 @@ func (r *Repo) headInProcess() (string, error) {
 	return head.Hash().String(), nil
 }
 
+// RemoteBranchExists is whether the repository at repoURL has branch, asked
+// of the remote alone (ls-remote, in process), with auth's token where it
+// may be sent: for the controller, to tell a proposal that was pushed from
+// one recorded in someone's own name and never pushed.
+func RemoteBranchExists(ctx context.Context, repoURL, branch string, auth *Auth) (bool, error) {
+	method, err := auth.method(repoURL)
+	if err != nil {
+		return false, err
+	}
+	localGit.Do(func() { client.InstallProtocol("file", server.NewServer(gitDirLoader{})) })
+	r := &Repo{URL: repoURL, auth: method, caBundle: auth.CABundle, inProcess: true}
+	return r.branchExistsInProcess(ctx, branch)
+}
+
 func (r *Repo) branchExistsInProcess(ctx context.Context, branch string) (bool, error) {
 	refs, err := r.list(ctx)
 	if err != nil {

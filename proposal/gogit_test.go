@@ -97,6 +97,16 @@ func TestInProcessGitProposesWithNoGitBinary(t *testing.T) {
 	if got := gitRun(t, bare, "rev-parse", "main"); got == head {
 		t.Error("main moved")
 	}
+	// The controller asks the remote alone whether a recorded branch is
+	// there, with no clone.
+	for branch, want := range map[string]bool{"kubectl-gitops/s1": true, "kubectl-gitops/never-pushed": false} {
+		if got, err := RemoteBranchExists(context.Background(), "file://"+bare, branch, &Auth{}); err != nil || got != want {
+			t.Errorf("RemoteBranchExists(%s) = %t, %v; want %t", branch, got, err, want)
+		}
+	}
+	if _, err := RemoteBranchExists(context.Background(), "ssh://git@example.invalid/deploy.git", "main", &Auth{Token: "t", Hosts: []string{"example.invalid"}}); !errors.Is(err, ErrCannotPropose) {
+		t.Errorf("RemoteBranchExists over ssh: %v, want ErrCannotPropose", err)
+	}
 	// A second push of the branch is refused: a proposal never overwrites.
 	if _, err := proposeInProcess(t, "file://"+bare, &Auth{}, true); err == nil {
 		t.Error("the branch was pushed over")
