@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/kubectl-gitops/kubectl-gitops/next"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -54,62 +55,35 @@ func TestEveryNextStepParses(t *testing.T) {
 				t.Errorf("%s: %q is not a kubectl gitops command", fn, line)
 				continue
 			}
-			args := shellWords(strings.ReplaceAll(rest, next.Elided, "x"))
-			cmd, flags, err := root.Find(args)
-			if err != nil || cmd == root {
-				t.Errorf("%s: %q names no command (%v)", fn, line, err)
+			args, ok := shellWords(strings.ReplaceAll(rest, next.Elided, "x"))
+			if !ok {
+				t.Errorf("%s: %q leaves a quote open", fn, line)
 				continue
 			}
-			if !cmd.Runnable() {
-				t.Errorf("%s: %q names a command group, not a command", fn, line)
-				continue
-			}
-			cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Changed = false })
-			if err := cmd.ParseFlags(flags); err != nil {
-				t.Errorf("%s: %q: %v", fn, line, err)
-				continue
-			}
-			if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
+			if err := parseCommandLine(root, args); err != nil {
 				t.Errorf("%s: %q: %v", fn, line, err)
 			}
 		}
 	}
 }
 
-// shellWords splits s as a POSIX shell does words: single quotes keep
-// what they hold, a backslash outside them the next character.
-func shellWords(s string) []string {
-	var words []string
-	var word strings.Builder
-	inWord, quoted, escaped := false, false, false
-	for _, r := range s {
-		switch {
-		case escaped:
-			word.WriteRune(r)
-			escaped = false
-		case quoted && r == '\'':
-			quoted = false
-		case quoted:
-			word.WriteRune(r)
-		case r == '\'':
-			quoted, inWord = true, true
-		case r == '\\':
-			escaped, inWord = true, true
-		case r == ' ':
-			if inWord {
-				words = append(words, word.String())
-				word.Reset()
-				inWord = false
-			}
-		default:
-			word.WriteRune(r)
-			inWord = true
-		}
+// parseCommandLine runs args (the words after kubectl gitops) through the
+// real command tree without running anything: the command exists and is
+// one (not a group), its flags are flags it has, with values where they
+// take one, and its arguments are as many as it accepts.
+func parseCommandLine(root *cobra.Command, args []string) error {
+	cmd, flags, err := root.Find(args)
+	if err != nil || cmd == root {
+		return fmt.Errorf("names no command (%v)", err)
 	}
-	if inWord {
-		words = append(words, word.String())
+	if !cmd.Runnable() {
+		return fmt.Errorf("names a command group, not a command")
 	}
-	return words
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Changed = false })
+	if err := cmd.ParseFlags(flags); err != nil {
+		return err
+	}
+	return cmd.ValidateArgs(cmd.Flags().Args())
 }
 
 // TestEveryNextStepIsParsed keeps nextSteps whole: a function added to

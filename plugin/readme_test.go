@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -167,4 +168,165 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 		}
 	}
 	walk(NewCmdRoot(testFactory(t, streams)))
+}
+
+// TestEveryDocsCommandLineParses: every kubectl gitops command line of
+// README.md and docs/ (in code blocks, and in code spans of the prose) names
+// a command of the real tree, with flags it has, values they take and as
+// many arguments as it takes. A renamed flag used to leave the docs telling
+// people to type what the tool refuses.
+func TestEveryDocsCommandLineParses(t *testing.T) {
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	lines := 0
+	for page, content := range userDocs(t) {
+		for _, line := range docsCommandLines(string(content)) {
+			if synopsis.MatchString(line) {
+				continue // a command's grammar ([optional], a|b, …, <TAB>), not a line to type
+			}
+			args, ok := shellWords(line)
+			if !ok {
+				t.Errorf("%s: cannot split %q into words", page, line)
+				continue
+			}
+			lines++
+			root := NewCmdRoot(testFactory(t, streams))
+			var err error
+			if cmd, rest, findErr := root.Find(args); findErr == nil && len(rest) == 0 && cmd != root {
+				// A command named in prose, as `kubectl gitops propose`
+				// does: it must exist, and it takes what it takes.
+			} else if findErr == nil && cmd == root && len(args) > 0 && strings.HasPrefix(args[0], "-") {
+				if err = root.ParseFlags(args); errors.Is(err, pflag.ErrHelp) {
+					err = nil
+				}
+			} else {
+				err = parseCommandLine(root, args)
+			}
+			if err != nil {
+				t.Errorf("%s: %q: %v", page, line, err)
+			}
+		}
+	}
+	t.Logf("%d kubectl gitops command lines parsed", lines)
+	if lines < 50 {
+		t.Errorf("found %d kubectl gitops command lines in the docs; the parser has lost them", lines)
+	}
+}
+
+var (
+	// synopsis marks a command's grammar rather than a line to type.
+	synopsis = regexp.MustCompile(`[\[\]()…<>]|\S\|\S`)
+	// codeSpan is inline code in prose.
+	codeSpan = regexp.MustCompile("`([^`\n]+)`")
+	// invocation starts a command line of the tool.
+	invocation = regexp.MustCompile(`(^|[\s(|;&]|\$\()kubectl gitops\s`)
+)
+
+// docsCommandLines are the kubectl gitops command lines of a page, the
+// words after "kubectl gitops" up to the end of the command (a pipe, &&,
+// ;, a closing parenthesis, a comment), continuation lines joined.
+func docsCommandLines(page string) []string {
+	var texts []string
+	inBlock := false
+	var block strings.Builder
+	for _, line := range strings.Split(page, "\n") {
+		switch {
+		case fence.MatchString(line) && !inBlock:
+			inBlock = true
+			block.Reset()
+		case inBlock && closingFence.MatchString(line):
+			inBlock = false
+			texts = append(texts, strings.Split(strings.ReplaceAll(block.String(), "\\\n", " "), "\n")...)
+		case inBlock:
+			block.WriteString(line + "\n")
+		default:
+			for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+				texts = append(texts, m[1])
+			}
+		}
+	}
+	var out []string
+	for _, text := range texts {
+		for _, loc := range invocation.FindAllStringIndex(text, -1) {
+			rest := text[loc[1]:]
+			end := len(rest)
+			for _, stop := range []string{" | ", " && ", " || ", "; ", ")", " # ", " > ", " 2>", " < "} {
+				if i := strings.Index(rest, stop); i >= 0 && i < end && !insideQuotes(rest[:i]) {
+					end = i
+				}
+			}
+			if cmd := strings.TrimSpace(rest[:end]); cmd != "" {
+				out = append(out, cmd)
+			}
+		}
+	}
+	return out
+}
+
+// insideQuotes says whether s leaves a quote open.
+func insideQuotes(s string) bool {
+	single, double := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'' && !double:
+			single = !single
+		case r == '"' && !single:
+			double = !double
+		}
+	}
+	return single || double
+}
+
+// shellWords splits a command line into words as a POSIX shell would for
+// the quoting the docs use: single and double quotes, backslash escapes,
+// and $(…) or $VAR kept as one opaque word.
+func shellWords(line string) ([]string, bool) {
+	var words []string
+	var word strings.Builder
+	inWord, single, double := false, false, false
+	runes := []rune(line)
+	for i := 0; i < len(runes); i++ {
+		r := runes[i]
+		switch {
+		case single:
+			if r == '\'' {
+				single = false
+			} else {
+				word.WriteRune(r)
+			}
+		case double:
+			switch {
+			case r == '"':
+				double = false
+			case r == '\\' && i+1 < len(runes):
+				i++
+				word.WriteRune(runes[i])
+			default:
+				word.WriteRune(r)
+			}
+		case r == '\'':
+			single, inWord = true, true
+		case r == '"':
+			double, inWord = true, true
+		case r == '\\' && i+1 < len(runes):
+			i++
+			word.WriteRune(runes[i])
+			inWord = true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if single || double {
+		return nil, false
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words, true
 }
