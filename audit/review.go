@@ -10,6 +10,12 @@ import "fmt"
 // them to this one: the tool and the policy both name it.
 const ReviewerGroup = "reviewers"
 
+// HeadGuardedGroups are the groups the shipped audit-log policy
+// (deploy/policy/audit-log.yaml, variable guarded) never lets move the head
+// back or record a head repair; audit repair-head tells their members so
+// before it asks or writes anything. A test keeps the two lists one.
+var HeadGuardedGroups = []string{"oncall", "auditors", ReviewerGroup}
+
 // BreakReviewOutOfRules is a review that does not follow the rules of
 // review: by someone not in ReviewerGroup, without a verdict, or an
 // approval over a standing rejection that does not overturn it, that

@@ -19,19 +19,33 @@ import (
 
 // TestReviewerGroupIsTheTools: the audit-log policy, the reviewer role and
 // the tool name one reviewer group; otherwise the engine refuses every
-// reviewer the API server lets write a review, or verify counts none.
+// reviewer the API server lets write a review, or verify counts none. And
+// the groups the policy never lets repair the head are those repair-head
+// refuses before it asks.
 func TestReviewerGroupIsTheTools(t *testing.T) {
 	for path, want := range map[string]string{
 		"policy/audit-log.yaml": "request.userInfo.groups.exists(g, g == '" + audit.ReviewerGroup + "')\n",
 		"rbac/reviewer.yaml":    "  name: " + audit.ReviewerGroup + "\n",
 	} {
-		body, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(body), want) {
-			t.Errorf("%s does not name the reviewer group %q", path, audit.ReviewerGroup)
-		}
+		check(t, path, want)
+	}
+	// The groups audit repair-head refuses up front are the policy's.
+	quoted := make([]string, len(audit.HeadGuardedGroups))
+	for i, g := range audit.HeadGuardedGroups {
+		quoted[i] = "'" + g + "'"
+	}
+	check(t, "policy/audit-log.yaml", "  - name: guarded\n    expression: \"request.userInfo.groups.exists(g, g in ["+strings.Join(quoted, ", ")+"]) || variables.controller\"\n")
+}
+
+// check fails t unless the file at path holds want.
+func check(t *testing.T, path, want string) {
+	t.Helper()
+	body, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), want) {
+		t.Errorf("%s does not hold %q, which the tool's groups say", path, want)
 	}
 }
 

@@ -336,10 +336,10 @@ func TestAuditVerifyWarnsOfTheHead(t *testing.T) {
 func TestAuditRepairHead(t *testing.T) {
 	ctx := context.Background()
 	far := audit.HeadState{Seq: 4000, Hash: "bogus"}
-	setup := func(t *testing.T, user string) *kubefake.Clientset {
+	setup := func(t *testing.T, user string, groups ...string) *kubefake.Clientset {
 		kube := kubefake.NewSimpleClientset()
 		kube.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
-			return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{Username: user}}}, nil
+			return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{Username: user, Groups: groups}}}, nil
 		})
 		store := audit.NewConfigMapStore(kube, "argocd")
 		for i := 0; i < 2; i++ {
@@ -409,6 +409,23 @@ func TestAuditRepairHead(t *testing.T) {
 		}
 		if h := headOf(t, kube); *h != far {
 			t.Errorf("head %+v, want it left at %+v", h, far)
+		}
+	})
+	// A member of a group the shipped policy never lets repair the head is
+	// told so before anything is asked or written: the command used to
+	// confirm, write, and only then relay the API server's refusal.
+	t.Run("refused before asking, to a member of the on-call group", func(t *testing.T) {
+		kube := setup(t, "lead", "oncall", "system:authenticated")
+		kube.ClearActions()
+		code, out, errOut := runPlugin(t, "audit", "repair-head", "--yes")
+		want := "you are in group oncall, which the admission policy (deploy/policy/audit-log.yaml) never lets repair the audit head: nothing was changed; ask a cluster admin to run `kubectl gitops audit repair-head --audit-namespace argocd`\n"
+		if code != ExitFailure || out != "" || !strings.HasSuffix(errOut, want) {
+			t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 ending %q", code, out, errOut, want)
+		}
+		for _, a := range kube.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "configmaps" {
+				t.Errorf("a write was attempted: %v", a)
+			}
 		}
 	})
 	t.Run("not a terminal, no --yes", func(t *testing.T) {

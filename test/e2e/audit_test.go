@@ -497,7 +497,7 @@ func TestAuditHeadCannotRunAway(t *testing.T) {
 
 	// The on-call user can neither repair it nor move it back.
 	_, errOut, code = oncall.run("kubectl", "gitops", "audit", "repair-head", "--audit-namespace", ns, "--yes")
-	if code != 1 || strings.Count(errOut, "only a cluster admin") != 1 || !strings.Contains(errOut, "nothing was changed") ||
+	if code != 1 || strings.Count(errOut, "never lets repair the audit head") != 1 || !strings.Contains(errOut, "nothing was changed") ||
 		!strings.Contains(errOut, "`kubectl gitops audit repair-head --audit-namespace "+ns+"`") {
 		t.Errorf("on-call repair-head: exit %d, %s", code, errOut)
 	}
