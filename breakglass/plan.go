@@ -188,6 +188,25 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	return p.plan, nil
 }
 
+// CheckAccess is the part of Plan that decides whether the caller may
+// break glass on req's target at all, before the change is known: the
+// Application and its session, the target, the caller's rights on both and
+// the target namespace's contract. The form asks its questions only of
+// someone who may act on the answers (it used to ask them all, then refuse).
+func (e *Engine) CheckAccess(ctx context.Context, req Request) error {
+	req.Patch = PatchSpec{Type: "merge", Body: "{}"} // the change is not asked yet
+	p, err := e.startPlanning(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context) error{p.readApplication, p.resolveSession, p.resolveTarget, p.checkAccess} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // planning is one Plan being made: the reads in flight and what the steps
 // found that the plan does not keep.
 type planning struct {

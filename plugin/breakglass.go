@@ -214,6 +214,9 @@ func (o *BreakglassOptions) Run(ctx context.Context) (err error) {
 		if err := o.pickTarget(ctx, engine); err != nil {
 			return err
 		}
+		if err := engine.CheckAccess(ctx, o.Request); err != nil {
+			return err
+		}
 		if err := o.askMissing(); err != nil {
 			return err
 		}

@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clienttesting "k8s.io/client-go/testing"
@@ -1352,6 +1354,44 @@ func TestPromptsGoToStderr(t *testing.T) {
 				t.Errorf("the prompt points at a plan the person does not see:\n%s", errOut)
 			}
 		})
+	}
+}
+
+// TestTheFormAsksOnlyWhoMayAct (issue 50, item 7): in a terminal, a
+// break-glass with the change and the reason left out asks for them; one
+// who may not patch the target is told so before the first question, not
+// after answering them all.
+func TestTheFormAsksOnlyWhoMayAct(t *testing.T) {
+	f := newFakeCluster(t)
+	f.kube.PrependReactor("create", "selfsubjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		review := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		allowed := review.Spec.ResourceAttributes.Resource != "deployments"
+		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: allowed}}, nil
+	})
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	typed, typing := io.Pipe()
+	streams.In = typed
+	// A form drawn is aborted (ctrl-c) after a while; one never drawn
+	// reads nothing.
+	go func() {
+		time.Sleep(2 * time.Second)
+		_, _ = typing.Write([]byte{3})
+		typing.Close()
+	}()
+	previous := isTerminal
+	isTerminal = func(any) bool { return true }
+	t.Cleanup(func() { isTerminal = previous })
+	cmd := NewCmdRoot(testFactory(t, streams))
+	cmd.SetArgs([]string{"breakglass", "web", "deployment/web"})
+	code := Execute(context.Background(), cmd, streams)
+	if code == ExitOK || !strings.Contains(errOut.String(), "you may not patch deployments.apps") {
+		t.Fatalf("exit %d, want the refusal\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if strings.Contains(errOut.String(), "Reason") || strings.Contains(errOut.String(), "replicas") {
+		t.Errorf("the form asked before it refused:\n%s", errOut)
+	}
+	if s := sessionOn(t, f); s != nil {
+		t.Errorf("a session was opened: %+v", s)
 	}
 }
 
