@@ -465,17 +465,18 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 				if rec == nil {
 					continue // not a record: stepped past
 				}
-				linked, err := p.linked(ctx, seq, rec, bottom)
+				over, err := p.overGap(ctx, seq, bottom)
 				if err != nil {
 					return HeadState{}, nil, err
 				}
-				if linked {
+				if !over {
 					return HeadState{Seq: held, Hash: rec.Hash}, rec, nil
 				}
-				// Planted: a record that does not link to the log
-				// below it is stepped past as a foreign object is,
-				// and one over an empty position leaves that
-				// position to the next append.
+				// Planted ahead of the log, over an empty position:
+				// the position is the next append's. (One planted
+				// over records is built on, and verify names it: an
+				// honest record is never stepped past, so the chain
+				// never forks.)
 			}
 		}
 		if gap == 0 {
@@ -488,6 +489,25 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 		}
 		bound = gap - 1
 	}
+}
+
+// overGap says whether the newest object below position seq, past
+// objects that are not records, is no object at all: a record there was
+// planted ahead of the log, since no writer appends past an empty
+// position (a prune cuts below the floor only).
+func (p *positions) overGap(ctx context.Context, seq uint64, floor HeadState) (bool, error) {
+	for below := seq - 1; below > floor.Seq; below-- {
+		doc, ok, err := p.at(ctx, below)
+		switch {
+		case err != nil:
+			return false, err
+		case !ok:
+			return true, nil
+		case recordAt(below, doc) != nil:
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 // linked says whether rec, the record at position seq, links to the log

@@ -497,15 +497,17 @@ func TestPlantedObjectsDrawTheLogNoFurtherThanTheNamespaceHolds(t *testing.T) {
 	}
 }
 
-// TestARecordPlantedAheadIsSteppedPastAndNamed (issue 49, item 2): a
+// TestARecordPlantedAheadIsFilledUnderAndNamed (issue 49, item 2): a
 // record sealed at a position past the tip (two ahead, linking to the tip
 // as the next honest record would), with the head moved onto it: two
 // requests for anyone who may create records. The head was believed, so
 // every append skipped the position under it for good: verify said
-// "record 4 is absent" forever and named nothing planted. Now the next
-// append fills that position, the one after steps past the planted record,
-// and verify names it with its writer, blaming no honest record.
-func TestARecordPlantedAheadIsSteppedPastAndNamed(t *testing.T) {
+// "record 4 is absent" forever and named nothing planted. Now the head is
+// believed only on a record linked to the one below it, the next append
+// fills the empty position, later ones build on the log as it stands
+// (never stepping past an honest record, so the chain never forks), and
+// verify names the planted record with its writer, blaming no honest one.
+func TestARecordPlantedAheadIsFilledUnderAndNamed(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewSimpleClientset()
 	appendTo(t, client)
@@ -527,9 +529,15 @@ func TestARecordPlantedAheadIsSteppedPastAndNamed(t *testing.T) {
 	if filled.Seq != tip.Seq+1 || filled.Prev != tip.Hash {
 		t.Fatalf("the append after the plant: record %d linking to %.12s, want %d linking to the tip %.12s", filled.Seq, filled.Prev, tip.Seq+1, tip.Hash)
 	}
-	past := appendTo(t, client)
-	if past.Seq != planted.Seq+1 || past.Prev != filled.Hash {
-		t.Fatalf("the next append: record %d linking to %.12s, want %d linking to record %d (%.12s)", past.Seq, past.Prev, planted.Seq+1, filled.Seq, filled.Hash)
+	// Each later append is a new command (no remembered tip): none may
+	// step past a record, or the log forks.
+	prev := planted
+	for i := uint64(1); i <= 3; i++ {
+		next := appendTo(t, client)
+		if next.Seq != planted.Seq+i || next.Prev != prev.Hash {
+			t.Fatalf("append %d after the fill: record %d linking to %.12s, want %d linking to record %d (%.12s)", i, next.Seq, next.Prev, planted.Seq+i, prev.Seq, prev.Hash)
+		}
+		prev = next
 	}
 	rep, kinds := verifyKinds(t, client)
 	var named []Break
@@ -542,9 +550,8 @@ func TestARecordPlantedAheadIsSteppedPastAndNamed(t *testing.T) {
 	if len(named) != 1 || named[0].Kind != BreakInserted || !strings.Contains(named[0].Detail, `planted ahead of the log, created by "lead"`) || kinds[BreakMissing] != 0 {
 		t.Errorf("verify: breaks %v; want record %d named as planted by lead, and no record absent", rep.Breaks, planted.Seq)
 	}
-	// The planted close counts for no session: verify's sessions never saw it.
-	if rep.Records != 6 {
-		t.Errorf("verify read %d records, want 6", rep.Records)
+	if rep.Records != 8 {
+		t.Errorf("verify read %d records, want 8", rep.Records)
 	}
 }
 

@@ -177,11 +177,6 @@ type Verifier struct {
 	expect    uint64
 	prevHash  string
 	prevKnown bool
-	// pastHash is the hash of the last record before one that does not
-	// link (planted ahead of the log, or replaced): appends step past
-	// such a record, so the next may link to this one instead.
-	pastHash  string
-	pastKnown bool
 	last      uint64
 	unordered bool
 	sessions  *Sessions
@@ -320,13 +315,13 @@ func (v *Verifier) Add(e Entry) {
 		v.prevKnown = false
 		v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
 		return
-	case v.prevKnown && rec.Prev != v.prevHash && (!v.pastKnown || rec.Prev != v.pastHash):
+	case v.prevKnown && rec.Prev != v.prevHash:
 		unlinked = true
 		writer := ""
 		if e.Actor != "" {
 			writer = fmt.Sprintf(", created by %q", e.Actor)
 		}
-		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced, forged, or planted ahead of the log%s; appends step past it)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash), writer)
+		add(BreakInserted, e, "does not link to record %d: prev is %s, record %d's hash is %s (replaced, forged, or planted ahead of the log%s)", e.Slot-1, short(rec.Prev), e.Slot-1, short(v.prevHash), writer)
 	}
 	// Only a record that is what its writer wrote says anything of the
 	// head it found or of its session; and only one whose event label is
@@ -366,7 +361,6 @@ func (v *Verifier) Add(e Entry) {
 			v.rep.Breaks = append(v.rep.Breaks, *b)
 		}
 	}
-	v.pastHash, v.pastKnown = v.prevHash, unlinked && v.prevKnown
 	v.prevHash, v.prevKnown = rec.Hash, true
 	v.rep.Tip = HeadState{Seq: e.Slot, Hash: rec.Hash}
 }

@@ -229,14 +229,14 @@ func TestForgedActorIsNamedByVerify(t *testing.T) {
 	assertChainIntact(t, oncall)
 }
 
-// TestARecordPlantedAheadIsSteppedPast (issue 49, item 2): a second
+// TestARecordPlantedAheadIsFilledUnder (issue 49, item 2): a second
 // on-call creates, in their own name, a record two past the tip (linking to
 // the tip) and moves the head onto it: two kubectl requests the policies
 // allow. Appends used to believe the head and skip the position under it
 // for good ("record N is absent" forever, the planted record unnamed). Now
-// the next append fills it, the one after steps past the planted record,
-// and verify names that record with its writer and nothing else.
-func TestARecordPlantedAheadIsSteppedPast(t *testing.T) {
+// the next append fills it, the one after builds on the log as it stands,
+// and verify names the planted record with its writer and nothing else.
+func TestARecordPlantedAheadIsFilledUnder(t *testing.T) {
 	apiOnly(t)
 	e := environment(t)
 	lead := newUser(t, env.Lead.Name)
@@ -252,7 +252,7 @@ func TestARecordPlantedAheadIsSteppedPast(t *testing.T) {
 
 	appendOwnRecord(t, e, "after the plant")
 	appendOwnRecord(t, e, "past the plant")
-	for seq, want := range map[uint64]uint64{tip.Seq + 1: tip.Seq, tip.Seq + 3: tip.Seq + 1} {
+	for seq, want := range map[uint64]uint64{tip.Seq + 1: tip.Seq, tip.Seq + 3: tip.Seq + 2} {
 		entry, found, err := audit.NewConfigMapStore(kubeFor(t, env.Admin.Name), e.ArgoNamespace).StoredRecord(context.Background(), seq)
 		if err != nil || !found {
 			t.Fatalf("record %d: found %v, %v; the appends skipped it", seq, found, err)
