@@ -63,7 +63,14 @@ const (
 // with no provider to ask) of the remote. Only "not found" counts against
 // it: one it cannot ask about (a token it may not send there, the API or
 // the remote down) is believed, as before. What exists is asked once.
-func (p *Proposer) stands(ctx context.Context, recorded *audit.Proposal) bool {
+//
+// A proposal names the session's own branch (breakglass.ProposalBranch):
+// one naming another branch (main, say, which exists) or none, with no
+// request number either, is no proposal of this session.
+func (p *Proposer) stands(ctx context.Context, session string, recorded *audit.Proposal) bool {
+	if recorded.Branch != breakglass.ProposalBranch(session) && (recorded.Branch != "" || recorded.Number == 0) {
+		return false
+	}
 	key := recorded.RepoURL + "#" + strconv.Itoa(recorded.Number) + "#" + recorded.Branch
 	if p.standing[key] {
 		return true
@@ -117,7 +124,7 @@ func (p *Proposer) attempts() int {
 func (c *Controller) propose(ctx context.Context, app argocd.App, st *breakglass.SessionStatus, key string) time.Time {
 	p := c.Proposer
 	s := st.Session
-	if p == nil || !s.Propose || st.Untrusted != "" || st.Proposal != nil && p.stands(ctx, st.Proposal) {
+	if p == nil || !s.Propose || st.Untrusted != "" || st.Proposal != nil && p.stands(ctx, s.ID, st.Proposal) {
 		return time.Time{}
 	}
 	if p.tries == nil {

@@ -100,18 +100,18 @@ func TestARecordedProposalCountsWhenItExists(t *testing.T) {
 	provider := &fakeProvider{states: map[int]string{7: proposal.StateOpen}}
 	p := &Proposer{ProviderFor: func(string) (proposal.Provider, error) { return provider, nil }}
 	ctx := context.Background()
-	if p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 99}) {
+	if p.stands(ctx, "s1", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 99}) {
 		t.Error("a recorded pull request the provider does not have stands")
 	}
 	for i := 0; i < 3; i++ {
-		if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 7}) {
+		if !p.stands(ctx, "s1", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 7}) {
 			t.Error("an open pull request does not stand")
 		}
 	}
 	if provider.asked != 2 {
 		t.Errorf("the provider was asked %d times, want once for each request", provider.asked)
 	}
-	if !(&Proposer{}).stands(ctx, &audit.Proposal{Number: 99}) {
+	if !(&Proposer{}).stands(ctx, "s1", &audit.Proposal{Number: 99}) {
 		t.Error("a request with nothing to ask about it is not believed")
 	}
 }
@@ -133,22 +133,29 @@ func TestARecordedBranchCountsWhenItExists(t *testing.T) {
 		return remote[branch], nil
 	}}
 	ctx := context.Background()
-	if p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/never-pushed"}) {
+	if p.stands(ctx, "s1", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/s1"}) {
 		t.Error("a recorded branch the remote does not have stands")
 	}
 	for i := 0; i < 3; i++ {
-		if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/real"}) {
+		if !p.stands(ctx, "real", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/real"}) {
 			t.Error("a pushed branch does not stand")
 		}
 	}
-	if !p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/unreachable"}) {
+	if !p.stands(ctx, "unreachable", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "kubectl-gitops/unreachable"}) {
 		t.Error("a branch the remote could not be asked about is not believed")
 	}
 	if asked != 3 {
-		t.Errorf("the remote was asked %d times, want once per branch", asked)
+		t.Errorf("the remote was asked %d times, want once per branch of the session's name", asked)
+	}
+	// Another branch (which exists), or neither a branch nor a request,
+	// is no proposal of the session.
+	remote["main"] = true
+	if p.stands(ctx, "s2", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Branch: "main"}) ||
+		p.stands(ctx, "s2", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git"}) {
+		t.Error("a proposal naming another branch, or nothing, stands")
 	}
 	// A request recorded with no provider to ask is checked by its branch.
-	if p.stands(ctx, &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 12, Branch: "kubectl-gitops/never-pushed"}) {
+	if p.stands(ctx, "s1", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 12, Branch: "kubectl-gitops/s1"}) {
 		t.Error("a request with no provider, whose branch was never pushed, stands")
 	}
 }
