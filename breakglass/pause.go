@@ -760,6 +760,16 @@ func (e *Engine) UnrecordedClose(ctx context.Context, app argocd.App) (string, e
 	if err != nil {
 		return "", err
 	}
+	if len(records) == 0 {
+		// A session closed before the controller pruned the log has no
+		// records left in the cluster (the mirror has them): one whose
+		// id, which starts with the time it opened, is older than the
+		// cut is not judged. (An id backdated by hand gets past this in
+		// a pruned log; verify --mirror reads the whole log.)
+		if before, err := e.beforeCut(ctx, closed.ID); before || err != nil {
+			return "", err
+		}
+	}
 	var why string
 	switch _, log := ownLog(records, closed.ID); {
 	case log == nil || log.Opened == nil:
@@ -767,9 +777,19 @@ func (e *Engine) UnrecordedClose(ctx context.Context, app argocd.App) (string, e
 	case log.Application.Name != app.GetName() || log.Application.Namespace != app.GetNamespace():
 		why = fmt.Sprintf("which the audit log opened on %s/%s, not here", log.Application.Namespace, log.Application.Name)
 	default:
-		return "", nil
+		// An older session's id, reused by hand to open and close
+		// another, closes as that one: the mark then names a session
+		// the log closed here before another it closed since.
+		later, err := e.closedAfter(ctx, app, closed.ID)
+		if err != nil || later == "" {
+			return "", err
+		}
+		why = fmt.Sprintf("which the audit log closed here before session %s: an old session's id reused by hand", strconv.Quote(Clip(later, 120)))
 	}
 	if lost, err := e.logLost(ctx); lost || err != nil {
+		if err == nil {
+			err = ErrCannotTellYet
+		}
 		return "", err
 	}
 	// What it carries is read afresh (a cached Application may be only
@@ -800,6 +820,68 @@ func (e *Engine) UnrecordedClose(ctx context.Context, app argocd.App) (string, e
 	}
 	return fmt.Sprintf("application %s/%s was closed for break-glass session %s, %s: a session opened and closed by hand, so what it did in between (a pause, a terminated sync, ignoreDifferences, a banner) is in no record%s. See when and with what with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who)",
 		app.GetNamespace(), app.GetName(), strconv.Quote(Clip(closed.ID, 120)), why, has, app.GetName(), app.GetNamespace()), nil
+}
+
+// closedAfter is a session the audit log closed on app after it closed
+// session id there ("" when none, or id is not closed there). A close the
+// tool is making (its Application write before its record) is never
+// after: the mark names the newest session then.
+func (e *Engine) closedAfter(ctx context.Context, app argocd.App, id string) (string, error) {
+	entries, err := e.Audit.Entries(ctx, audit.Filter{App: app.GetName()})
+	if err != nil {
+		return "", fmt.Errorf("reading application %s's audit records: %w", app.GetName(), err)
+	}
+	legal, sessions := audit.Legal(audit.Trusted(entries))
+	closedAt := map[string]uint64{}
+	for _, r := range legal {
+		s := sessions.Session(r.Session)
+		if s != nil && s.Closed == r && s.Application.Name == app.GetName() && s.Application.Namespace == app.GetNamespace() {
+			closedAt[r.Session] = r.Seq
+		}
+	}
+	at, ok := closedAt[id]
+	if !ok {
+		return "", nil
+	}
+	later, latest := "", at
+	for s, seq := range closedAt {
+		if seq > latest {
+			later, latest = s, seq
+		}
+	}
+	return later, nil
+}
+
+// ErrCannotTellYet is a check that the audit log cannot answer now (its
+// head gone with records left, or naming a record that is not there: a
+// lost log, a restore-log under way): ask again later.
+var ErrCannotTellYet = errors.New("the audit log cannot tell yet")
+
+// beforeCut says whether session id opened before the cut of a pruned
+// log (the start's checkpoint): its records may be gone with the prune.
+// An id whose time cannot be read is judged as before a cut when there is
+// one. A log never pruned has no cut.
+func (e *Engine) beforeCut(ctx context.Context, id string) (bool, error) {
+	store, ok := e.Audit.(interface {
+		Start(context.Context) (*audit.StoredCheckpoint, error)
+	})
+	if !ok {
+		return false, nil
+	}
+	start, err := store.Start(ctx)
+	if err != nil || start == nil {
+		return false, err
+	}
+	cut, err := audit.ParseCheckpoint(start.Payload)
+	if err != nil {
+		return true, nil // a start nobody can read: nothing is judged
+	}
+	stamp := id
+	if len(stamp) > len("20060102-150405") {
+		stamp = stamp[:len("20060102-150405")]
+	}
+	opened, err := time.Parse("20060102-150405", stamp)
+	return err != nil || opened.Before(cut.Time), nil
 }
 
 // Clip is s cut to at most n bytes on a rune boundary, marked when cut:

@@ -405,7 +405,12 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 			c.targets.forget(key)
 		}
 		delete(c.orphanedSessions, key)
-		if err := c.unrecordedClose(ctx, engine, app); err != nil {
+		err := c.unrecordedClose(ctx, engine, app)
+		if errors.Is(err, breakglass.ErrCannotTellYet) {
+			// Asked again once the log can tell (repaired, restored).
+			return time.Now().Add(30 * time.Second), c.orphan(ctx, engine, app)
+		}
+		if err != nil {
 			return time.Time{}, err
 		}
 		return time.Time{}, c.orphan(ctx, engine, app)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -714,6 +715,22 @@ func TestControllerNamesASessionClosedThatTheLogNeverOpened(t *testing.T) {
 		app.SetAnnotations(annotations)
 	})
 	closedBy("elsewhere", real, nil) // the real session's id, on an Application it never held
+	// A second session on web, opened and closed by the tool; then the
+	// first one's id, reused by hand, closes as that one.
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "4", "--reason", "again", "-y"); code != ExitOK {
+		t.Fatalf("second break-glass: %d %s %s", code, out, errOut)
+	}
+	second := sessionOn(t, f).ID
+	if code, out, errOut := runPlugin(t, "restore", "web", "--force", "--reason", "done", "-y"); code != ExitOK {
+		t.Fatalf("second restore: %d %s %s", code, out, errOut)
+	}
+	web := f.app()
+	annotations := web.GetAnnotations()
+	annotations[breakglass.LastSessionAnnotation] = `{"id":"` + real + `","closed":"restored"}`
+	web.SetAnnotations(annotations)
+	if _, err := apps.Update(context.Background(), web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	_, _ = runController(t, time.Hour)
 	orphaned := func(app string) (out []*audit.Record) {
 		for _, r := range records(t, f) {
@@ -723,7 +740,7 @@ func TestControllerNamesASessionClosedThatTheLogNeverOpened(t *testing.T) {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(15 * time.Second); len(orphaned("by-hand")) == 0 || len(orphaned("elsewhere")) == 0; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); len(orphaned("by-hand")) == 0 || len(orphaned("elsewhere")) == 0 || len(orphaned("web")) == 0; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no breakglass.orphaned records of by-hand and elsewhere within 15s: %+v %+v", orphaned("by-hand"), orphaned("elsewhere"))
 		}
@@ -738,8 +755,8 @@ func TestControllerNamesASessionClosedThatTheLogNeverOpened(t *testing.T) {
 		!strings.Contains(got[0].Reason, "it carries none of what a session leaves") {
 		t.Errorf("orphaned records of another Application's session: %+v", got)
 	}
-	if got := orphaned("web"); len(got) != 0 {
-		t.Errorf("the session the tool opened and closed was named: %+v", got)
+	if got := orphaned("web"); len(got) != 1 || !strings.Contains(got[0].Reason, "which the audit log closed here before session "+strconv.Quote(second)+": an old session's id reused by hand") {
+		t.Errorf("orphaned records of web, whose mark names its first session again: %+v", got)
 	}
 	assertWarned(t, f, breakglass.EventUnrecordedSessionReason, "by-hand")
 }

@@ -132,6 +132,11 @@ func TestHandMadeOpenAndCloseIsRecorded(t *testing.T) {
 	if !strings.Contains(events, breakglass.EventUnrecordedSessionReason) {
 		t.Errorf("warning events of sd-blink: %q, want %s", events, breakglass.EventUnrecordedSessionReason)
 	}
+	// Opened again under the same id, a hand-made session would close
+	// leaving the mark as it was, for nobody to see: refused.
+	if _, errOut, code := oncall.run("kubectl", "-n", e.ArgoNamespace, "patch", "application", "sd-blink", "--type=merge", "-p", string(open)); code == 0 || !strings.Contains(errOut, "opens with a new id, not that of the session that last closed there") {
+		t.Errorf("a session reopened under the last close's id: exit %d, %s", code, errOut)
+	}
 }
 
 // TestForgedCloseIsNamed (issue 32, item 2): a second on-call appends a
