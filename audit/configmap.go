@@ -496,45 +496,46 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 // planted ahead of the log, since no writer appends past an empty
 // position (a prune cuts below the floor only).
 func (p *positions) overGap(ctx context.Context, seq uint64, floor HeadState) (bool, error) {
-	for below := seq - 1; below > floor.Seq; below-- {
-		doc, ok, err := p.at(ctx, below)
-		switch {
-		case err != nil:
-			return false, err
-		case !ok:
-			return true, nil
-		case recordAt(below, doc) != nil:
-			return false, nil
-		}
-	}
-	return false, nil
+	_, gap, err := p.below(ctx, seq, floor)
+	return gap, err
 }
 
 // linked says whether rec, the record at position seq, links to the log
 // below it: its prev is the hash of the newest record under it (objects
 // that are not records are stepped past, as appends step past them), or
-// the floor's where nothing is between them. One above an empty position
-// links to nothing: no writer appends past an empty position (a prune
-// cuts below the floor only), so it was planted ahead of the log.
+// the floor's where nothing is between them. One over an empty position
+// links to nothing.
 func (p *positions) linked(ctx context.Context, seq uint64, rec *Record, floor HeadState) (bool, error) {
 	if rec == nil {
 		return false, nil
 	}
-	for below := seq - 1; ; below-- {
-		if below <= floor.Seq {
-			return rec.Prev == floor.Hash, nil
-		}
-		doc, ok, err := p.at(ctx, below)
+	prev, gap, err := p.below(ctx, seq, floor)
+	switch {
+	case err != nil || gap:
+		return false, err
+	case prev == nil:
+		return rec.Prev == floor.Hash, nil
+	}
+	return rec.Prev == prev.Hash, nil
+}
+
+// below is the newest record under position seq, past objects that are
+// not records: nil when the floor comes first; gap when an empty position
+// does.
+func (p *positions) below(ctx context.Context, seq uint64, floor HeadState) (rec *Record, gap bool, err error) {
+	for at := seq - 1; at > floor.Seq; at-- {
+		doc, ok, err := p.at(ctx, at)
 		switch {
 		case err != nil:
-			return false, err
+			return nil, false, err
 		case !ok:
-			return false, nil
+			return nil, true, nil
 		}
-		if prev := recordAt(below, doc); prev != nil {
-			return rec.Prev == prev.Hash, nil
+		if rec := recordAt(at, doc); rec != nil {
+			return rec, false, nil
 		}
 	}
+	return nil, false, nil
 }
 
 // halve narrows a position held and a later one found empty down to

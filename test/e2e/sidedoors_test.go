@@ -60,18 +60,7 @@ func TestHandMadeSessionIsRecorded(t *testing.T) {
 		admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghost", "--type=merge", "-p",
 			`{"metadata":{"annotations":{"`+breakglass.SessionAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var orphaned []*audit.Record
-	waitFor(ctx, t, "a breakglass.orphaned record of sd-ghost", func() (bool, string) {
-		orphaned = nil
-		for _, r := range allRecords(t) {
-			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "sd-ghost" {
-				orphaned = append(orphaned, r)
-			}
-		}
-		return len(orphaned) > 0, "none yet"
-	})
+	orphaned := waitOrphaned(t, "sd-ghost")
 	if r := orphaned[0]; len(orphaned) != 1 || r.Actor.Username != controllerSA || r.Session != "" ||
 		!strings.Contains(r.Reason, "20261207-030000-ghost") || !strings.Contains(r.Reason, "automated sync is off") {
 		t.Errorf("orphaned records: %+v", orphaned)
@@ -112,18 +101,7 @@ func TestHandMadeOpenAndCloseIsRecorded(t *testing.T) {
 	}}, "spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": true}}}})
 	oncall.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-blink", "--type=merge", "-p", string(closing))
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var orphaned []*audit.Record
-	waitFor(ctx, t, "a breakglass.orphaned record of sd-blink", func() (bool, string) {
-		orphaned = nil
-		for _, r := range allRecords(t) {
-			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "sd-blink" {
-				orphaned = append(orphaned, r)
-			}
-		}
-		return len(orphaned) > 0, "none yet"
-	})
+	orphaned := waitOrphaned(t, "sd-blink")
 	if r := orphaned[0]; len(orphaned) != 1 || r.Actor.Username != controllerSA || !strings.Contains(r.Reason, id) ||
 		!strings.Contains(r.Reason, "which the audit log never opened") || !strings.Contains(r.Reason, "1 spec.ignoreDifferences entries, an Argo CD notice banner") {
 		t.Errorf("orphaned records: %+v", orphaned)
@@ -270,4 +248,23 @@ func TestAForeignHoldEntryHoldsRestoreBack(t *testing.T) {
 	if entries, found, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences"); found && len(entries) > 0 {
 		t.Errorf("after the close ignoreDifferences is %v, want none (the Application had none)", entries)
 	}
+}
+
+// waitOrphaned waits a minute at most for breakglass.orphaned records of
+// Application app, and returns them once there is one.
+func waitOrphaned(t *testing.T, app string) []*audit.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var orphaned []*audit.Record
+	waitFor(ctx, t, "a breakglass.orphaned record of "+app, func() (bool, string) {
+		orphaned = nil
+		for _, r := range allRecords(t) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == app {
+				orphaned = append(orphaned, r)
+			}
+		}
+		return len(orphaned) > 0, "none yet"
+	})
+	return orphaned
 }
