@@ -119,6 +119,43 @@ func TestHandMadeOpenAndCloseIsRecorded(t *testing.T) {
 	}
 }
 
+// TestAGhostChildsPauseMarkIsRecorded (issue 49, item 2): a second on-call
+// writes, in their own name, a plan for a session on an Application that
+// does not exist and a pause of a real one, then marks the real one paused
+// for that session with kubectl (the policy lets a parent's mark appear
+// with its pause): two records used to account for a silent pause. The
+// marked child must exist and carry the session: the controller records
+// the pause as orphaned within seconds, with a Warning Event OrphanedPause.
+func TestAGhostChildsPauseMarkIsRecorded(t *testing.T) {
+	e := environment(t)
+	deployApp(t, "sd-ghostparent")
+	startReplica(t, "replica-ghostparent")
+	const id = "20261207-040000-ghost"
+	appendAs(t, env.Lead.Name, &audit.Record{Event: audit.EventPlanned, Session: id, Reason: "ghost",
+		Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "sd-nochild"}, Outcome: audit.Outcome{Status: audit.StatusStarted}})
+	appendAs(t, env.Lead.Name, &audit.Record{Event: audit.EventPaused, Session: id, Reason: "ghost",
+		Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "sd-ghostparent"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
+	mark, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{breakglass.PausedByAnnotation: "sd-nochild/" + id}},
+		"spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"enabled": false}}}})
+	newUser(t, env.Lead.Name).kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghostparent", "--type=merge", "-p", string(mark))
+	admin := newUser(t, env.Admin.Name)
+	t.Cleanup(func() {
+		admin.kubectl("-n", e.ArgoNamespace, "patch", "application", "sd-ghostparent", "--type=merge", "-p",
+			`{"metadata":{"annotations":{"`+breakglass.PausedByAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"enabled":true}}}}`)
+		// The ghost session closes in the log, as it opened: by hand.
+		appendAs(t, env.Lead.Name, &audit.Record{Event: audit.EventRestored, Session: id, Reason: "ghost",
+			Application: &audit.AppRef{Namespace: e.ArgoNamespace, Name: "sd-nochild"}, Outcome: audit.Outcome{Status: audit.StatusSucceeded}})
+	})
+	orphaned := waitOrphaned(t, "sd-ghostparent", "whose Application "+e.ArgoNamespace+"/sd-nochild does not exist")
+	if r := orphaned[0]; len(orphaned) != 1 || r.Actor.Username != controllerSA || !strings.Contains(r.Reason, id) {
+		t.Errorf("orphaned records: %+v", orphaned)
+	}
+	events := admin.kubectl("-n", e.ArgoNamespace, "get", "events", "--field-selector", "type=Warning,involvedObject.name=sd-ghostparent", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}")
+	if !strings.Contains(events, breakglass.EventOrphanedReason) {
+		t.Errorf("warning events of sd-ghostparent: %q, want %s", events, breakglass.EventOrphanedReason)
+	}
+}
+
 // TestForgedCloseIsNamed (issue 32, item 2): a second on-call appends a
 // breakglass.restored record, in their own name, for a live session. The
 // Application stays paused with the fix: status shows the session open
