@@ -84,7 +84,17 @@ func (p *Proposer) stands(ctx context.Context, session string, recorded *audit.P
 	}
 	switch {
 	case provider != nil:
-		_, err := provider.State(asking, recorded.Number)
+		// A request counts when it merges the session's branch: any
+		// open request's number, recorded in one's own name, did.
+		var err error
+		if getter, ok := provider.(proposal.Getter); ok {
+			var opened *proposal.Opened
+			if opened, err = getter.Get(asking, recorded.Number); err == nil && opened.Branch != breakglass.ProposalBranch(session) {
+				return false
+			}
+		} else {
+			_, err = provider.State(asking, recorded.Number)
+		}
 		exists, known = !errors.Is(err, proposal.ErrNotFound), err == nil || errors.Is(err, proposal.ErrNotFound)
 	case recorded.Branch != "":
 		branchExists := p.BranchExists

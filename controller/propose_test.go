@@ -116,6 +116,38 @@ func TestARecordedProposalCountsWhenItExists(t *testing.T) {
 	}
 }
 
+// branchProvider is fakeProvider that reads a request whole, with the
+// branch it merges.
+type branchProvider struct {
+	fakeProvider
+	branches map[int]string
+}
+
+func (b *branchProvider) Get(ctx context.Context, n int) (*proposal.Opened, error) {
+	state, err := b.State(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return &proposal.Opened{Number: n, State: state, Branch: b.branches[n]}, nil
+}
+
+// TestARecordedRequestCountsWhenItMergesTheSessionsBranch (review of issue
+// 49, item 2): any open request's number, recorded in one's own name as
+// the session's proposal, stopped the controller from proposing the fix.
+// A request counts when it merges the session's own branch.
+func TestARecordedRequestCountsWhenItMergesTheSessionsBranch(t *testing.T) {
+	provider := &branchProvider{fakeProvider: fakeProvider{states: map[int]string{7: proposal.StateOpen, 8: proposal.StateOpen}},
+		branches: map[int]string{7: "kubectl-gitops/s1", 8: "feature/unrelated"}}
+	p := &Proposer{ProviderFor: func(string) (proposal.Provider, error) { return provider, nil }}
+	ctx := context.Background()
+	if !p.stands(ctx, "s1", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 7, Branch: "kubectl-gitops/s1"}) {
+		t.Error("the session's own request does not stand")
+	}
+	if p.stands(ctx, "s1", &audit.Proposal{RepoURL: "https://github.com/org/deploy.git", Number: 8, Branch: "kubectl-gitops/s1"}) {
+		t.Error("an unrelated open request, recorded as the session's, stands")
+	}
+}
+
 // TestARecordedBranchCountsWhenItExists (issue 49, item 2): a proposal
 // recorded as a branch alone (pushed with no provider) counted whether or
 // not the branch was ever pushed, so a record in anyone's own name stopped

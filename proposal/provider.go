@@ -27,6 +27,11 @@ type Provider interface {
 	State(ctx context.Context, number int) (string, error)
 }
 
+// Getter reads a request whole: its state and the branch it merges.
+type Getter interface {
+	Get(ctx context.Context, number int) (*Opened, error)
+}
+
 // Request is a pull or merge request to open.
 type Request struct {
 	Branch, Base, Title, Body string
@@ -37,6 +42,9 @@ type Opened struct {
 	Number int    `json:"number"`
 	URL    string `json:"url"`
 	State  string `json:"state"`
+	// Branch is the branch the request merges (GitHub's head.ref,
+	// GitLab's source_branch).
+	Branch string `json:"branch,omitempty"`
 }
 
 // The states of a request, the same words for both providers.
@@ -186,7 +194,7 @@ func (p githubPull) opened() *Opened {
 	if p.MergedAt != nil && *p.MergedAt != "" {
 		state = StateMerged
 	}
-	return &Opened{Number: p.Number, URL: p.HTMLURL, State: state}
+	return &Opened{Number: p.Number, URL: p.HTMLURL, State: state, Branch: p.Head.Ref}
 }
 
 // Open implements Provider: an open pull request from branch is reused.
@@ -215,11 +223,20 @@ func (g *GitHub) Open(ctx context.Context, req Request) (*Opened, error) {
 
 // State implements Provider.
 func (g *GitHub) State(ctx context.Context, number int) (string, error) {
-	var p githubPull
-	if _, err := g.do(ctx, http.MethodGet, "/repos/"+url.PathEscape(g.owner)+"/"+url.PathEscape(g.repo)+"/pulls/"+strconv.Itoa(number), nil, &p); err != nil {
+	p, err := g.Get(ctx, number)
+	if err != nil {
 		return "", err
 	}
-	return p.opened().State, nil
+	return p.State, nil
+}
+
+// Get implements Getter: the pull request as GitHub has it.
+func (g *GitHub) Get(ctx context.Context, number int) (*Opened, error) {
+	var p githubPull
+	if _, err := g.do(ctx, http.MethodGet, "/repos/"+url.PathEscape(g.owner)+"/"+url.PathEscape(g.repo)+"/pulls/"+strconv.Itoa(number), nil, &p); err != nil {
+		return nil, err
+	}
+	return p.opened(), nil
 }
 
 var linkRel = regexp.MustCompile(`<([^>]+)>\s*;\s*rel="?next"?`)
@@ -267,7 +284,7 @@ func (m gitlabMR) opened() *Opened {
 	case "opened", "locked":
 		state = StateOpen
 	}
-	return &Opened{Number: m.IID, URL: m.WebURL, State: state}
+	return &Opened{Number: m.IID, URL: m.WebURL, State: state, Branch: m.SourceBranch}
 }
 
 func (g *GitLab) prefix() string {
@@ -299,11 +316,20 @@ func (g *GitLab) Open(ctx context.Context, req Request) (*Opened, error) {
 
 // State implements Provider.
 func (g *GitLab) State(ctx context.Context, number int) (string, error) {
-	var m gitlabMR
-	if _, err := g.do(ctx, http.MethodGet, g.prefix()+"/"+strconv.Itoa(number), nil, &m); err != nil {
+	m, err := g.Get(ctx, number)
+	if err != nil {
 		return "", err
 	}
-	return m.opened().State, nil
+	return m.State, nil
+}
+
+// Get implements Getter: the merge request as GitLab has it.
+func (g *GitLab) Get(ctx context.Context, number int) (*Opened, error) {
+	var m gitlabMR
+	if _, err := g.do(ctx, http.MethodGet, g.prefix()+"/"+strconv.Itoa(number), nil, &m); err != nil {
+		return nil, err
+	}
+	return m.opened(), nil
 }
 
 // Detect is the provider a repository URL names and its project:

@@ -59,6 +59,10 @@ func TestProvidersAgainstTheirDoubles(t *testing.T) {
 			if state, err := p.State(ctx, created.Number); err != nil || state != StateMerged {
 				t.Errorf("state after merge: %q %v", state, err)
 			}
+			// Read whole, a request says which branch it merges.
+			if got, err := p.(Getter).Get(ctx, created.Number); err != nil || got.Branch != "kubectl-gitops/s2" || got.State != StateMerged {
+				t.Errorf("Get: %+v %v", got, err)
+			}
 			_, err = provider("wrong").Open(ctx, Request{Branch: "x", Base: "main", Title: "t"})
 			if !errors.Is(err, ErrProvider) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
 				t.Errorf("a refused token: %v", err)
