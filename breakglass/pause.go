@@ -771,11 +771,18 @@ func (e *Engine) UnrecordedClose(ctx context.Context, app argocd.App) (string, e
 		}
 	}
 	var why string
+	settling := false
 	switch _, log := ownLog(records, closed.ID); {
 	case log == nil || log.Opened == nil:
 		why = "which the audit log never opened"
 	case log.Application.Name != app.GetName() || log.Application.Namespace != app.GetNamespace():
 		why = fmt.Sprintf("which the audit log opened on %s/%s, not here", log.Application.Namespace, log.Application.Name)
+	case log.Closed == nil:
+		// Closed on the Application, open in the log: by hand, or a
+		// restore between its write and its record (or killed there).
+		// The caller names it once it stays so (ErrCloseSettling).
+		why = "which the audit log still has open: it was closed without a record (with kubectl, or a restore killed before its record)"
+		settling = true
 	default:
 		// An older session's id, reused by hand to open and close
 		// another, closes as that one: the mark then names a session
@@ -818,9 +825,22 @@ func (e *Engine) UnrecordedClose(ctx context.Context, app argocd.App) (string, e
 	if len(left) > 0 {
 		has = "; what it carries now that a session could have left, to compare with Git: " + strings.Join(left, ", ")
 	}
-	return fmt.Sprintf("application %s/%s was closed for break-glass session %s, %s: a session opened and closed by hand, so what it did in between (a pause, a terminated sync, ignoreDifferences, a banner) is in no record%s. See when and with what with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who)",
-		app.GetNamespace(), app.GetName(), strconv.Quote(Clip(closed.ID, 120)), why, has, app.GetName(), app.GetNamespace()), nil
+	what := "a session opened and closed by hand, so what it did in between (a pause, a terminated sync, ignoreDifferences, a banner) is in no record"
+	if settling {
+		what = "what that close put back is nobody's word: compare the Application's own ignoreDifferences, sync options and notice with its planned record (" + next.AuditLog(app.GetName(), string(audit.EventPlanned), false) + ")"
+	}
+	msg := fmt.Sprintf("application %s/%s was closed for break-glass session %s, %s: %s%s. See when and with what with kubectl get application %s -n %s --show-managed-fields (the API server's audit log has who)",
+		app.GetNamespace(), app.GetName(), strconv.Quote(Clip(closed.ID, 120)), why, what, has, app.GetName(), app.GetNamespace())
+	if settling {
+		return msg, ErrCloseSettling
+	}
+	return msg, nil
 }
+
+// ErrCloseSettling is UnrecordedClose's answer for a session the log
+// still has open on an Application already closed: what a restore looks
+// like between its write and its record. Name it only once it stays so.
+var ErrCloseSettling = errors.New("closed on the Application, still open in the audit log")
 
 // closedAfter is a session the audit log closed on app after it closed
 // session id there ("" when none, or id is not closed there). A close the

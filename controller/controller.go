@@ -68,6 +68,11 @@ type Controller struct {
 	// Proposer proposes in Git the fix of sessions marked --propose that
 	// have no proposal; nil proposes none.
 	Proposer *Proposer
+	// CloseGrace is how long a session may stand closed on its
+	// Application while the audit log still has it open before the close
+	// is named unrecorded (0: 1m): a restore records its close right
+	// after its write.
+	CloseGrace time.Duration
 
 	leading sync.Once
 	ready   chan struct{}
@@ -77,6 +82,9 @@ type Controller struct {
 	// orphanedSessions is the session id of each Application's annotation
 	// recorded as no session's, until the annotation goes.
 	orphanedSessions map[string]string
+	// settling is when each close the log had not recorded was first
+	// seen, until CloseGrace names it.
+	settling map[string]time.Time
 	// evaluated is each Application as last evaluated without error.
 	evaluated map[string]evaluation
 	// targets watches the live objects open sessions patched; forced
@@ -410,6 +418,9 @@ func (c *Controller) reconcile(ctx context.Context, app argocd.App) (time.Time, 
 			// Asked again once the log can tell (repaired, restored).
 			return time.Now().Add(30 * time.Second), c.orphan(ctx, engine, app)
 		}
+		if errors.Is(err, errSettling) {
+			return time.Now().Add(c.closeGrace()), c.orphan(ctx, engine, app)
+		}
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -615,10 +626,37 @@ func (c *Controller) unrecordedClose(ctx context.Context, engine *breakglass.Eng
 		return nil
 	}
 	why, err := engine.UnrecordedClose(ctx, app)
+	if errors.Is(err, breakglass.ErrCloseSettling) {
+		// A restore records its close right after its write: named
+		// only once the close has stood unrecorded for CloseGrace.
+		first, seen := c.settling[told]
+		if !seen {
+			if c.settling == nil {
+				c.settling = map[string]time.Time{}
+			}
+			c.settling[told] = time.Now()
+			return errSettling
+		}
+		if time.Since(first) < c.closeGrace() {
+			return errSettling
+		}
+		err = nil
+	}
+	delete(c.settling, told)
 	if err != nil || why == "" {
 		return err
 	}
 	return c.recordOrphan(ctx, engine, app, told, breakglass.EventUnrecordedSessionReason, why)
+}
+
+// errSettling asks for the Application again after CloseGrace.
+var errSettling = errors.New("a close settling")
+
+func (c *Controller) closeGrace() time.Duration {
+	if c.CloseGrace == 0 {
+		return time.Minute
+	}
+	return c.CloseGrace
 }
 
 // orphan records, once per mark, a paused-by mark on app that no open

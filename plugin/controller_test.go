@@ -175,7 +175,8 @@ func runControllerLogging(t *testing.T, remind time.Duration, logf func(string, 
 	engine.Audit = log
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller.Controller{Engine: engine, LeaseNamespace: "argocd", LeaseName: "kubectl-gitops-controller", Identity: "test",
-		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind, Metrics: controller.NewMetrics(), Log: logf}
+		LeaseDuration: 2 * time.Second, Resync: time.Second, RefreshEvery: time.Hour, RemindEvery: remind, Metrics: controller.NewMetrics(), Log: logf,
+		CloseGrace: 2 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -759,6 +760,54 @@ func TestControllerNamesASessionClosedThatTheLogNeverOpened(t *testing.T) {
 		t.Errorf("orphaned records of web, whose mark names its first session again: %+v", got)
 	}
 	assertWarned(t, f, breakglass.EventUnrecordedSessionReason, "by-hand")
+}
+
+// TestControllerNamesAHandMadeCloseOfALoggedSession (issue 49, item 1): a
+// session the log opened, closed on the Application with kubectl (the
+// annotation gone, the mark, sync back on): no record closes it, and what
+// the close put back is nobody's word. Named once the close has stood
+// unrecorded for the grace a restore's own record takes, not before.
+func TestControllerNamesAHandMadeCloseOfALoggedSession(t *testing.T) {
+	f := newFakeCluster(t)
+	if code, out, errOut := runPlugin(t, "breakglass", "web", "deployment/web", "--replicas", "3", "--reason", "load", "-y"); code != ExitOK {
+		t.Fatalf("break-glass: %d %s %s", code, out, errOut)
+	}
+	id := sessionOn(t, f).ID
+	web := f.app()
+	annotations := web.GetAnnotations()
+	delete(annotations, breakglass.SessionAnnotation)
+	annotations[breakglass.LastSessionAnnotation] = `{"id":"` + id + `","closed":"restored"}`
+	web.SetAnnotations(annotations)
+	_ = unstructured.SetNestedField(web.Object, true, "spec", "syncPolicy", "automated", "enabled")
+	if _, err := f.dyn.Resource(argocd.ApplicationGVR).Namespace("argocd").Update(context.Background(), web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	orphaned := func() (out []*audit.Record) {
+		for _, r := range records(t, f) {
+			if r.Event == audit.EventOrphaned && r.Application != nil && r.Application.Name == "web" {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	runController(t, time.Hour)
+	time.Sleep(time.Second)
+	if got := orphaned(); len(got) != 0 {
+		t.Fatalf("named within the grace a restore's record takes: %+v", got)
+	}
+	for deadline := time.Now().Add(15 * time.Second); len(orphaned()) == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the unrecorded close of a logged session was not named within 15s")
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if got := orphaned(); len(got) != 1 || !strings.Contains(got[0].Reason, "which the audit log still has open: it was closed without a record") ||
+		!strings.Contains(got[0].Reason, "kubectl gitops audit log --app web --event breakglass.planned") {
+		for _, r := range got {
+			t.Errorf("orphaned record of web: %s", r.Reason)
+		}
+	}
+	assertWarned(t, f, breakglass.EventUnrecordedSessionReason, "web")
 }
 
 // GIT_TOKEN is sent only to the hosts it is for: a GitHub Enterprise or
