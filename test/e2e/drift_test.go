@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -109,8 +110,10 @@ func TestDriftNamesWhoChangedLiveStateAndWhatToDo(t *testing.T) {
 	if g := driftedField(driftJSON(t, admin, name, "--manager-class", "my-operator=pipeline"), "ConfigMap", "/data/greeting"); g == nil || g.Class != drift.Pipeline {
 		t.Errorf("--manager-class: %+v", g)
 	}
-	// The on-call role may not read ConfigMaps there: that field's writer
-	// is unknown, said so, never guessed.
+	// An on-call who may read only the Deployments there (the team role
+	// swapped for a narrower one) cannot read the ConfigMap: that field's
+	// writer is unknown, said so, never guessed.
+	narrowTeamRole(t, name, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}})
 	limited := driftJSON(t, oncall, name)
 	if g := driftedField(limited, "ConfigMap", "/data/greeting"); g == nil || g.Class != drift.Unknown || len(limited[0].Notes) == 0 || !strings.Contains(limited[0].Notes[0], "forbidden") {
 		t.Errorf("a live object the user may not read: %+v %v", g, limited[0].Notes)
@@ -152,3 +155,24 @@ func jsonText(v any) string {
 
 // argoAdmin is the cluster admin with the Argo CD API configured.
 func argoAdmin(t *testing.T) *user { t.Helper(); return argoAs(t, env.Admin.Name) }
+
+// narrowTeamRole swaps on-call's team role in namespace ns for a Role of
+// rules alone.
+func narrowTeamRole(t *testing.T, ns string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubeFor(t, env.Admin.Name)
+	if err := kube.RbacV1().RoleBindings(ns).Delete(ctx, env.OncallTeamRole, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "oncall-narrow", Namespace: ns}, Rules: rules}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "oncall-narrow", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: env.Oncall.Groups[0]}}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

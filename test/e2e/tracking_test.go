@@ -93,6 +93,9 @@ spec:
 	}
 	kube := kubeFor(t, env.Admin.Name)
 	for _, ns := range []string{child, parentNamespace, childNamespace} {
+		if ns == e.ArgoNamespace {
+			continue // Argo CD's: Applications live there, never a team's workloads
+		}
 		if err := env.TeamNamespace(ctx, kube, ns); err != nil {
 			t.Fatal(err)
 		}

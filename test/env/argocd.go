@@ -429,6 +429,9 @@ const OncallTeamRole = "kubectl-gitops-oncall-team"
 // install does: the namespace, and on-call's team role bound there. It
 // may exist already; the binding is made once.
 func TeamNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+	if name == ArgoNamespace {
+		return fmt.Errorf("namespace %s is Argo CD's and the controller's, never a team's: on-call's team role is not bound there", name)
+	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
