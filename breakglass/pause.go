@@ -729,9 +729,11 @@ const noticeMax = 500
 // an Application that the audit log never opened there.
 const EventUnrecordedSessionReason = "UnrecordedSession"
 
-// UnrecordedClose says why app's last-session mark names a session the
-// audit log never opened on app, "" when it did (or there is no mark, or
-// a session is open). The admission policy lets a member of the on-call
+// UnrecordedClose says why app's last-session mark names a close the audit
+// log does not account for: a session it never opened on app, an older
+// session's id reused, or (with ErrCloseSettling) a session it still has
+// open; "" when it accounts for it (or there is no mark, or a session is
+// open). The admission policy lets a member of the on-call
 // group open a session by hand (a pause with an annotation) and close it
 // (the mark with the restore), since CEL cannot read the log: whatever
 // went on in between (a pause, a terminated sync, ignoreDifferences, the
