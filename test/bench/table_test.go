@@ -61,7 +61,46 @@ func TestMain(m *testing.M) {
 		}
 		w.Flush()
 	}
+	code, said := withGoals(code, rows)
+	if said != "" {
+		fmt.Println(said)
+	}
 	os.Exit(code)
+}
+
+// withGoals is the run's exit code once its goals are judged: a goal
+// missed fails a run that passed otherwise (make bench exits non-zero),
+// saying which.
+func withGoals(code int, rs []row) (int, string) {
+	var missed []string
+	for _, r := range rs {
+		if r.Met == "NO" {
+			missed = append(missed, r.Figure)
+		}
+	}
+	if len(missed) == 0 {
+		return code, ""
+	}
+	if code == 0 {
+		code = 1
+	}
+	return code, fmt.Sprintf("FAIL: %d goal(s) missed: %s", len(missed), strings.Join(missed, "; "))
+}
+
+// TestAMissedGoalFailsTheRun (issue 50, item 12): make bench printed NO
+// beside a missed goal and exited 0, so nothing that ran it noticed.
+func TestAMissedGoalFailsTheRun(t *testing.T) {
+	met := []row{{Figure: "a", Met: "yes"}, {Figure: "b", Met: "-"}}
+	if code, said := withGoals(0, met); code != 0 || said != "" {
+		t.Errorf("every goal met: exit %d, %q", code, said)
+	}
+	missed := append(met, row{Figure: "T_live / manual", Met: "NO"})
+	if code, said := withGoals(0, missed); code != 1 || said != "FAIL: 1 goal(s) missed: T_live / manual" {
+		t.Errorf("a goal missed: exit %d, %q", code, said)
+	}
+	if code, _ := withGoals(2, missed); code != 2 {
+		t.Errorf("a run that failed otherwise keeps its code: %d", code)
+	}
 }
 
 // BenchmarkColdStart times `kubectl gitops --help` against `kubectl
