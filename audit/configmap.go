@@ -465,11 +465,14 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 				if rec == nil {
 					continue // not a record: stepped past
 				}
-				over, err := p.overGap(ctx, seq, bottom)
+				// No writer appends past an empty position (a prune
+				// cuts below the floor only): a record over one was
+				// planted ahead of the log.
+				_, overGap, err := p.below(ctx, seq, bottom)
 				if err != nil {
 					return HeadState{}, nil, err
 				}
-				if !over {
+				if !overGap {
 					return HeadState{Seq: held, Hash: rec.Hash}, rec, nil
 				}
 				// Planted ahead of the log, over an empty position:
@@ -489,15 +492,6 @@ func (p *positions) end(ctx context.Context, lo HeadState, bound uint64, floor *
 		}
 		bound = gap - 1
 	}
-}
-
-// overGap says whether the newest object below position seq, past
-// objects that are not records, is no object at all: a record there was
-// planted ahead of the log, since no writer appends past an empty
-// position (a prune cuts below the floor only).
-func (p *positions) overGap(ctx context.Context, seq uint64, floor HeadState) (bool, error) {
-	_, gap, err := p.below(ctx, seq, floor)
-	return gap, err
 }
 
 // linked says whether rec, the record at position seq, links to the log

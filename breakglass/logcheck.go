@@ -74,11 +74,20 @@ func (l logReader) session(ctx context.Context, app audit.AppRef, id string) (*l
 	// Which session holds the Application comes from every session opened
 	// on it: a session whose annotation names another, or that replays an
 	// older one, is not the one the log has open there.
-	appEntries, err := l.Entries(ctx, audit.Filter{App: app.Name})
+	ofApp, err := l.ofApp(ctx, app.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading application %s's audit records: %w", app.Name, err)
+		return nil, err
 	}
-	return foldSession(app, id, records, audit.Trusted(appEntries)), nil
+	return foldSession(app, id, records, ofApp), nil
+}
+
+// ofApp reads the verified records labelled with Application name.
+func (l logReader) ofApp(ctx context.Context, name string) ([]*audit.Record, error) {
+	entries, err := l.Entries(ctx, audit.Filter{App: name})
+	if err != nil {
+		return nil, fmt.Errorf("reading application %s's audit records: %w", name, err)
+	}
+	return audit.Trusted(entries), nil
 }
 
 // records reads session id's verified records: by session, not by

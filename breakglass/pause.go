@@ -849,11 +849,11 @@ var ErrCloseSettling = errors.New("closed on the Application, still open in the 
 // tool is making (its Application write before its record) is never
 // after: the mark names the newest session then.
 func (e *Engine) closedAfter(ctx context.Context, app argocd.App, id string) (string, error) {
-	entries, err := e.Audit.Entries(ctx, audit.Filter{App: app.GetName()})
+	records, err := e.log().ofApp(ctx, app.GetName())
 	if err != nil {
-		return "", fmt.Errorf("reading application %s's audit records: %w", app.GetName(), err)
+		return "", err
 	}
-	legal, sessions := audit.Legal(audit.Trusted(entries))
+	legal, sessions := audit.Legal(records)
 	closedAt := map[string]uint64{}
 	for _, r := range legal {
 		s := sessions.Session(r.Session)

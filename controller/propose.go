@@ -35,7 +35,8 @@ type Proposer struct {
 	BranchExists func(ctx context.Context, repoURL, branch string) (bool, error)
 
 	tries map[string]try
-	// standing are the recorded requests the provider said exist.
+	// standing are the recorded requests and branches the provider or
+	// the remote said exist.
 	standing map[string]bool
 	// self is the controller's own username, whose started proposal
 	// records are its attempts ("" until asked).

@@ -131,9 +131,7 @@ func documentedRights(t *testing.T) map[string]map[string][]string {
 		if out[key] == nil {
 			out[key] = map[string][]string{}
 		}
-		merged := append(out[key][resource], verbs...)
-		slices.Sort(merged)
-		out[key][resource] = slices.Compact(merged)
+		addVerbs(out[key], resource, verbs)
 	}
 	for _, line := range strings.Split(table, "\n") {
 		cells := strings.Split(strings.Trim(line, "|"), "|")
@@ -187,10 +185,15 @@ func listRights(t *testing.T, user, ns string) map[string][]string {
 			if name != "" {
 				key += "/" + name
 			}
-			merged := append(rights[key], strings.Fields(m[4])...)
-			slices.Sort(merged)
-			rights[key] = slices.Compact(merged)
+			addVerbs(rights, key, strings.Fields(m[4]))
 		}
 	}
 	return rights
+}
+
+// addVerbs adds verbs to rights[key], kept sorted and once each.
+func addVerbs(rights map[string][]string, key string, verbs []string) {
+	merged := append(slices.Clone(rights[key]), verbs...)
+	slices.Sort(merged)
+	rights[key] = slices.Compact(merged)
 }
